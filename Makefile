@@ -1,0 +1,37 @@
+# The README's two commands: `make demo` and `make test`. Both set up .venv first.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.setup-done
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup demo test lab build bench clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required (Chainer 7.8.1 needs numpy.distutils, gone in 3.12); found " + sys.version.split()[0]'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q 'setuptools<70' wheel
+	# Chainer's setup.py imports pkg_resources: build it against the venv's setuptools<70.
+	$(BIN)/pip install -q --no-build-isolation -c constraints.txt chainer==7.8.1
+	$(BIN)/pip install -q -c constraints.txt -r requirements.txt
+	$(BIN)/pip install -q --no-build-isolation --no-deps -e .
+	$(BIN)/handson lab --install-settings
+	touch $@
+
+demo: setup
+	$(BIN)/handson demo
+
+test: setup
+	$(BIN)/python -m pytest
+
+lab: setup
+	$(BIN)/handson lab
+
+build: setup
+	$(BIN)/handson build
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,13 @@
+"""handson_lib: the one library that the course's notebooks, scripts and graders import.
+
+Modules are imported lazily by their users so that `import handson_lib` stays cheap
+(it must not import CuPy: MultiprocessParallelUpdater forks, see handson_lib.mpi).
+"""
+
+import os
+from pathlib import Path
+
+__version__ = "0.1.0"
+
+#: Root of the course checkout (the folder holding solutions/, notebooks/, exercises/).
+COURSE_ROOT = Path(os.environ.get("HANDSON_ROOT", Path(__file__).resolve().parent.parent))

@@ -1,0 +1,74 @@
+"""`handson` command line: one entry point for students, instructors and site admins."""
+
+import argparse
+import sys
+
+
+def _doctor(args):
+    from handson_lib import doctor
+    return doctor.main(as_json=args.json)
+
+
+def _build(args):
+    from handson_lib import build
+    return build.main(check=args.check)
+
+
+def _data_prepare(args):
+    from handson_lib import data
+    return data.prepare_main(args)
+
+
+def _demo(args):
+    from handson_lib import demo
+    return demo.main(args)
+
+
+def _lab(args):
+    from handson_lib import lab
+    return lab.main(args)
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(prog="handson", description=__doc__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("doctor", help="check the environment and say what each missing part disables")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_doctor)
+
+    p = sub.add_parser("build", help="regenerate notebooks/ and exercises/ from solutions/")
+    p.add_argument("--check", action="store_true",
+                   help="do not write; exit 1 when the committed student copies are stale or leak")
+    p.set_defaults(func=_build)
+
+    p = sub.add_parser("data", help="datasets")
+    data_sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+    p = data_sub.add_parser("prepare", help="build the cifar10_<size>px_<pct>p.pickle.gz file from the "
+                            "official cifar-10-python.tar.gz (run on the login node)")
+    from handson_lib.data import add_prepare_arguments
+    add_prepare_arguments(p)
+    p.set_defaults(func=_data_prepare)
+
+    p = sub.add_parser("demo", help="run the main job on embedded defaults and print throughput")
+    p.add_argument("--quick", action="store_true", help="a few iterations only (tests)")
+    p.set_defaults(func=_demo)
+
+    p = sub.add_parser("lab", help="start JupyterLab on the course")
+    p.add_argument("--install-settings", action="store_true",
+                   help="only write the lab settings (no news pop-up) into the environment")
+    p.add_argument("--port", type=int, default=8888)
+    p.add_argument("--ip", default="127.0.0.1")
+    p.add_argument("--no-browser", action="store_true")
+    p.set_defaults(func=_lab)
+    return parser
+
+
+def main(argv=None):
+    args = make_parser().parse_args(argv)
+    rc = args.func(args)
+    return 0 if rc is None else int(rc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

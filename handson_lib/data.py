@@ -1,0 +1,5 @@
+"""Placeholder until the data module lands."""
+
+
+def add_prepare_arguments(parser):
+    pass

@@ -1,0 +1,57 @@
+"""JupyterLab for the course: settings without the news pop-up, started on the course folder."""
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from handson_lib import COURSE_ROOT
+
+#: Lab-wide defaults (JupyterLab reads <prefix>/share/jupyter/lab/settings/overrides.json).
+LAB_OVERRIDES = {
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+}
+
+
+def overrides_path(prefix=sys.prefix):
+    return Path(prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+
+
+def install_settings(prefix=sys.prefix):
+    path = overrides_path(prefix)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    current = {}
+    if path.exists():
+        try:
+            current = json.loads(path.read_text())
+        except ValueError:
+            current = {}
+    for plugin, values in LAB_OVERRIDES.items():
+        current.setdefault(plugin, {}).update(values)
+    path.write_text(json.dumps(current, indent=2) + "\n")
+    return path
+
+
+def lab_command(port=8888, ip="127.0.0.1", open_browser=True, token=None, root=COURSE_ROOT):
+    jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or "jupyter"
+    cmd = [jupyter, "lab", f"--ip={ip}", f"--port={port}", f"--ServerApp.root_dir={root}",
+           "--ServerApp.port_retries=0"]
+    if not open_browser:
+        cmd.append("--no-browser")
+    if token is not None:
+        cmd.append(f"--IdentityProvider.token={token}")
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    return cmd
+
+
+def main(args):
+    path = install_settings()
+    if args.install_settings:
+        print(f"JupyterLab settings written to {path}")
+        return 0
+    cmd = lab_command(port=args.port, ip=args.ip, open_browser=not args.no_browser)
+    print("Starting:", " ".join(cmd), flush=True)
+    os.chdir(COURSE_ROOT)
+    os.execv(cmd[0], cmd)
