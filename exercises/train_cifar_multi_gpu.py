@@ -1,0 +1,79 @@
+#!/usr/bin/env python
+"""Task #1: train on several GPUs of one node with MultiprocessParallelUpdater.
+
+    python train_cifar_multi_gpu.py --gpus 0 1     # two devices in parallel
+    python train_cifar_multi_gpu.py --gpus 0       # one device: the baseline to compare with
+
+Complete every `# PUT YOUR CODE HERE`, then check your work with
+`handson check multi-gpu train_cifar_multi_gpu.py`. On a host without GPUs and NCCL the same
+code runs the course's CPU stand-in (one worker process per device), announced on screen.
+"""
+
+import argparse
+
+import chainer
+from chainer import training
+from chainer.training import extensions
+
+from handson_lib import models, multigpu, throughput
+from handson_lib import training as course
+
+# Chainer's updater where GPUs and NCCL exist, the CPU stand-in elsewhere (said on screen).
+multigpu.install()
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Task #1: multi-GPU training (seed 002)")
+    parser.add_argument("--gpus", "-g", type=int, nargs="+", default=[0, 1],
+                        help="device ids; the first is the main device, one id = baseline")
+    course.add_common_arguments(parser)
+    args = parser.parse_args()
+    course.seed_everything(args.seed)
+
+    multi = len(args.gpus) > 1
+    if multi:
+        course.print_banner("Start a training script using multiple GPUs.",
+                            [("GPUs", len(args.gpus)), ("Minibatch-size", args.batchsize),
+                             ("epoch", args.epoch)])
+    else:
+        course.print_banner("Start a training script using single GPU.",
+                            [("Minibatch-size", args.batchsize), ("epoch", args.epoch)])
+
+    train, test, info = course.load_data(args)
+    model = models.get_model(args.model, n_class=info.n_class)
+    optimizer = chainer.optimizers.MomentumSGD(lr=args.lr)
+    optimizer.setup(model)
+
+    if multi:
+        train_iters = devices = updater = None
+
+        # (1) Split the training set at random into one part per device and make one
+        #     iterator per part (chainer.datasets.split_dataset_n_random).
+        # PUT YOUR CODE HERE
+
+        # (2) The devices dict: device name -> GPU id; the main device's name must be 'main'.
+        # PUT YOUR CODE HERE
+        course.require_done("Task #1", train_iters=train_iters, devices=devices)
+        print(devices)
+
+        # (3) The updater: chainer.training.updaters.MultiprocessParallelUpdater.
+        # PUT YOUR CODE HERE
+        course.require_done("Task #1", updater=updater)
+        device = multigpu.evaluation_device(devices["main"])
+    else:
+        device = multigpu.single_device(args.gpus[0])
+        model.to_device(device)
+        device.use()
+        train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
+        updater = training.StandardUpdater(train_iter, optimizer, device=device)
+
+    trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
+    test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
+    trainer.extend(extensions.Evaluator(test_iter, model, device=device))
+    course.add_report_extensions(trainer, args.out, progress=not args.no_progress)
+    trainer.extend(throughput.make_extension(warmup=args.warmup_iterations, out=args.out))
+    trainer.run()
+
+
+if __name__ == "__main__":
+    main()

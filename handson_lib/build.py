@@ -1,0 +1,312 @@
+"""`handson build`: generate the student copies from the single source in solutions/.
+
+solutions/*.ipynb          -> notebooks/*.ipynb   (nbgrader's own release preprocessors)
+solutions/**/*.py, *.sh    -> exercises/...        (the same nbgrader marker logic, one file = one cell)
+solutions/** other files   -> exercises/...        (copied as they are)
+
+The stub is `# PUT YOUR CODE HERE`, a comment in both Python and bash. `check_tree` is the
+test's oracle: it rebuilds into a temporary folder and reports stale copies, leaked solution
+lines, leftover markers and files that do not parse.
+"""
+
+import ast
+import filecmp
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from handson_lib import COURSE_ROOT
+
+STUB = "# PUT YOUR CODE HERE"
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+SCRIPT_SUFFIXES = (".py", ".sh")
+#: Lines this short or this generic may legitimately appear in student copies.
+GENERIC_LINES = {"pass", "else:", "try:", "finally:", "return", "break", "continue", "fi", "done",
+                 "}", ")", "]", "return None"}
+SKIP_NAMES = {"__pycache__", ".ipynb_checkpoints", ".DS_Store"}
+
+
+def _preprocessors():
+    """nbgrader generate_assignment's pipeline, less the database and header steps."""
+    from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearMarkScheme,
+                                        ClearOutput, ClearSolutions, ComputeChecksums, LockCells)
+    stub = {"python": STUB, "bash": STUB}
+    return [
+        LockCells(),
+        ClearSolutions(code_stub=stub),
+        ClearOutput(),
+        CheckCellMetadata(),
+        ComputeChecksums(),
+        ClearHiddenTests(),
+        ClearMarkScheme(),
+        ComputeChecksums(),
+        CheckCellMetadata(),
+    ]
+
+
+def release_notebook(source: Path) -> str:
+    """The student version of an instructor notebook, as nbformat JSON text."""
+    import nbformat
+    nb = nbformat.read(str(source), as_version=4)
+    resources = {}
+    for pp in _preprocessors():
+        nb, resources = pp.preprocess(nb, resources)
+    nb.metadata.pop("celltoolbar", None)
+    return nbformat.writes(nb) + "\n"
+
+
+def release_script(text: str) -> str:
+    """Clear solution and hidden-test regions of a .py/.sh file (one file treated as one cell)."""
+    from nbformat.v4 import new_code_cell
+    from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions
+    cell = new_code_cell(text)
+    clear = ClearSolutions(code_stub={"python": STUB}, enforce_metadata=False)
+    cell, _ = clear.preprocess_cell(cell, {"language": "python"}, 0)
+    ClearHiddenTests(enforce_metadata=False)._remove_hidden_test_region(cell)
+    return cell.source
+
+
+def _source_files(src: Path):
+    for path in sorted(src.rglob("*")):
+        if path.is_file() and not (SKIP_NAMES & set(path.relative_to(src).parts)):
+            yield path
+
+
+def plan(root: Path = COURSE_ROOT):
+    """Map every student file to (source file, kind)."""
+    src = root / "solutions"
+    targets = {}
+    for path in _source_files(src):
+        rel = path.relative_to(src)
+        if path.suffix == ".ipynb":
+            targets[Path("notebooks") / rel] = (path, "notebook")
+        elif path.suffix in SCRIPT_SUFFIXES:
+            targets[Path("exercises") / rel] = (path, "script")
+        else:
+            targets[Path("exercises") / rel] = (path, "copy")
+    return targets
+
+
+def render(source: Path, kind: str) -> bytes:
+    if kind == "notebook":
+        return release_notebook(source).encode()
+    if kind == "script":
+        return release_script(source.read_text()).encode()
+    return source.read_bytes()
+
+
+def build_into(out: Path, root: Path = COURSE_ROOT):
+    """Write every student file under `out` (notebooks/ and exercises/); return the relative paths."""
+    written = []
+    for rel, (source, kind) in plan(root).items():
+        dest = out / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        data = render(source, kind)
+        if not dest.exists() or dest.read_bytes() != data:
+            dest.write_bytes(data)
+        shutil.copymode(source, dest)
+        written.append(rel)
+    return written
+
+
+def _generated_dirs():
+    return ("notebooks", "exercises")
+
+
+def build(root: Path = COURSE_ROOT):
+    """Regenerate notebooks/ and exercises/ in place; remove student files whose source is gone."""
+    expected = set(build_into(root, root))
+    removed = []
+    for top in _generated_dirs():
+        for path in sorted((root / top).rglob("*")):
+            rel = path.relative_to(root)
+            if path.is_file() and rel not in expected and not (SKIP_NAMES & set(rel.parts)):
+                path.unlink()
+                removed.append(rel)
+    return sorted(expected), removed
+
+
+# ----------------------------------------------------------------------------- checks
+
+@dataclass
+class Problem:
+    path: str
+    what: str
+
+    def __str__(self):
+        return f"{self.path}: {self.what}"
+
+
+@dataclass
+class Report:
+    problems: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return not self.problems
+
+
+def _regions(text: str):
+    """Lines inside solution / hidden-test regions, and lines outside them."""
+    inside, outside, state = [], [], None
+    for line in text.split("\n"):
+        if "BEGIN SOLUTION" in line or "BEGIN HIDDEN TESTS" in line:
+            state = "in"
+        elif "END SOLUTION" in line or "END HIDDEN TESTS" in line:
+            state = None
+        elif state:
+            inside.append(line)
+        else:
+            outside.append(line)
+    return inside, outside
+
+
+def _texts_of(path: Path):
+    """The text pieces a person or a kernel would see in a file (cell sources for notebooks)."""
+    if path.suffix == ".ipynb":
+        nb = json.loads(path.read_text())
+        return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                for c in nb.get("cells", [])]
+    try:
+        return [path.read_text()]
+    except UnicodeDecodeError:
+        return []
+
+
+def _significant(line: str) -> str:
+    s = line.strip()
+    if len(s) < 6 or s in GENERIC_LINES or s.startswith("#") and not s.startswith("#PBS"):
+        return ""
+    return s
+
+
+def secret_lines(root: Path = COURSE_ROOT):
+    """Solution / hidden-test lines that must never reach a student file.
+
+    A line that also appears outside every region of the source is public and not counted."""
+    secret, public = {}, set()
+    for source in _source_files(root / "solutions"):
+        for text, whole_cell_is_solution in _source_pieces(source):
+            inside, outside = _regions(text)
+            if whole_cell_is_solution and not inside:
+                inside, outside = outside, []
+            public.update(s for s in map(_significant, outside) if s)
+            for line in inside:
+                s = _significant(line)
+                if s:
+                    secret.setdefault(s, source.relative_to(root).as_posix())
+    return {s: where for s, where in secret.items() if s not in public}
+
+
+def _source_pieces(path: Path):
+    """(text, whole_cell_is_solution) for each cell of a notebook, or the whole script."""
+    if path.suffix != ".ipynb":
+        return [(t, False) for t in _texts_of(path)]
+    nb = json.loads(path.read_text())
+    return [("".join(c["source"]) if isinstance(c["source"], list) else c["source"],
+             bool(c.get("metadata", {}).get("nbgrader", {}).get("solution")))
+            for c in nb.get("cells", [])]
+
+
+def _ipython_to_python(cell_source: str) -> str:
+    from IPython.core.inputtransformer2 import TransformerManager
+    return TransformerManager().transform_cell(cell_source)
+
+
+def parse_problem(path: Path):
+    """Why `path` does not parse, or None."""
+    try:
+        if path.suffix == ".py":
+            ast.parse(path.read_text(), filename=str(path))
+        elif path.suffix == ".sh":
+            res = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+            if res.returncode:
+                return res.stderr.strip()
+        elif path.suffix == ".ipynb":
+            import nbformat
+            nb = nbformat.read(str(path), as_version=4)
+            nbformat.validate(nb)
+            for i, cell in enumerate(nb.cells):
+                if cell.cell_type == "code":
+                    try:
+                        ast.parse(_ipython_to_python(cell.source))
+                    except SyntaxError as err:
+                        return f"code cell {i}: {err}"
+    except SyntaxError as err:
+        return f"line {err.lineno}: {err.msg}"
+    except Exception as err:  # nbformat validation and friends
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def student_files(root: Path = COURSE_ROOT):
+    for top in _generated_dirs():
+        base = root / top
+        if base.exists():
+            for path in sorted(base.rglob("*")):
+                if path.is_file() and not (SKIP_NAMES & set(path.relative_to(root).parts)):
+                    yield path
+
+
+def check_leaks(root: Path = COURSE_ROOT, report: Report = None):
+    """Markers, solution lines and hidden tests in student files; files that do not parse."""
+    report = report or Report()
+    secrets = secret_lines(root)
+    for path in student_files(root):
+        rel = path.relative_to(root).as_posix()
+        for text in _texts_of(path):
+            for number, line in enumerate(text.split("\n"), 1):
+                marker = next((m for m in MARKERS if m in line), None)
+                if marker:
+                    report.problems.append(Problem(rel, f"marker '{marker}' left in: {line.strip()!r}"))
+                s = _significant(line)
+                if s in secrets:
+                    report.problems.append(
+                        Problem(rel, f"solution/hidden-test line from {secrets[s]} leaked: {s!r}"))
+        why = parse_problem(path)
+        if why:
+            report.problems.append(Problem(rel, f"does not parse: {why}"))
+    return report
+
+
+def check_tree(root: Path = COURSE_ROOT) -> Report:
+    """Rebuild into a temporary folder and compare with the committed student copies."""
+    report = Report()
+    with tempfile.TemporaryDirectory(prefix="handson-build-") as tmp:
+        fresh = Path(tmp)
+        expected = set(build_into(fresh, root))
+        for rel in sorted(expected):
+            committed = root / rel
+            if not committed.exists():
+                report.problems.append(Problem(rel.as_posix(), "missing: run `handson build`"))
+            elif not filecmp.cmp(committed, fresh / rel, shallow=False):
+                report.problems.append(Problem(rel.as_posix(), "differs from a rebuild of solutions/: "
+                                               "run `handson build` (never edit student copies by hand)"))
+        for path in student_files(root):
+            rel = path.relative_to(root)
+            if rel not in expected:
+                report.problems.append(Problem(rel.as_posix(), "has no source in solutions/"))
+    check_leaks(root, report)
+    return report
+
+
+def main(check=False, root: Path = COURSE_ROOT):
+    if not check:
+        written, removed = build(root)
+        print(f"Built {len(written)} student files from solutions/:")
+        for rel in written:
+            print(f"  {rel}")
+        for rel in removed:
+            print(f"  removed {rel} (its source is gone)")
+    report = check_tree(root)
+    if report.ok:
+        print("Student copies are in sync with solutions/ and leak nothing.")
+        return 0
+    print(f"{len(report.problems)} problem(s):", file=sys.stderr)
+    for problem in report.problems:
+        print(f"  {problem}", file=sys.stderr)
+    return 1

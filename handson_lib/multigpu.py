@@ -1,0 +1,357 @@
+"""Task #1 backends for `chainer.training.updaters.MultiprocessParallelUpdater`.
+
+On a host with GPUs and NCCL the student's code runs Chainer's real updater. Elsewhere
+`install()` puts `CPUParallelUpdater` under the same name: the same constructor
+`(iterators, optimizer, devices)`, one real worker process per device entry, each computing
+gradients on its own iterator; the gradients are summed into the main process before every
+update, the learning rate divided by the number of workers (as Chainer's updater does), and
+the new parameters sent back to every worker. The run says on screen which backend ran.
+"""
+
+import multiprocessing
+import os
+import sys
+import warnings
+
+import numpy
+
+import chainer
+from chainer.dataset import convert
+from chainer.training import updaters as _chainer_updaters
+
+CHAINER_MPU = _chainer_updaters.MultiprocessParallelUpdater
+
+#: Set by `install()`: the backend that `MultiprocessParallelUpdater(...)` creates.
+BACKEND = {"name": None, "reason": None}
+
+
+def nccl_status():
+    """(usable, reason): Chainer's updater needs CuPy, at least one GPU and a loadable NCCL."""
+    try:
+        import cupy
+    except Exception as err:  # ImportError, or a CUDA library that fails to load
+        return False, f"CuPy is not available ({type(err).__name__})"
+    try:
+        from cupy.cuda import nccl
+    except Exception as err:
+        return False, f"cupy.cuda.nccl does not import ({type(err).__name__})"
+    # The module imports even without libnccl; only `available` tells (else: get_unique_id fails).
+    if not getattr(nccl, "available", False):
+        return False, "CuPy was built or installed without NCCL (cupy.cuda.nccl.available is False)"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as err:
+        return False, f"no CUDA device ({type(err).__name__})"
+    if count < 1:
+        return False, "no CUDA device"
+    return True, f"{count} GPU(s), NCCL available"
+
+
+def cuda_context_initialized():
+    """True when this process already holds a CUDA context (Chainer issue 4709)."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return False
+    try:
+        return bool(cupy.cuda.driver.ctxGetCurrent())
+    except Exception:
+        return False
+
+
+def refuse_cuda_before_fork():
+    """MultiprocessParallelUpdater forks its workers; a CUDA context made before that breaks them."""
+    if cuda_context_initialized() and multiprocessing.get_start_method() not in ("spawn", "forkserver"):
+        raise RuntimeError(
+            "CUDA was initialised before MultiprocessParallelUpdater created its worker processes "
+            "(Chainer issue 4709): the forked workers would hang or crash. Do not move the model to a "
+            "GPU, call cupy or chainer.cuda.get_device_from_id(...).use() before the updater is "
+            "built: the updater moves the model to each device itself.")
+
+
+def _ordered_devices(devices):
+    if isinstance(devices, dict):
+        if "main" not in devices:
+            raise KeyError("the devices dict must name its main device 'main', e.g. "
+                           "{'main': 0, 'gpu1': 1} (MultiprocessParallelUpdater reports and updates "
+                           "on the 'main' device)")
+        rest = {k: v for k, v in devices.items() if k != "main"}
+        return ["main", *rest], [devices["main"], *rest.values()]
+    devices = list(devices)
+    return [f"device{i}" for i in range(len(devices))], devices
+
+
+def _param_layout(link):
+    """(name, shape, offset) of every parameter, in a fixed order, and the total size."""
+    layout, offset = [], 0
+    for name, param in sorted(link.namedparams()):
+        if param.array is None:
+            raise RuntimeError(f"parameter {name} is not initialised")
+        layout.append((name, param.shape, offset))
+        offset += param.size
+    return layout, offset
+
+
+def _params_to(link, buffer, layout):
+    params = dict(link.namedparams())
+    for name, shape, offset in layout:
+        size = int(numpy.prod(shape))
+        buffer[offset:offset + size] = params[name].array.ravel()
+
+
+def _params_from(link, buffer, layout):
+    params = dict(link.namedparams())
+    for name, shape, offset in layout:
+        size = int(numpy.prod(shape))
+        params[name].array[...] = buffer[offset:offset + size].reshape(shape)
+
+
+def _grads_to(link, buffer, layout):
+    params = dict(link.namedparams())
+    for name, shape, offset in layout:
+        size = int(numpy.prod(shape))
+        grad = params[name].grad
+        buffer[offset:offset + size] = 0 if grad is None else grad.ravel()
+
+
+def _limit_threads(n):
+    try:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(limits=n)
+    except Exception:
+        pass
+
+
+class _Observer:
+    """Hands the grader what each worker did (set by handson_lib.grading when it runs a script)."""
+
+    def __init__(self):
+        self.directory = os.environ.get("HANDSON_OBSERVE_DIR")
+
+    def save(self, name, **arrays):
+        if self.directory:
+            numpy.savez(os.path.join(self.directory, name), **arrays)
+
+
+def _worker_main(index, conn, model, iterator, converter, params, grads, layout, threads):
+    _limit_threads(threads)
+    observer = _Observer()
+    params_np = numpy.frombuffer(params, dtype=numpy.float32)
+    grads_np = numpy.frombuffer(grads, dtype=numpy.float32).reshape(-1, params_np.size)[index - 1]
+    served = []
+    reporter = chainer.Reporter()  # this worker's reports are dropped, as in Chainer's updater
+    reporter.add_observer("main", model)
+    try:
+        while True:
+            message = conn.recv()
+            if message == "update":
+                _params_from(model, params_np, layout)
+                batch = iterator.next()
+                served.append(len(batch))
+                in_arrays = convert._call_converter(converter, batch, None)
+                model.cleargrads()
+                with reporter.scope({}):
+                    loss = model(*in_arrays) if isinstance(in_arrays, tuple) else model(in_arrays)
+                loss.backward()
+                _grads_to(model, grads_np, layout)
+                del loss
+                conn.send("done")
+            elif message == "finalize":
+                _params_from(model, params_np, layout)
+                observer.save(f"worker{index}.npz", pid=os.getpid(), index=index,
+                              images=numpy.sum(served, dtype=numpy.int64),
+                              params=params_np.copy())
+                conn.send("bye")
+                return
+    except (EOFError, KeyboardInterrupt):
+        return
+    except BaseException as err:
+        conn.send(("error", f"{type(err).__name__}: {err}"))
+        raise
+
+
+class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
+    """MultiprocessParallelUpdater's CPU stand-in: one worker process per device entry."""
+
+    backend_name = "CPU stand-in (worker processes, NOT GPUs)"
+
+    def __init__(self, iterators, optimizer, devices, converter=convert.concat_examples,
+                 auto_new_epoch=True, threads_per_worker=None):
+        names, ids = _ordered_devices(devices)
+        if len(iterators) != len(ids):
+            raise ValueError(f"MultiprocessParallelUpdater needs one iterator per device: got "
+                             f"{len(iterators)} iterator(s) for {len(ids)} device(s)")
+        for it in iterators[1:]:
+            if len(it.dataset) != len(iterators[0].dataset):
+                raise ValueError("every iterator must have a dataset of the same length "
+                                 "(use chainer.datasets.split_dataset_n_random)")
+        self._device_names = names
+        self._worker_count = len(ids)
+        self._mpu_iterators = iterators
+        n = len(ids)
+        # Same correction as Chainer's updater: gradients are summed, not averaged.
+        optim = optimizer.__class__.__name__
+        if optim in ("Adam", "AdaGrad", "RMSprop"):
+            optimizer.eps *= n
+            warnings.warn(f"optimizer.eps is changed to {optimizer.eps} by MultiprocessParallelUpdater "
+                          "for new batch size.")
+        elif optim in ("RMSpropGraves", "AdaDelta"):
+            optimizer.eps *= n ** 2
+            warnings.warn(f"optimizer.eps is changed to {optimizer.eps} by MultiprocessParallelUpdater "
+                          "for new batch size.")
+        elif hasattr(optimizer, "lr"):
+            optimizer.lr /= n
+            warnings.warn(f"optimizer.lr is changed to {optimizer.lr} by MultiprocessParallelUpdater "
+                          "for new batch size.")
+        super().__init__(iterators[0], optimizer, converter=converter, auto_new_epoch=auto_new_epoch)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        self._threads = threads_per_worker or max(1, (cores or 1) // n)
+        self._workers = []
+        self._conns = []
+        self._layout = None
+        self._params = self._grads = None
+
+    @property
+    def workers(self):
+        return list(self._workers)
+
+    def _initialise_lazy_params(self, model):
+        # Links like L.Linear(None, n) get their shapes from the first batch: do it before forking.
+        if all(p.array is not None for p in model.params()):
+            return
+        example = self._mpu_iterators[0].dataset[0]
+        in_arrays = convert._call_converter(self.converter, [example], None)
+        with chainer.using_config("train", False), chainer.no_backprop_mode():
+            model(*in_arrays) if isinstance(in_arrays, tuple) else model(in_arrays)
+
+    def setup_workers(self):
+        if self._layout is not None:
+            return
+        model = self.get_optimizer("main").target
+        self._initialise_lazy_params(model)
+        self._layout, size = _param_layout(model)
+        ctx = multiprocessing.get_context("fork")
+        self._params = ctx.RawArray("f", size)
+        self._grads = ctx.RawArray("f", max(1, (self._worker_count - 1) * size))
+        _params_to(model, numpy.frombuffer(self._params, dtype=numpy.float32), self._layout)
+        for index in range(1, self._worker_count):
+            parent, child = ctx.Pipe()
+            worker = ctx.Process(
+                target=_worker_main, daemon=True, name=f"handson-mpu-{self._device_names[index]}",
+                args=(index, child, model, self._mpu_iterators[index], self.converter,
+                      self._params, self._grads, self._layout, self._threads))
+            worker.start()
+            child.close()
+            self._workers.append(worker)
+            self._conns.append(parent)
+        _limit_threads(self._threads)
+
+    def _receive(self, conn, index):
+        try:
+            reply = conn.recv()
+        except EOFError:
+            raise RuntimeError(f"worker {self._device_names[index]} died (exit code "
+                               f"{self._workers[index - 1].exitcode})") from None
+        if isinstance(reply, tuple) and reply[0] == "error":
+            raise RuntimeError(f"worker {self._device_names[index]} failed: {reply[1]}")
+        return reply
+
+    def update_core(self):
+        self.setup_workers()
+        for conn in self._conns:
+            conn.send("update")
+        optimizer = self.get_optimizer("main")
+        model = optimizer.target
+        batch = self.get_iterator("main").next()
+        in_arrays = convert._call_converter(self.converter, batch, None)
+        model.cleargrads()
+        loss = model(*in_arrays) if isinstance(in_arrays, tuple) else model(in_arrays)
+        loss.backward()
+        del loss
+        for index, conn in enumerate(self._conns, 1):
+            self._receive(conn, index)
+        if self._conns:
+            size = numpy.frombuffer(self._params, dtype=numpy.float32).size
+            grads = numpy.frombuffer(self._grads, dtype=numpy.float32).reshape(-1, size)
+            total = grads.sum(axis=0)
+            params = dict(model.namedparams())
+            for name, shape, offset in self._layout:
+                count = int(numpy.prod(shape))
+                extra = total[offset:offset + count].reshape(shape)
+                if params[name].grad is None:
+                    params[name].grad = extra.copy()
+                else:
+                    params[name].grad += extra
+        optimizer.update()
+        _params_to(model, numpy.frombuffer(self._params, dtype=numpy.float32), self._layout)
+        if self.auto_new_epoch and self.get_iterator("main").is_new_epoch:
+            optimizer.new_epoch(auto=True)
+
+    def finalize(self):
+        conns, workers = self._conns, self._workers
+        self._conns, self._workers = [], []
+        for index, conn in enumerate(conns, 1):
+            try:
+                conn.send("finalize")
+                self._receive(conn, index)
+            except Exception:
+                pass
+        for worker in workers:
+            worker.join(timeout=10)
+            if worker.is_alive():
+                worker.terminate()
+        if self._layout is not None:
+            _Observer().save("worker0.npz", pid=os.getpid(), index=0,
+                             params=numpy.frombuffer(self._params, dtype=numpy.float32).copy())
+        super().finalize()
+
+
+class MultiprocessParallelUpdater:
+    """Chooses the backend when the student's code calls MultiprocessParallelUpdater(...)."""
+
+    def __new__(cls, iterators, optimizer, devices, *args, **kwargs):
+        usable, reason = nccl_status()
+        if usable:
+            refuse_cuda_before_fork()
+            BACKEND.update(name="chainer", reason=reason)
+            print(f"MultiprocessParallelUpdater backend: Chainer's (NCCL, {len(iterators)} GPU processes)",
+                  flush=True)
+            return CHAINER_MPU(iterators, optimizer, devices, *args, **kwargs)
+        BACKEND.update(name="cpu", reason=reason)
+        print(f"MultiprocessParallelUpdater backend: {CPUParallelUpdater.backend_name}, "
+              f"{len(iterators)} worker processes; Chainer's needs GPUs and NCCL: {reason}", flush=True)
+        return CPUParallelUpdater(iterators, optimizer, devices, *args, **kwargs)
+
+    @staticmethod
+    def available():
+        return True
+
+
+def install():
+    """Make `chainer.training.updaters.MultiprocessParallelUpdater` choose its backend."""
+    _chainer_updaters.MultiprocessParallelUpdater = MultiprocessParallelUpdater
+    chainer.training.updaters.MultiprocessParallelUpdater = MultiprocessParallelUpdater
+    return MultiprocessParallelUpdater
+
+
+def _gpu_count():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+def single_device(gpu_id):
+    """The baseline's device: GPU `gpu_id` when there is one, else the CPU, said on screen."""
+    if gpu_id >= 0 and _gpu_count() > gpu_id:
+        return chainer.get_device(gpu_id)
+    print(f"No GPU {gpu_id} on this host: the single-device baseline runs on the CPU (@numpy).",
+          flush=True)
+    return chainer.get_device("@numpy")
+
+
+def evaluation_device(main_id):
+    """Where the evaluator runs: the main GPU under Chainer's updater, the CPU under the stand-in."""
+    if BACKEND["name"] == "chainer":
+        return chainer.get_device(main_id)
+    return chainer.get_device("@numpy")

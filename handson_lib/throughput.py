@@ -1,0 +1,114 @@
+"""Throughput measured as seed 002 prints it: `Throughput: X [images/sec.] (N / T)`.
+
+N counts the training images processed by all workers after the warm-up iterations and T is
+the wall time they took (the first iterations pay for memory allocation, cuDNN autotune and
+process start-up, so they are excluded, as benchmarks do).
+"""
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+THROUGHPUT_RE = re.compile(
+    r"^Throughput: (?P<rate>[-+0-9.eE]+) \[images/sec\.\] \((?P<n>\d+) / (?P<seconds>[-+0-9.eE]+)\)\s*$",
+    re.MULTILINE)
+
+
+def throughput_line(n_images, seconds):
+    return f"Throughput: {n_images / seconds:.2f} [images/sec.] ({n_images} / {seconds:.3f})"
+
+
+def parse_throughput(text):
+    """All throughput lines in `text` as dicts with rate, n, seconds (floats / int)."""
+    return [{"rate": float(m["rate"]), "n": int(m["n"]), "seconds": float(m["seconds"])}
+            for m in THROUGHPUT_RE.finditer(text)]
+
+
+class ThroughputMeter:
+    """Count images per step, ignoring the first `warmup` steps."""
+
+    def __init__(self, warmup=2, clock=time.perf_counter):
+        self.warmup = warmup
+        self.clock = clock
+        self.steps = 0
+        self.images = 0
+        self.started = None
+        self.last = None
+        if warmup == 0:
+            self.started = clock()
+
+    def step(self, n_images):
+        """Call after each iteration with the images it processed (all workers together)."""
+        now = self.clock()
+        self.steps += 1
+        if self.steps <= self.warmup:
+            if self.steps == self.warmup:
+                self.started = now
+            return
+        self.images += n_images
+        self.last = now
+
+    @property
+    def seconds(self):
+        if self.last is None:
+            return 0.0
+        return self.last - self.started
+
+    def result(self):
+        """(images/sec, N, T) or None when no step was timed (run shorter than the warm-up)."""
+        if self.images == 0 or self.seconds <= 0:
+            return None
+        return self.images / self.seconds, self.images, self.seconds
+
+
+def _default_images_per_iteration(trainer):
+    updater = trainer.updater
+    batch = updater.get_iterator("main").batch_size
+    # MultiprocessParallelUpdater (and the course's CPU backend) run one iterator per device.
+    workers = len(getattr(updater, "_mpu_iterators", None) or [None])
+    return batch * workers
+
+
+def make_extension(images_per_iteration=None, warmup=2, out=None, print_fn=print):
+    """A Chainer extension that times every iteration and prints the throughput line at the end.
+
+    images_per_iteration: images per iteration over all workers (an int, or a function of the
+    trainer); by default the main iterator's batch size times the number of worker iterators.
+    Pass `print_fn=None` on non-zero ranks. The figures also go to `out/throughput.json`.
+    """
+    from chainer import training
+
+    meter = ThroughputMeter(warmup=warmup)
+
+    @training.make_extension(trigger=(1, "iteration"), priority=training.PRIORITY_WRITER)
+    def throughput(trainer):
+        n = images_per_iteration
+        if n is None:
+            n = _default_images_per_iteration(trainer)
+        elif callable(n):
+            n = n(trainer)
+        meter.step(n)
+
+    def finalize():
+        if sys.exc_info()[0] is not None:  # the run failed: no figure to report
+            return
+        result = meter.result()
+        if result is None:
+            if print_fn:
+                print_fn(f"Throughput: not measured (the run had {meter.steps} iterations, "
+                         f"{meter.warmup} of them warm-up)")
+            return
+        rate, n, seconds = result
+        if print_fn:
+            print_fn(throughput_line(n, seconds))
+        if out is not None:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            Path(out, "throughput.json").write_text(json.dumps(
+                {"images_per_sec": rate, "images": n, "seconds": seconds,
+                 "iterations_timed": meter.steps - meter.warmup, "warmup": meter.warmup}))
+
+    throughput.finalize = finalize
+    throughput.meter = meter
+    return throughput

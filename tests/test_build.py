@@ -1,0 +1,139 @@
+"""solutions/ is the single source: student copies are in sync, leak nothing and parse."""
+
+import json
+import shutil
+
+import pytest
+
+from handson_lib import build
+from conftest import ROOT
+
+
+@pytest.fixture
+def course(tmp_path):
+    """A copy of the course's source and student trees to tamper with."""
+    for top in ("solutions", "notebooks", "exercises"):
+        if (ROOT / top).exists():
+            shutil.copytree(ROOT / top, tmp_path / top,
+                            ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+        else:
+            (tmp_path / top).mkdir()
+    return tmp_path
+
+
+def _problems(root):
+    return [str(p) for p in build.check_tree(root).problems]
+
+
+def test_committed_student_copies_match_a_rebuild_and_leak_nothing():
+    report = build.check_tree(ROOT)
+    assert report.ok, "\n".join(map(str, report.problems))
+
+
+def test_every_source_has_a_student_copy():
+    targets = build.plan(ROOT)
+    assert any(kind == "notebook" for _, kind in targets.values())
+    for rel in targets:
+        assert (ROOT / rel).exists(), f"{rel} missing: run `handson build`"
+
+
+def test_cli_check_passes_on_the_repository(run_handson):
+    res = run_handson("build", "--check")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "in sync" in res.stdout
+
+
+def test_build_is_idempotent(course):
+    build.build(course)
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in build.student_files(course)}
+    written, removed = build.build(course)
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in build.student_files(course)}
+    assert before == after, "a second build rewrote files"
+    assert removed == []
+    assert len(written) == len(before) > 0
+
+
+def test_pasted_solution_line_in_a_notebook_is_a_leak(course):
+    path = course / "notebooks" / "00_setup.ipynb"
+    nb = json.loads(path.read_text())
+    cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "q1_total_batch")
+    cell["source"] = "".join(cell["source"]) + "\n    return batch_per_worker * n_workers\n"
+    path.write_text(json.dumps(nb, indent=1))
+    problems = _problems(course)
+    assert any("leaked" in p and "return batch_per_worker * n_workers" in p for p in problems), problems
+    assert any("differs from a rebuild" in p for p in problems), problems
+
+
+def test_pasted_solution_line_in_an_exercise_script_is_a_leak(course):
+    source = course / "solutions" / "tiny_task.py"
+    source.write_text('def answer():\n    """Return the answer."""\n    ### BEGIN SOLUTION\n'
+                      '    return secret_value_of_the_task * 2\n    ### END SOLUTION\n')
+    build.build(course)
+    assert build.check_tree(course).ok
+    released = (course / "exercises" / "tiny_task.py").read_text()
+    assert "# PUT YOUR CODE HERE" in released and "secret_value" not in released
+    (course / "exercises" / "tiny_task.py").write_text(released + "    return secret_value_of_the_task * 2\n")
+    problems = _problems(course)
+    assert any("leaked" in p and "exercises/tiny_task.py" in p for p in problems), problems
+
+
+def test_hidden_test_and_markers_in_student_copy_are_reported(course):
+    path = course / "notebooks" / "00_setup.ipynb"
+    nb = json.loads(path.read_text())
+    cell = next(c for c in nb["cells"]
+                if c["metadata"].get("nbgrader", {}).get("grade_id") == "q2_parallelism_test")
+    cell["source"] = "".join(cell["source"]) + '\n### BEGIN HIDDEN TESTS\nassert needed_parallelism == "model"\n'
+    path.write_text(json.dumps(nb, indent=1))
+    problems = _problems(course)
+    assert any("marker 'BEGIN HIDDEN TESTS'" in p for p in problems), problems
+    assert any('leaked: \'assert needed_parallelism == "model"\'' in p for p in problems), problems
+
+
+def test_stale_copy_and_orphan_are_reported(course):
+    source = course / "solutions" / "00_setup.ipynb"
+    nb = json.loads(source.read_text())
+    nb["cells"][0]["source"] = "# A changed title\n"
+    source.write_text(json.dumps(nb, indent=1))
+    (course / "exercises" / "orphan.py").write_text("print('no source')\n")
+    problems = _problems(course)
+    assert any(p.startswith("notebooks/00_setup.ipynb: differs") for p in problems), problems
+    assert any(p.startswith("exercises/orphan.py: has no source") for p in problems), problems
+    build.build(course)
+    assert not (course / "exercises" / "orphan.py").exists()
+    assert build.check_tree(course).ok
+
+
+def test_release_script_python_and_bash():
+    py = ("import os\n\ndef f(x):\n    '''Doc.'''\n    ### BEGIN SOLUTION\n    y = x + 1\n"
+          "    return y\n    ### END SOLUTION\n\n### BEGIN HIDDEN TESTS\nassert f(1) == 2\n"
+          "### END HIDDEN TESTS\n")
+    out = build.release_script(py)
+    assert out == "import os\n\ndef f(x):\n    '''Doc.'''\n    # PUT YOUR CODE HERE\n\n"
+    sh = ("#!/bin/bash\n### BEGIN SOLUTION\n#PBS -q h-debug\n#PBS -l select=1:mpiprocs=1\n"
+          "### END SOLUTION\n#PBS -W group_list=gt00\necho hi\n")
+    assert build.release_script(sh) == "#!/bin/bash\n# PUT YOUR CODE HERE\n#PBS -W group_list=gt00\necho hi\n"
+
+
+def test_unparseable_release_is_reported(course):
+    # A whole function body as the solution, with no docstring left: the release cannot parse.
+    (course / "solutions" / "broken.py").write_text(
+        "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\n")
+    (course / "solutions" / "broken.sh").write_text(
+        "#!/bin/bash\nif true; then\n### BEGIN SOLUTION\necho solved\n### END SOLUTION\nfi\n")
+    build.build(course)
+    problems = _problems(course)
+    assert any(p.startswith("exercises/broken.py: does not parse") for p in problems), problems
+    assert any(p.startswith("exercises/broken.sh: does not parse") for p in problems), problems
+
+
+def test_released_notebooks_keep_grade_cells_locked_with_checksums():
+    for rel, (source, kind) in build.plan(ROOT).items():
+        if kind != "notebook":
+            continue
+        nb = json.loads((ROOT / rel).read_text())
+        graded = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
+        assert graded, f"{rel} has no graded cell"
+        for cell in graded:
+            meta = cell["metadata"]["nbgrader"]
+            assert meta["locked"] and meta.get("checksum"), f"{rel}: {meta.get('grade_id')}"
+        assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")

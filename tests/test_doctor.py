@@ -1,0 +1,275 @@
+"""`handson doctor`: the environment check of part 0."""
+
+import json
+import os
+import stat
+import sys
+import textwrap
+import time
+import types
+
+import pytest
+
+from handson_lib import doctor
+
+COMPONENTS = ["Python", "platform", "setuptools", "NumPy", "Chainer", "ChainerMN", "mpi4py",
+              "MPI library", "mpiexec", "user", "CPU cores", "CuPy", "cuDNN", "NCCL", "GPUs",
+              "nvidia-smi", "PBS commands", "Slurm commands", "nvprof", "nsys", "JupyterLab",
+              "nbgrader", "digits dataset", "Chromium"]
+
+
+def cupy_importable():
+    try:
+        import cupy  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+def row(text, name):
+    """The table line of component `name` (status symbol, marker, name, found)."""
+    for line in text.splitlines():
+        if line.startswith("  [") and name in line:
+            body = line[len("  [xxxx] * "):]
+            if body.startswith(name + "  ") or body.rstrip() == name:
+                return line
+    raise AssertionError(f"no row for {name!r} in:\n{text}")
+
+
+def by_name(checks):
+    return {c.name: c for c in checks}
+
+
+# --------------------------------------------------------------------------- the CLI on this host
+
+def test_doctor_cli_table(run_handson):
+    start = time.monotonic()
+    proc = run_handson("doctor", timeout=120)
+    elapsed = time.monotonic() - start
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert elapsed < 15, f"doctor took {elapsed:.1f} s (must stay fast)"
+    assert "Traceback" not in out + proc.stderr
+    for name in COMPONENTS:
+        row(out, name)
+    lines = out.strip().splitlines()
+    assert lines[-2] == "CPU course: ready"
+    assert row(out, "Python").startswith("  [ ok ] * Python")
+    assert f"{sys.version_info.major}.{sys.version_info.minor}" in row(out, "Python")
+    assert "7.8.1" in row(out, "Chainer")
+    assert "[ ok ]" in row(out, "mpiexec")
+    assert str(doctor._venv_bin() / "mpiexec") in row(out, "mpiexec")
+
+    cupy_line = row(out, "CuPy")
+    if cupy_importable():
+        assert cupy_line.startswith(("  [ ok ]", "  [warn]")), cupy_line
+    else:
+        assert cupy_line.startswith("  [miss]"), cupy_line
+        assert row(out, "GPUs").startswith("  [miss]")
+        assert row(out, "NCCL").startswith("  [miss]")
+        assert lines[-1] == "GPU course: not on this host (no CuPy/GPU)"
+        # the not-ok rows say what they disable
+        idx = lines.index(row(out, "NCCL"))
+        assert "-> disables: MultiprocessParallelUpdater needs NCCL" in lines[idx + 1]
+        assert "`naive` communicator" in lines[idx + 1]
+
+
+def test_doctor_cli_json_matches_table(run_handson):
+    proc_json = run_handson("doctor", "--json", timeout=120)
+    assert proc_json.returncode == 0, proc_json.stdout + proc_json.stderr
+    data = json.loads(proc_json.stdout)
+    names = [c["name"] for c in data["checks"]]
+    assert names == COMPONENTS
+    for c in data["checks"]:
+        assert c["status"] in doctor.STATUSES
+        assert set(c) >= {"name", "status", "found", "disables", "required_for_cpu_course"}
+        # ok rows disable nothing; every other row says what it disables
+        assert (c["disables"] == "") == (c["status"] == "ok"), c
+    assert data["verdict"]["cpu_ready"] is True
+    assert data["verdict"]["cpu"] == "CPU course: ready"
+    assert data["exit_code"] == 0
+    cupy_row = next(c for c in data["checks"] if c["name"] == "CuPy")
+    assert (cupy_row["status"] in ("ok", "warn")) == cupy_importable()
+    required = {c["name"] for c in data["checks"] if c["required_for_cpu_course"]}
+    assert {"Python", "Chainer", "NumPy", "setuptools", "ChainerMN", "mpi4py", "mpiexec"} <= required
+    assert "CuPy" not in required and "Chromium" not in required
+
+
+# --------------------------------------------------------------------------- broken environments
+
+def _fake_module(monkeypatch, name, **attrs):
+    mod = types.ModuleType(name)
+    mod.__file__ = f"/fake/{name.replace('.', '/')}.py"
+    for k, v in attrs.items():
+        setattr(mod, k, v)
+    monkeypatch.setitem(sys.modules, name, mod)
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, mod)
+    return mod
+
+
+@pytest.fixture
+def fake_cupy_without_nccl(monkeypatch):
+    """CuPy 13.6 with 2 A100s and cuDNN, whose cupy.cuda.nccl imports but has available=False."""
+    import chainer  # noqa: F401  (imported for real first: chainer caches whether CuPy works)
+    import chainermn  # noqa: F401
+
+    props = {"name": b"NVIDIA A100-SXM4-40GB", "major": 8, "minor": 0, "totalGlobalMem": 40 * 2**30}
+    _fake_module(monkeypatch, "cupy", __version__="13.6.0")
+    _fake_module(monkeypatch, "cupy.cuda")
+    _fake_module(monkeypatch, "cupy.cuda.runtime", getDeviceCount=lambda: 2,
+                 getDeviceProperties=lambda i: dict(props))
+    _fake_module(monkeypatch, "cupy.cuda.cudnn", getVersion=lambda: 8902)
+
+    def get_unique_id():
+        raise AttributeError("module 'cupy_backends.cuda.libs.nccl' has no attribute 'get_unique_id'")
+    _fake_module(monkeypatch, "cupy.cuda.nccl", available=False, get_unique_id=get_unique_id)
+
+
+def test_nccl_imports_but_unavailable(fake_cupy_without_nccl):
+    checks = doctor.run_checks(isolate_cuda=False)
+    rows = by_name(checks)
+    assert rows["CuPy"].status == "ok" and rows["CuPy"].found == "13.6.0"
+    assert rows["cuDNN"].status == "ok" and rows["cuDNN"].found == "8.9.2"
+    assert rows["GPUs"].status == "ok"
+    assert rows["GPUs"].found.startswith("2: 2 x NVIDIA A100-SXM4-40GB (cc 8.0")
+    assert "nsys" in rows["GPUs"].note and "nvprof refuses" in rows["GPUs"].note
+    nccl = rows["NCCL"]
+    assert nccl.status == "missing"
+    assert "available=False" in nccl.found
+    assert nccl.disables.startswith("MultiprocessParallelUpdater needs NCCL")
+    assert "`naive` communicator" in nccl.disables
+    v = doctor.verdict(checks)
+    assert v.cpu_ready and v.cpu == "CPU course: ready"
+    assert not v.gpu_ready
+    assert v.gpu.startswith("GPU course: NOT ready (NCCL:")
+
+
+def test_nccl_available_makes_gpu_course_ready(fake_cupy_without_nccl, monkeypatch):
+    nccl = sys.modules["cupy.cuda.nccl"]
+    monkeypatch.setattr(nccl, "available", True, raising=False)
+    monkeypatch.setattr(nccl, "get_version", lambda: 21803, raising=False)
+    rows = by_name(doctor.run_checks(isolate_cuda=False))
+    assert rows["NCCL"].status == "ok" and rows["NCCL"].found == "2.18.3"
+    assert rows["NCCL"].disables == ""
+    assert doctor.verdict(list(rows.values())).gpu == "GPU course: ready"
+
+
+def test_wrong_chainer_and_numpy_versions_block_cpu_course(monkeypatch, capsys):
+    import chainer
+    import numpy
+    monkeypatch.setattr(chainer, "__version__", "6.7.0")
+    monkeypatch.setattr(numpy, "__version__", "1.26.4")
+    rc = doctor.main()
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert row(out, "Chainer").startswith("  [err!] * Chainer         6.7.0")
+    assert "7.8.1 expected" in row(out, "Chainer")
+    assert row(out, "NumPy").startswith("  [err!]")
+    assert "numpy.float" in out
+    verdict = [ln for ln in out.splitlines() if ln.startswith("CPU course:")]
+    assert verdict and verdict[0].startswith("CPU course: NOT ready (")
+    assert "Chainer: 6.7.0" in verdict[0] and "NumPy: 1.26.4" in verdict[0]
+
+
+def test_failing_import_is_a_row_not_a_crash(monkeypatch):
+    import chainer  # noqa: F401
+    monkeypatch.setitem(sys.modules, "chainermn", None)   # `import chainermn` raises ImportError
+    checks = doctor.run_checks(isolate_cuda=False)
+    mn = by_name(checks)["ChainerMN"]
+    assert mn.status == "missing", mn
+    assert mn.found.startswith(("ModuleNotFoundError", "ImportError")), mn
+    assert "Task #2" in mn.disables
+    v = doctor.verdict(checks)
+    assert not v.cpu_ready and "ChainerMN" in v.cpu
+
+
+def test_shadowing_mpiexec_on_path_is_a_warning(tmp_path, monkeypatch):
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/sh\necho 'mpiexec (slurm torque wrapper) 1.0'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    checks = doctor.run_checks(isolate_cuda=False)
+    mpiexec = by_name(checks)["mpiexec"]
+    assert mpiexec.status == "warn"
+    assert mpiexec.found.startswith(str(doctor._venv_bin() / "mpiexec"))
+    assert str(fake) in mpiexec.disables and "shadows the venv's" in mpiexec.disables
+    assert doctor.verdict(checks).cpu_ready   # the course's launcher uses the venv's mpiexec
+
+
+def test_hanging_mpi4py_import_times_out(tmp_path, monkeypatch):
+    pkg = tmp_path / "mpi4py"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("__version__ = '9.9.9'\n")
+    (pkg / "MPI.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setattr(doctor, "MPI_IMPORT_TIMEOUT", 2)
+    start = time.monotonic()
+    checks = doctor.run_checks(isolate_cuda=False)
+    assert time.monotonic() - start < 30
+    rows = by_name(checks)
+    assert rows["mpi4py"].status == "error"
+    assert rows["mpi4py"].found.startswith("9.9.9;") and "timed out after 2 s" in rows["mpi4py"].found
+    assert rows["MPI library"].status == "missing"
+    v = doctor.verdict(checks)
+    assert not v.cpu_ready and "mpi4py" in v.cpu
+
+
+def test_fake_cupy_through_the_isolated_probe(tmp_path, run_handson):
+    """End to end: the subprocess probe sees a CuPy whose NCCL is not loadable."""
+    pkg = tmp_path / "cupy"
+    (pkg / "cuda").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("__version__ = '13.6.0'\n")
+    (pkg / "cuda" / "__init__.py").write_text("")
+    (pkg / "cuda" / "runtime.py").write_text(textwrap.dedent("""\
+        def getDeviceCount():
+            return 1
+        def getDeviceProperties(i):
+            return {"name": b"Tesla P100-SXM2-16GB", "major": 6, "minor": 0,
+                    "totalGlobalMem": 16 * 2**30}
+        """))
+    (pkg / "cuda" / "nccl.py").write_text("available = False\n")
+    (pkg / "cuda" / "cudnn.py").write_text("raise ImportError('libcudnn.so.8: cannot open shared object file')\n")
+    proc = run_handson("doctor", "--json", env={"PYTHONPATH": str(tmp_path)}, timeout=120)
+    data = json.loads(proc.stdout)
+    rows = {c["name"]: c for c in data["checks"]}
+    assert rows["CuPy"]["status"] == "ok" and rows["CuPy"]["found"] == "13.6.0"
+    assert rows["GPUs"]["found"].startswith("1: 1 x Tesla P100-SXM2-16GB (cc 6.0")
+    assert rows["cuDNN"]["status"] == "missing" and "libcudnn" in rows["cuDNN"]["found"]
+    assert rows["NCCL"]["status"] == "missing"
+    assert "MultiprocessParallelUpdater needs NCCL" in rows["NCCL"]["disables"]
+    assert data["verdict"]["gpu_ready"] is False
+    assert data["verdict"]["gpu"].startswith("GPU course: NOT ready (NCCL:")
+
+
+def test_check_rejects_unknown_status():
+    with pytest.raises(ValueError):
+        doctor.Check("x", "fine")
+
+
+def test_slurm_torque_wrapper_is_recognised(tmp_path, monkeypatch):
+    """A `qsub` that is Slurm's torque wrapper (a Perl script) and a partial Slurm install."""
+    scripts = {
+        "qsub": "#!/usr/bin/perl\n# qsub wrapper for Slurm\nuse Slurm;\nprint 'x';\n",
+        "qstat": "#!/bin/sh\nexit 0\n",
+        "qdel": "#!/bin/sh\nexit 0\n",
+        "pbsnodes": "#!/bin/sh\nexit 0\n",
+        "sbatch": "#!/bin/sh\necho 'slurm 22.05.8'\n",
+    }
+    for name, text in scripts.items():
+        f = tmp_path / name
+        f.write_text(text)
+        f.chmod(0o755)
+    # keep only directories that have no scheduler commands of their own, plus the fakes
+    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and not any(os.path.exists(os.path.join(d, c))
+                             for c in doctor.PBS_COMMANDS + doctor.SLURM_COMMANDS)]
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path), *keep]))
+    rows = by_name(doctor.run_checks(isolate_cuda=False))
+    pbs, slurm = rows["PBS commands"], rows["Slurm commands"]
+    assert pbs.status == "ok", pbs
+    assert "Slurm's torque wrapper" in pbs.found and str(tmp_path) in pbs.found
+    assert slurm.status == "warn", slurm
+    assert "slurm 22.05.8" in slurm.found and "missing: sinfo srun" in slurm.found
+    assert "handson cluster up" in slurm.disables

@@ -1,0 +1,38 @@
+"""Every instructor notebook (the student notebook with the solution filled in) runs top to bottom."""
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from handson_lib import build
+from conftest import ROOT
+
+SOURCES = sorted(source for source, kind in build.plan(ROOT).values() if kind == "notebook")
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[s.name for s in SOURCES])
+def test_solution_notebook_executes_on_cpu(source, tmp_path):
+    nb = nbformat.read(str(source), as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.output_type == "error"]
+    assert not errors
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert graded, "an instructor notebook without a graded cell"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[s.name for s in SOURCES])
+def test_student_release_fails_its_graded_cells(source, tmp_path):
+    """The released stubs must not pass the tests by accident."""
+    rel = next(rel for rel, (src, _) in build.plan(ROOT).items() if src == source)
+    nb = nbformat.read(str(ROOT / rel), as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    failed = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade")
+              and any(o.output_type == "error" for o in c.get("outputs", []))]
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert len(failed) == len(graded), f"graded cells passing with the stub: {set(c.metadata['nbgrader']['grade_id'] for c in graded) - set(failed)}"
