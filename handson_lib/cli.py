@@ -24,6 +24,16 @@ def _demo(args):
     return demo.main(args)
 
 
+def _check(args):
+    from handson_lib import grading
+    return grading.main(args)
+
+
+def _bench(args):
+    from handson_lib import bench
+    return bench.main(args)
+
+
 def _lab(args):
     from handson_lib import lab
     return lab.main(args)
@@ -53,6 +63,23 @@ def make_parser():
     p = sub.add_parser("demo", help="run the main job on embedded defaults and print throughput")
     p.add_argument("--quick", action="store_true", help="a few iterations only (tests)")
     p.set_defaults(func=_demo)
+
+    p = sub.add_parser("check", help="run a task script under the grader and say what is still wrong")
+    p.add_argument("task", help="multi-gpu")
+    p.add_argument("file", help="your script, e.g. exercises/train_cifar_multi_gpu.py")
+    p.add_argument("--timeout", type=float, default=300, help="seconds before the watchdog stops a run")
+    p.add_argument("--site", default=None, help="thresholds of a site: local, reedbush, cluster")
+    p.add_argument("--min-throughput-ratio", type=float, default=None,
+                   help="throughput needed, as a fraction of the reference solution's")
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.set_defaults(func=_check)
+
+    p = sub.add_parser("bench", help="throughput benchmarks (ratios to a reference in the same run)")
+    p.add_argument("benchmark", choices=["multi-gpu"])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--batchsize", type=int, default=32)
+    p.add_argument("--out", default="results/bench", help="folder for the JSON results")
+    p.set_defaults(func=_bench)
 
     p = sub.add_parser("lab", help="start JupyterLab on the course")
     p.add_argument("--install-settings", action="store_true",

@@ -71,3 +71,22 @@ def sample_grid(dataset, n=20, columns=10, title=None, class_names=None):
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def throughput_bars(groups, title="Throughput", ylabel="images/sec."):
+    """Bar charts side by side, one per group: {group title: {label: images/s or None}}."""
+    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 3.8), squeeze=False)
+    for ax, (group, values) in zip(axes[0], groups.items()):
+        labels = list(values)
+        heights = [values[k] or 0 for k in labels]
+        bars = ax.bar(range(len(labels)), heights, color=_GPU_COLORS[:len(labels)])
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_title(group, fontsize=10)
+        ax.set_ylabel(ylabel)
+        for bar, value in zip(bars, heights):
+            ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(),
+                    f"{value:.1f}" if value else "n/a", ha="center", va="bottom", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

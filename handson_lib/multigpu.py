@@ -193,15 +193,15 @@ class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
         if optim in ("Adam", "AdaGrad", "RMSprop"):
             optimizer.eps *= n
             warnings.warn(f"optimizer.eps is changed to {optimizer.eps} by MultiprocessParallelUpdater "
-                          "for new batch size.")
+                          "for new batch size.", stacklevel=3)
         elif optim in ("RMSpropGraves", "AdaDelta"):
             optimizer.eps *= n ** 2
             warnings.warn(f"optimizer.eps is changed to {optimizer.eps} by MultiprocessParallelUpdater "
-                          "for new batch size.")
+                          "for new batch size.", stacklevel=3)
         elif hasattr(optimizer, "lr"):
             optimizer.lr /= n
             warnings.warn(f"optimizer.lr is changed to {optimizer.lr} by MultiprocessParallelUpdater "
-                          "for new batch size.")
+                          "for new batch size.", stacklevel=3)
         super().__init__(iterators[0], optimizer, converter=converter, auto_new_epoch=auto_new_epoch)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         self._threads = threads_per_worker or max(1, (cores or 1) // n)

@@ -82,7 +82,7 @@ def make_extension(images_per_iteration=None, warmup=2, out=None, print_fn=print
 
     meter = ThroughputMeter(warmup=warmup)
 
-    @training.make_extension(trigger=(1, "iteration"), priority=training.PRIORITY_WRITER)
+    @training.make_extension(trigger=(1, "iteration"), priority=training.PRIORITY_READER - 1)
     def throughput(trainer):
         n = images_per_iteration
         if n is None:

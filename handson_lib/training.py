@@ -1,8 +1,6 @@
 """Pieces every training script shares: flags, the trainer's report extensions, the banner.
 
-Flags follow Chainer's examples (`--batchsize`, `--epoch`, `--dataset`, `--out`, ...). The
-single-process baseline of Task #1 (`run_baseline`) lives here too: it is the reference that
-the parallel versions are compared with.
+Flags follow Chainer's examples (`--batchsize`, `--epoch`, `--dataset`, `--out`, ...).
 """
 
 import argparse
@@ -71,37 +69,6 @@ def print_banner(title, rows, print_fn=print):
     for key, value in rows:
         print_fn(f"# {key}: {value}")
     print_fn("")
-
-
-def run_baseline(args, print_fn=print):
-    """One process, one device, StandardUpdater: the reference for every speed-up."""
-    import chainer
-    from chainer import training
-    from chainer.training import extensions
-
-    from handson_lib import models, throughput
-
-    seed_everything(args.seed)
-    device = chainer.get_device(getattr(args, "device", "@numpy"))
-    print_banner("Start a training script using a single process (baseline).",
-                 [("Device", device), ("Minibatch-size", args.batchsize), ("epoch", args.epoch)],
-                 print_fn)
-    train, test, info = load_data(args, print_fn=print_fn)
-    model = models.get_model(args.model, n_class=info.n_class)
-    model.to_device(device)
-    device.use()
-    optimizer = chainer.optimizers.MomentumSGD(lr=args.lr)
-    optimizer.setup(model)
-    train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
-    test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
-    updater = training.StandardUpdater(train_iter, optimizer, device=device)
-    trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
-    trainer.extend(extensions.Evaluator(test_iter, model, device=device))
-    add_report_extensions(trainer, args.out, progress=not args.no_progress)
-    trainer.extend(throughput.make_extension(args.batchsize, warmup=args.warmup_iterations,
-                                             out=args.out, print_fn=print_fn))
-    trainer.run()
-    return trainer
 
 
 def require_done(task, **values):

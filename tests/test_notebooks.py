@@ -14,7 +14,7 @@ SOURCES = sorted(source for source, kind in build.plan(ROOT).values() if kind ==
 def test_solution_notebook_executes_on_cpu(source, tmp_path):
     nb = nbformat.read(str(source), as_version=4)
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})
+                            resources={"metadata": {"path": str(source.parent)}})
     client.execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.output_type == "error"]
@@ -29,7 +29,7 @@ def test_student_release_fails_its_graded_cells(source, tmp_path):
     rel = next(rel for rel, (src, _) in build.plan(ROOT).items() if src == source)
     nb = nbformat.read(str(ROOT / rel), as_version=4)
     client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(tmp_path)}})
+                            resources={"metadata": {"path": str((ROOT / rel).parent)}})
     client.execute()
     failed = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
               if c.metadata.get("nbgrader", {}).get("grade")

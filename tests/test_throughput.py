@@ -40,15 +40,17 @@ def test_line_format_matches_the_seed_and_parses_back():
     assert throughput.parse_throughput("Throughput: fast") == []
 
 
-def test_baseline_run_prints_the_line_and_writes_figures(run_handson, tmp_path):
+def test_demo_runs_task1_and_ends_with_the_throughput_line(run_handson):
     res = run_handson("demo", "--quick", timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     lines = throughput.parse_throughput(res.stdout)
-    assert len(lines) == 1, res.stdout
-    # 512 images, batch 32: 16 iterations, 2 of them warm-up.
-    assert lines[0]["n"] == 14 * 32 and lines[0]["rate"] > 0
-    assert res.stdout.rstrip().splitlines()[-2].startswith("Throughput:")
+    # one device: 512 images, batch 32: 16 iterations, 2 of them warm-up;
+    # two devices: 8 iterations of 2 x 32 images, 2 of them warm-up.
+    assert [l["n"] for l in lines] == [14 * 32, 6 * 64, 6 * 64], res.stdout
+    last = res.stdout.rstrip().splitlines()[-1]
+    assert throughput.parse_throughput(last) == [lines[1]]
     assert "offline stand-in, NOT CIFAR-10" in res.stdout
-    out = res.stdout.rstrip().splitlines()[-1].split("Logs and plots: ")[1].rstrip("/")
-    saved = json.loads(open(f"{out}/throughput.json").read())
-    assert saved["images"] == lines[0]["n"] and saved["iterations_timed"] == 14
+    assert "CPU stand-in (worker processes, NOT GPUs), 2 worker processes" in res.stdout
+    out = next(l for l in res.stdout.splitlines() if l.startswith("Logs and plots: ")).split(": ")[1]
+    saved = json.loads(open(f"{out.rstrip('/')}/multi/throughput.json").read())
+    assert saved["images"] == lines[1]["n"] and saved["iterations_timed"] == 6

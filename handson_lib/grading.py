@@ -1,0 +1,297 @@
+"""Grading core shared by `handson check`, the notebooks' hidden tests and the autograder.
+
+A student's script is run under the instrumenting launcher (handson_lib.observe) with a
+watchdog; each check reads what the launcher observed, never the script's own printout.
+Throughput is scored as a ratio to the reference solution measured in the same session.
+"""
+
+import json
+import os
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy
+
+from handson_lib import COURSE_ROOT, mpi
+
+#: Thresholds per site; choose with `--site` or HANDSON_SITE. A laptop or CI machine is noisy,
+#: a reserved cluster node is not.
+SITES = {
+    "local": {"min_throughput_ratio": 0.7, "min_accuracy": 0.3},
+    "reedbush": {"min_throughput_ratio": 0.85, "min_accuracy": 0.3},
+    "cluster": {"min_throughput_ratio": 0.85, "min_accuracy": 0.3},
+}
+
+#: Small, quick runs on the offline synthetic data.
+MULTI_GPU_ARGS = ["--epoch", "3", "--train-size", "2000", "--test-size", "500", "--batchsize", "32",
+                  "--no-progress"]
+
+
+def site_thresholds(site=None):
+    site = site or os.environ.get("HANDSON_SITE", "local")
+    if site not in SITES:
+        raise ValueError(f"unknown site {site!r}; choose one of {', '.join(SITES)}")
+    return dict(SITES[site])
+
+
+def locate(script_name):
+    """Where a task script is: next to the notebook, else in ../exercises (student release)."""
+    for candidate in (Path.cwd() / script_name, Path.cwd().parent / "exercises" / script_name,
+                      COURSE_ROOT / "exercises" / script_name):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError(f"{script_name} not found next to this notebook nor in ../exercises")
+
+
+def reference_script(name):
+    return COURSE_ROOT / "solutions" / name
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    message: str
+
+    def line(self):
+        return f"  [{'PASS' if self.passed else 'FAIL'}] {self.name}: {self.message}"
+
+
+@dataclass
+class Report:
+    task: str
+    script: str
+    checks: list = field(default_factory=list)
+    observed: dict = field(default_factory=dict)
+    reference: dict = field(default_factory=dict)
+    output_tail: str = ""
+
+    @property
+    def ok(self):
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    @property
+    def failed(self):
+        return [c for c in self.checks if not c.passed]
+
+    def add(self, name, passed, message):
+        self.checks.append(Check(name, bool(passed), message))
+
+    def text(self):
+        lines = [f"handson check {self.task} {self.script}"]
+        lines += [c.line() for c in self.checks]
+        passed = sum(c.passed for c in self.checks)
+        lines.append(f"{passed} of {len(self.checks)} checks passed"
+                     + ("" if self.ok else " -- see the FAIL lines above"))
+        if not self.ok and self.output_tail:
+            lines.append("Last lines of your script's output:")
+            lines += ["  | " + line for line in self.output_tail.splitlines()]
+        return "\n".join(lines)
+
+    def to_json(self):
+        return json.dumps({"task": self.task, "script": self.script, "ok": self.ok,
+                           "checks": [asdict(c) for c in self.checks]}, indent=2)
+
+
+@dataclass
+class Observation:
+    """One observed run: the launcher's record, worker files, the output and the exit status."""
+    returncode: int
+    timed_out: bool
+    output: str
+    record: dict
+    workers: dict
+    seconds: float
+
+    @property
+    def finished(self):
+        return self.returncode == 0 and not self.timed_out and self.record.get("finished")
+
+    @property
+    def throughput(self):
+        t = self.record.get("throughput")
+        return t["images_per_sec"] if t else None
+
+
+def run_observed(script, args, timeout=300, env=None):
+    """Run `python SCRIPT ARGS` under the instrumenting launcher and a watchdog."""
+    with tempfile.TemporaryDirectory(prefix="handson-observe-") as tmp:
+        outdir = Path(tmp) / "observed"
+        workdir = Path(tmp) / "run"
+        workdir.mkdir()
+        full_env = dict(os.environ if env is None else env)
+        full_env.setdefault("PYTHONUNBUFFERED", "1")
+        full_env.setdefault("MPLBACKEND", "Agg")
+        cmd = [sys.executable, "-m", "handson_lib.observe", str(outdir), str(Path(script).resolve()),
+               *args, "--out", str(workdir / "result")]
+        res = mpi.run_watched(cmd, timeout, env=full_env, cwd=str(workdir))
+        record = {}
+        if (outdir / "observed.json").exists():
+            record = json.loads((outdir / "observed.json").read_text())
+        workers = {}
+        for path in sorted(outdir.glob("worker*.npz")) if outdir.exists() else []:
+            with numpy.load(path) as npz:
+                workers[int(npz["index"])] = {k: npz[k] for k in npz.files}
+        return Observation(res.returncode, res.timed_out, res.output, record, workers, res.seconds)
+
+
+def _tail(output, lines=15):
+    return "\n".join(output.rstrip().splitlines()[-lines:])
+
+
+def _why_it_stopped(obs, timeout):
+    if obs.timed_out:
+        return (f"did not finish within {timeout:.0f} s and was stopped by the watchdog "
+                "(an infinite loop, or workers waiting for each other?)")
+    error = obs.record.get("error") or ""
+    if error.startswith("NotImplementedError"):
+        return "not implemented yet: " + error.split(": ", 1)[1]
+    if error:
+        return f"stopped with {error}"
+    if not obs.record:
+        return f"crashed before training started (exit code {obs.returncode})"
+    if not obs.record.get("trainers"):
+        return "finished without creating a chainer.training.Trainer"
+    return f"exit code {obs.returncode}"
+
+
+def _shard_checks(report, record, what="worker"):
+    shards = [set(s) for s in record.get("shards", [])]
+    train = record.get("train_fingerprints")
+    sizes = [len(s) for s in record.get("shards", [])]
+    if len(shards) < 2:
+        report.add("shards are disjoint", False, f"only {len(shards)} {what} iterator(s): nothing was split")
+        report.add("shards cover the training set", False, "not checked: the data was not split")
+        return
+    overlap = set.intersection(*shards) if len(shards) == 2 else set().union(
+        *[a & b for i, a in enumerate(shards) for b in shards[i + 1:]])
+    if overlap:
+        share = len(overlap) / max(1, min(sizes))
+        msg = (f"{len(overlap)} training images are in more than one {what}'s shard ({share:.0%} of the "
+               f"smallest shard)")
+        if share > 0.99:
+            msg = (f"every {what} gets the same images (the whole training set each): split it with "
+                   f"chainer.datasets.split_dataset_n_random(train, n) and give each {what} its own part")
+        report.add("shards are disjoint", False, msg)
+    else:
+        report.add("shards are disjoint", True, f"{len(shards)} shards of {sizes} images, no image twice")
+    if train is None:
+        report.add("shards cover the training set", False,
+                   "the script did not load its data with the course's loader (course.load_data)")
+        return
+    union = set().union(*shards)
+    missing = len(set(train) - union)
+    if missing:
+        report.add("shards cover the training set", False,
+                   f"{missing} of {len(set(train))} training images are in no shard")
+    else:
+        report.add("shards cover the training set", True, f"all {len(set(train))} training images are used")
+
+
+def _accuracy_check(report, record, min_accuracy):
+    acc = record.get("accuracy")
+    n_class = record.get("dataset", {}).get("n_class", 10)
+    if acc is None:
+        report.add("accuracy beats chance", False, "no test accuracy could be measured")
+    else:
+        report.add("accuracy beats chance", acc >= min_accuracy,
+                   f"test accuracy {acc:.3f} measured by the grader (chance {1 / n_class:.2f}, "
+                   f"needed {min_accuracy:.2f})")
+
+
+def _throughput_check(report, student, reference, min_ratio):
+    if reference is None or reference.throughput is None:
+        report.add("throughput vs the reference", False,
+                   "the reference solution could not be measured in this session")
+        return
+    rate = student.throughput
+    if rate is None:
+        report.add("throughput vs the reference", False, "no timed iteration (run too short?)")
+        return
+    ratio = rate / reference.throughput
+    report.add("throughput vs the reference", ratio >= min_ratio,
+               f"{rate:.1f} images/s = {ratio:.2f} x the reference's {reference.throughput:.1f} "
+               f"measured just before (needed >= {min_ratio:.2f})")
+
+
+def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site=None,
+                    min_throughput_ratio=None, min_accuracy=None, print_fn=None):
+    """Grade Task #1. `reference` may be an Observation of the solution from this session."""
+    limits = site_thresholds(site)
+    min_ratio = limits["min_throughput_ratio"] if min_throughput_ratio is None else min_throughput_ratio
+    min_acc = limits["min_accuracy"] if min_accuracy is None else min_accuracy
+    args = list(MULTI_GPU_ARGS if args is None else args)
+    run_args = ["--gpus", *map(str, range(gpus)), *args]
+    say = print_fn or (lambda *_: None)
+    if reference is None:
+        say("Measuring the reference solution in this session ...")
+        reference = run_observed(reference_script("train_cifar_multi_gpu.py"), run_args, timeout)
+    say(f"Running {script} under the grader's launcher ...")
+    obs = run_observed(script, run_args, timeout)
+    report = Report("multi-gpu", str(script), observed=obs.record, reference=reference.record,
+                    output_tail=_tail(obs.output))
+    if not obs.finished:
+        report.add("runs to the end", False, _why_it_stopped(obs, timeout))
+        for name in ("uses MultiprocessParallelUpdater", "one worker process per device",
+                     "shards are disjoint", "shards cover the training set",
+                     "parameters equal on all workers", "accuracy beats chance",
+                     "throughput vs the reference"):
+            report.add(name, False, "not checked: the script did not finish")
+        return report
+    record = obs.record
+    report.add("runs to the end", True, f"{record.get('iterations')} iterations in {obs.seconds:.1f} s")
+
+    updater = record.get("updater")
+    uses_mpu = updater in ("CPUParallelUpdater", "MultiprocessParallelUpdater")
+    report.add("uses MultiprocessParallelUpdater", uses_mpu,
+               f"backend: {record.get('backend')}" if uses_mpu else
+               f"the trainer ran {updater}: one process did all the work. Build "
+               "chainer.training.updaters.MultiprocessParallelUpdater(iterators, optimizer, devices)")
+
+    main_pid = record.get("pid")
+    if record.get("backend") == "chainer":
+        n = record.get("n_iterators")
+        report.add("one worker process per device", n == gpus,
+                   f"{n} iterator(s) for {gpus} GPUs (Chainer's updater starts one process each)")
+    else:
+        pids = {int(w["pid"]) for i, w in obs.workers.items() if i > 0} - {main_pid}
+        n = len(pids) + (1 if 0 in obs.workers else 0)
+        report.add("one worker process per device", n == gpus,
+                   f"{n} process(es) computed gradients, {gpus} expected")
+
+    _shard_checks(report, record)
+
+    if record.get("backend") == "chainer":
+        report.add("parameters equal on all workers", True,
+                   "Chainer's updater broadcasts the main device's parameters after every update")
+    elif len(obs.workers) >= 2:
+        params = [w["params"] for _, w in sorted(obs.workers.items())]
+        worst = max(float(numpy.max(numpy.abs(p - params[0]))) for p in params[1:])
+        report.add("parameters equal on all workers", worst == 0.0,
+                   f"largest difference between workers after training: {worst:.3g}")
+    else:
+        report.add("parameters equal on all workers", False, "fewer than two workers to compare")
+
+    _accuracy_check(report, record, min_acc)
+    _throughput_check(report, obs, reference, min_ratio)
+    return report
+
+
+TASKS = {"multi-gpu": check_multi_gpu}
+
+
+def main(args):
+    if args.task not in TASKS:
+        print(f"unknown task {args.task!r}; choose one of {', '.join(TASKS)}", file=sys.stderr)
+        return 2
+    if not Path(args.file).exists():
+        print(f"{args.file}: no such file", file=sys.stderr)
+        return 2
+    kwargs = dict(timeout=args.timeout, site=args.site, print_fn=print)
+    if args.min_throughput_ratio is not None:
+        kwargs["min_throughput_ratio"] = args.min_throughput_ratio
+    report = TASKS[args.task](args.file, **kwargs)
+    print(report.to_json() if args.json else report.text())
+    return 0 if report.ok else 1

@@ -1,0 +1,46 @@
+"""Helpers the notebooks call to run scripts and show results (kept here so tests reach them)."""
+
+import re
+
+from handson_lib import grading
+
+_NOISE = re.compile(r"DeprecationWarning|^\s*$|numpy.distutils|distutils_status_migration")
+
+
+def _readable(output):
+    """The output without library noise; a warning keeps its message, not its source line."""
+    lines, after_warning = [], False
+    for line in output.replace("\x1b[J", "").splitlines():
+        if after_warning and line.startswith("  "):
+            after_warning = False
+            continue
+        after_warning = "Warning:" in line
+        if not _NOISE.search(line) or "Throughput" in line:
+            lines.append(line)
+    return lines
+
+
+def run_script(script, args, label=None, timeout=600, show=12):
+    """Run a course script under the grader's launcher; print its last lines; return the Observation."""
+    obs = grading.run_observed(script, [str(a) for a in args], timeout=timeout)
+    lines = _readable(obs.output)
+    print(f"--- {label or script} ({'finished' if obs.finished else 'did NOT finish'}, {obs.seconds:.1f} s)")
+    print("\n".join(lines[-show:]))
+    if not obs.finished:
+        print(f"!!! {grading._why_it_stopped(obs, timeout)}")
+    return obs
+
+
+def throughput_rows(observations, reference_label=None):
+    """[(label, images/s or None, ratio to the reference or None)] for a dict label -> Observation."""
+    rates = {label: obs.throughput if obs.finished else None for label, obs in observations.items()}
+    base = rates.get(reference_label) if reference_label else None
+    return [(label, rate, (rate / base) if rate and base else None) for label, rate in rates.items()]
+
+
+def print_table(rows, headers=("run", "images/s", "ratio")):
+    print(f"{headers[0]:40s} {headers[1]:>10s} {headers[2]:>8s}")
+    for label, rate, ratio in rows:
+        rate_s = f"{rate:10.1f}" if rate else f"{'-':>10s}"
+        ratio_s = f"{ratio:7.2f}x" if ratio else f"{'-':>8s}"
+        print(f"{label:40s} {rate_s} {ratio_s}")

@@ -1,0 +1,171 @@
+"""The instrumenting launcher: run a student's training script and record what really happened.
+
+    python -m handson_lib.observe OUTDIR SCRIPT [ARGS...]
+
+The grader does not trust the script's printout. Before the script runs, hooks are put on the
+course's data loader and on `chainer.training.Trainer`; after `trainer.run()` the launcher
+writes `OUTDIR/observed.json` with:
+  - the updater class and backend, the number of worker iterators;
+  - a fingerprint of every training example and of every worker's shard (disjoint? complete?);
+  - its own throughput measurement (warm-up excluded), independent of the script's line;
+  - the accuracy of the trained model on the test set, computed here;
+and the CPU backend's worker processes write their pid and final parameters next to it.
+"""
+
+import hashlib
+import json
+import os
+import runpy
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy
+
+
+def fingerprint(example):
+    """A short digest of one (x, t) example, equal for equal data."""
+    h = hashlib.blake2b(digest_size=8)
+    for part in (example if isinstance(example, tuple) else (example,)):
+        array = numpy.ascontiguousarray(numpy.asarray(part))
+        h.update(str(array.dtype).encode())
+        h.update(array.tobytes())
+    return h.hexdigest()
+
+
+def fingerprints(dataset):
+    return [fingerprint(dataset[i]) for i in range(len(dataset))]
+
+
+class Recorder:
+    def __init__(self, outdir):
+        self.outdir = Path(outdir)
+        self.outdir.mkdir(parents=True, exist_ok=True)
+        self.record = {"pid": os.getpid(), "trainers": 0, "finished": False}
+        self.datasets = []
+        self.trainer = None
+        self.meter = None
+        self.started = None
+
+    # ---- hooks
+    def on_dataset(self, train, test, info):
+        self.datasets.append((train, test, info))
+        self.record["dataset"] = {"name": info.name, "n_train": len(train), "n_test": len(test),
+                                  "n_class": info.n_class}
+
+    def on_trainer(self, trainer):
+        from handson_lib import multigpu
+        from handson_lib.throughput import ThroughputMeter
+        self.record["trainers"] += 1
+        self.trainer = trainer
+        updater = trainer.updater
+        iterators = getattr(updater, "_mpu_iterators", None) or [updater.get_iterator("main")]
+        self.record["updater"] = type(updater).__name__
+        self.record["updater_module"] = type(updater).__module__
+        self.record["backend"] = multigpu.BACKEND["name"]
+        self.record["n_iterators"] = len(iterators)
+        self.record["batch_sizes"] = [getattr(it, "batch_size", None) for it in iterators]
+        self.record["shards"] = [fingerprints(it.dataset) for it in iterators]
+        if self.datasets:
+            self.record["train_fingerprints"] = fingerprints(self.datasets[-1][0])
+        self.meter = ThroughputMeter(warmup=2)
+        batch = sum(b or 0 for b in self.record["batch_sizes"])
+        from chainer import training
+
+        @training.make_extension(trigger=(1, "iteration"), priority=training.PRIORITY_READER - 1)
+        def observe_throughput(_):
+            self.meter.step(batch)
+
+        trainer.extend(observe_throughput, name="handson_observer")
+
+    def after_run(self, trainer, seconds):
+        result = self.meter.result() if self.meter else None
+        self.record["run_seconds"] = seconds
+        self.record["iterations"] = trainer.updater.iteration
+        self.record["throughput"] = None if result is None else {
+            "images_per_sec": result[0], "images": result[1], "seconds": result[2]}
+        self.record["accuracy"] = self.test_accuracy(trainer)
+        self.record["finished"] = True
+
+    def test_accuracy(self, trainer):
+        import chainer
+        import chainer.functions as F
+        if not self.datasets:
+            return None
+        test = self.datasets[-1][1]
+        model = trainer.updater.get_optimizer("main").target
+        predictor = getattr(model, "predictor", model)
+        correct = 0
+        with chainer.using_config("train", False), chainer.no_backprop_mode():
+            for start in range(0, len(test), 256):
+                x, t = chainer.dataset.concat_examples(test[start:start + 256])
+                device = chainer.backend.get_device_from_array(next(model.params()).array)
+                y = predictor(device.send(x))
+                correct += int((F.argmax(y, axis=1).array == device.send(t)).sum())
+        return correct / len(test)
+
+    def save(self, error=None):
+        self.record["error"] = error
+        (self.outdir / "observed.json").write_text(json.dumps(self.record))
+
+
+def install_hooks(recorder):
+    import chainer
+    from chainer import training
+
+    from handson_lib import data
+
+    original_get = data.get_dataset
+
+    def get_dataset(*args, **kwargs):
+        train, test, info = original_get(*args, **kwargs)
+        recorder.on_dataset(train, test, info)
+        return train, test, info
+
+    data.get_dataset = get_dataset
+
+    original_init = training.Trainer.__init__
+    original_run = training.Trainer.run
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        recorder.on_trainer(self)
+
+    def run(self, *args, **kwargs):
+        started = time.perf_counter()
+        original_run(self, *args, **kwargs)
+        recorder.after_run(self, time.perf_counter() - started)
+
+    training.Trainer.__init__ = init
+    training.Trainer.run = run
+    chainer.training.Trainer = training.Trainer
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    outdir, script, script_args = argv[0], argv[1], argv[2:]
+    os.environ["HANDSON_OBSERVE_DIR"] = str(Path(outdir).resolve())
+    recorder = Recorder(outdir)
+    install_hooks(recorder)
+    sys.argv = [script, *script_args]
+    sys.path.insert(0, str(Path(script).resolve().parent))
+    error = None
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            error = f"SystemExit: {exc.code}"
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+    finally:
+        recorder.save(error)
+    return 1 if error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""Task #1: the CPU stand-in is data parallel for real, and the grader tells right from wrong."""
+
+import sys
+import types
+import warnings
+
+import chainer
+import numpy
+import pytest
+from chainer import training
+
+from handson_lib import data, grading, models, multigpu
+from conftest import ROOT
+
+SOLUTION = ROOT / "solutions" / "train_cifar_multi_gpu.py"
+SKELETON = ROOT / "exercises" / "train_cifar_multi_gpu.py"
+SPLIT_LINE = "parts = chainer.datasets.split_dataset_n_random(train, len(args.gpus), seed=args.seed)"
+UPDATER_LINE = "updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices)"
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The reference solution, measured once for the whole module (same session)."""
+    obs = grading.run_observed(SOLUTION, ["--gpus", "0", "1", *grading.MULTI_GPU_ARGS], timeout=300)
+    assert obs.finished, obs.output[-3000:]
+    return obs
+
+
+def _mutant(tmp_path, old, new):
+    source = SOLUTION.read_text()
+    assert old in source, f"the solution no longer contains {old!r}"
+    path = tmp_path / "train_cifar_multi_gpu.py"
+    path.write_text(source.replace(old, new))
+    return path
+
+
+def _failed(report):
+    return {c.name: c.message for c in report.failed}
+
+
+def test_reference_solution_passes_every_check(reference):
+    report = grading.check_multi_gpu(SOLUTION, reference=reference)
+    assert report.ok, report.text()
+    names = [c.name for c in report.checks]
+    assert names == ["runs to the end", "uses MultiprocessParallelUpdater", "one worker process per device",
+                     "shards are disjoint", "shards cover the training set",
+                     "parameters equal on all workers", "accuracy beats chance", "throughput vs the reference"]
+    assert reference.record["backend"] == "cpu"
+    assert "CPU stand-in (worker processes, NOT GPUs), 2 worker processes" in reference.output
+    assert "optimizer.lr is changed to 0.01 by MultiprocessParallelUpdater" in reference.output
+
+
+def test_skeleton_fails_with_not_implemented(reference):
+    report = grading.check_multi_gpu(SKELETON, reference=reference)
+    failed = _failed(report)
+    assert not report.ok
+    assert failed["runs to the end"].startswith("not implemented yet: Task #1 is not complete")
+    assert "`train_iters`, `devices` are still None" in failed["runs to the end"]
+
+
+def test_whole_dataset_on_every_worker_fails_on_shards(reference, tmp_path):
+    script = _mutant(tmp_path, SPLIT_LINE, "parts = [train] * len(args.gpus)")
+    report = grading.check_multi_gpu(script, reference=reference)
+    failed = _failed(report)
+    assert set(failed) == {"shards are disjoint"}, report.text()
+    assert "every worker gets the same images" in failed["shards are disjoint"]
+
+
+def test_standard_updater_fails_on_the_updater_and_the_workers(reference, tmp_path):
+    script = _mutant(tmp_path, UPDATER_LINE, "updater = training.StandardUpdater(train_iters[0], optimizer)")
+    report = grading.check_multi_gpu(script, reference=reference)
+    failed = _failed(report)
+    assert "the trainer ran StandardUpdater: one process did all the work" in failed["uses MultiprocessParallelUpdater"]
+    assert "1 process(es) computed gradients, 2 expected" in failed["one worker process per device"] \
+        or "0 process(es)" in failed["one worker process per device"]
+    assert "only 1 worker iterator(s)" in failed["shards are disjoint"]
+
+
+def test_infinite_loop_is_stopped_by_the_watchdog(reference, tmp_path):
+    script = _mutant(tmp_path, "    trainer.run()\n", "    while True:\n        pass\n")
+    report = grading.check_multi_gpu(script, reference=reference, timeout=20)
+    failed = _failed(report)
+    assert "stopped by the watchdog" in failed["runs to the end"]
+
+
+def _initialised_model(train, seed):
+    numpy.random.seed(seed)
+    model = models.get_model("cnn", 10)
+    model(*chainer.dataset.concat_examples([train[0]]))
+    return model
+
+
+@pytest.mark.parametrize("n_workers", [2, 3])
+def test_n_workers_with_batch_b_equal_one_process_with_batch_n_times_b(n_workers):
+    train, _, _ = data.get_dataset("synthetic", n_train=240, n_test=10, announce=False)
+    reference, parallel = _initialised_model(train, 0), _initialised_model(train, 1)
+    parallel.copyparams(reference)
+    initial = {name: param.array.copy() for name, param in reference.namedparams()}
+    assert not numpy.allclose(_initialised_model(train, 1).predictor.fc1.W.array,
+                              reference.predictor.fc1.W.array), "seeds should give different weights"
+    b, steps = 8, 7
+    shards = chainer.datasets.split_dataset_n_random(train, n_workers, seed=3)
+    iterators = [chainer.iterators.SerialIterator(s, b, shuffle=False) for s in shards]
+    optimizer = chainer.optimizers.MomentumSGD(lr=0.05)
+    optimizer.setup(parallel)
+    devices = {"main": 0, **{f"gpu{i}": i for i in range(1, n_workers)}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        updater = multigpu.CPUParallelUpdater(iterators, optimizer, devices)
+    assert any("optimizer.lr is changed to" in str(w.message) for w in caught)
+    trainer = training.Trainer(updater, (steps, "iteration"))
+    trainer.run()
+    assert updater.workers == []  # finalised: workers joined
+
+    ref_optimizer = chainer.optimizers.MomentumSGD(lr=0.05)
+    ref_optimizer.setup(reference)
+    ref_iterators = [chainer.iterators.SerialIterator(s, b, shuffle=False) for s in shards]
+    for _ in range(steps):
+        batch = sum((it.next() for it in ref_iterators), [])
+        ref_optimizer.update(reference, *chainer.dataset.concat_examples(batch))
+    parallel_params = dict(parallel.namedparams())
+    for name, param in reference.namedparams():
+        numpy.testing.assert_allclose(parallel_params[name].array, param.array, rtol=1e-5, atol=1e-6,
+                                      err_msg=name)
+    moved = max(float(numpy.abs(param.array - initial[name]).max())
+                for name, param in reference.namedparams())
+    assert moved > 0, "training did not change the parameters"
+
+
+def test_real_worker_processes_compute_gradients():
+    train, _, _ = data.get_dataset("synthetic", n_train=64, n_test=10, announce=False)
+    model = _initialised_model(train, 0)
+    shards = chainer.datasets.split_dataset_n_random(train, 2, seed=0)
+    iterators = [chainer.iterators.SerialIterator(s, 8) for s in shards]
+    optimizer = chainer.optimizers.MomentumSGD(lr=0.01)
+    optimizer.setup(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        updater = multigpu.CPUParallelUpdater(iterators, optimizer, {"main": 0, "gpu1": 1})
+    updater.update()
+    worker = updater.workers[0]
+    assert worker.is_alive() and worker.pid not in (None, __import__("os").getpid())
+    updater.finalize()
+    assert not worker.is_alive()
+
+
+def test_devices_dict_needs_a_main_entry():
+    train, _, _ = data.get_dataset("synthetic", n_train=32, n_test=10, announce=False)
+    model = _initialised_model(train, 0)
+    optimizer = chainer.optimizers.MomentumSGD()
+    optimizer.setup(model)
+    iterators = [chainer.iterators.SerialIterator(s, 4) for s in chainer.datasets.split_dataset_n(train, 2)]
+    with pytest.raises(KeyError, match="must name its main device 'main'"):
+        multigpu.CPUParallelUpdater(iterators, optimizer, {"gpu0": 0, "gpu1": 1})
+    with pytest.raises(ValueError, match="one iterator per device"):
+        multigpu.CPUParallelUpdater(iterators[:1], optimizer, {"main": 0, "gpu1": 1})
+
+
+def test_nccl_module_without_library_is_not_usable(monkeypatch):
+    nccl = types.SimpleNamespace(available=False)
+    cuda = types.SimpleNamespace(nccl=nccl, runtime=types.SimpleNamespace(getDeviceCount=lambda: 2))
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = cuda
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
+    monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", nccl)
+    usable, reason = multigpu.nccl_status()
+    assert not usable and "available is False" in reason
+
+
+def test_cuda_initialised_before_the_fork_is_refused(monkeypatch):
+    driver = types.SimpleNamespace(ctxGetCurrent=lambda: 0x55aa)
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(driver=driver)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    assert multigpu.cuda_context_initialized()
+    with pytest.raises(RuntimeError, match="issue 4709"):
+        multigpu.refuse_cuda_before_fork()
+    driver.ctxGetCurrent = lambda: 0
+    multigpu.refuse_cuda_before_fork()
