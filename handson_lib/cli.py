@@ -65,12 +65,13 @@ def make_parser():
     p.set_defaults(func=_demo)
 
     p = sub.add_parser("check", help="run a task script under the grader and say what is still wrong")
-    p.add_argument("task", help="multi-gpu")
+    p.add_argument("task", help="multi-gpu, multi-node or mnist-multi-node")
     p.add_argument("file", help="your script, e.g. exercises/train_cifar_multi_gpu.py")
     p.add_argument("--timeout", type=float, default=300, help="seconds before the watchdog stops a run")
     p.add_argument("--site", default=None, help="thresholds of a site: local, reedbush, cluster")
     p.add_argument("--min-throughput-ratio", type=float, default=None,
                    help="throughput needed, as a fraction of the reference solution's")
+    p.add_argument("--np", type=int, default=2, help="ranks for multi-node (also run on 1 for scaling)")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=_check)
 

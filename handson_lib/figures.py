@@ -90,3 +90,33 @@ def throughput_bars(groups, title="Throughput", ylabel="images/sec."):
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def scaling_plot(measured, seed_points=None, title="Throughput vs number of workers"):
+    """Throughput and ideal linear scaling: measured = {workers: images/s}."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    workers = sorted(k for k, v in measured.items() if v)
+    rates = [measured[k] for k in workers]
+    if workers:
+        left.plot(workers, rates, "o-", label="measured here")
+        left.plot(workers, [rates[0] * k / workers[0] for k in workers], "k--", label="linear (ideal)")
+        right.bar([str(k) for k in workers], [r / (rates[0] * k / workers[0]) for k, r in zip(workers, rates)],
+                  color=_GPU_COLORS[0])
+    left.set_xticks(sorted(set(workers) | set(seed_points or {})))
+    left.set_xlabel("ranks")
+    left.set_ylabel("images/sec.")
+    left.set_title("this machine")
+    left.legend()
+    right.set_ylim(0, 1.1)
+    right.set_xlabel("ranks")
+    right.set_ylabel("scaling efficiency")
+    right.set_title("efficiency = measured / ideal")
+    if seed_points:
+        ax = left.twinx()
+        ax.plot(list(seed_points), list(seed_points.values()), "s:", color=_GPU_COLORS[1],
+                label="seed 002 (Reedbush P100)")
+        ax.set_ylabel("images/sec. (seed)")
+        ax.legend(loc="lower right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

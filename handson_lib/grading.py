@@ -19,14 +19,16 @@ from handson_lib import COURSE_ROOT, mpi
 #: Thresholds per site; choose with `--site` or HANDSON_SITE. A laptop or CI machine is noisy,
 #: a reserved cluster node is not.
 SITES = {
-    "local": {"min_throughput_ratio": 0.7, "min_accuracy": 0.3},
-    "reedbush": {"min_throughput_ratio": 0.85, "min_accuracy": 0.3},
-    "cluster": {"min_throughput_ratio": 0.85, "min_accuracy": 0.3},
+    "local": {"min_throughput_ratio": 0.7, "min_accuracy": 0.3, "min_scaling_ratio": 0.75},
+    "reedbush": {"min_throughput_ratio": 0.85, "min_accuracy": 0.3, "min_scaling_ratio": 0.9},
+    "cluster": {"min_throughput_ratio": 0.85, "min_accuracy": 0.3, "min_scaling_ratio": 0.9},
 }
 
 #: Small, quick runs on the offline synthetic data.
 MULTI_GPU_ARGS = ["--epoch", "3", "--train-size", "2000", "--test-size", "500", "--batchsize", "32",
                   "--no-progress"]
+MULTI_NODE_ARGS = MULTI_GPU_ARGS
+MNIST_ARGS = ["--epoch", "5", "--no-progress"]
 
 
 def site_thresholds(site=None):
@@ -279,7 +281,189 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
     return report
 
 
-TASKS = {"multi-gpu": check_multi_gpu}
+@dataclass
+class MPIObservation:
+    """One observed `mpiexec -n N` run: each rank's record and parameters, the tagged output."""
+    np: int
+    returncode: int
+    timed_out: bool
+    output: str
+    ranks: dict
+    params: dict
+    seconds: float
+
+    @property
+    def finished(self):
+        return (self.returncode == 0 and not self.timed_out and len(self.ranks) == self.np
+                and all(r.get("finished") for r in self.ranks.values()))
+
+    @property
+    def throughput(self):
+        t = self.ranks.get(0, {}).get("throughput")
+        return t["images_per_sec"] if t else None
+
+    def rank_output(self, rank, lines=6):
+        tag = f",{rank}]<std"
+        mine = [line.split(": ", 1)[-1] for line in self.output.splitlines() if tag in line.split(" ")[0]]
+        return "\n".join(mine[-lines:])
+
+
+def run_observed_mpi(script, np, args, timeout=300):
+    """Run SCRIPT on `np` local ranks under the launcher (each rank observed) and a watchdog."""
+    with tempfile.TemporaryDirectory(prefix="handson-observe-") as tmp:
+        outdir = Path(tmp) / "observed"
+        workdir = Path(tmp) / "run"
+        workdir.mkdir()
+        argv = ["-m", "handson_lib.observe", str(outdir), str(Path(script).resolve()), *args,
+                "--out", str(workdir / "result")]
+        res = mpi.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
+                          env={**os.environ, "MPLBACKEND": "Agg"})
+        ranks, params = {}, {}
+        for path in sorted(outdir.glob("observed-rank*.json")) if outdir.exists() else []:
+            ranks[int(path.stem.split("rank")[1])] = json.loads(path.read_text())
+        for path in sorted(outdir.glob("params-rank*.npz")) if outdir.exists() else []:
+            with numpy.load(path) as npz:
+                params[int(path.stem.split("rank")[1])] = npz["params"]
+        return MPIObservation(np, res.returncode, res.timed_out, res.output, ranks, params, res.seconds)
+
+
+def _why_ranks_stopped(obs, timeout):
+    if obs.timed_out:
+        waiting = [r for r in range(obs.np) if not obs.ranks.get(r, {}).get("finished")]
+        lines = [f"deadlock: the {obs.np}-rank run did not finish within {timeout:.0f} s and was stopped by "
+                 f"the watchdog; rank(s) {waiting} never finished (one rank waiting for another forever?)"]
+        for r in range(obs.np):
+            lines.append(f"    rank {r} last output: " + (obs.rank_output(r, 2).replace("\n", " | ") or "(none)"))
+        return "\n".join(lines)
+    errors = {r: rec.get("error") for r, rec in obs.ranks.items() if rec.get("error")}
+    for rank, error in sorted(errors.items()):
+        if error.startswith("NotImplementedError"):
+            return "not implemented yet: " + error.split(": ", 1)[1]
+    if errors:
+        return "; ".join(f"rank {r} crashed with {e}" for r, e in sorted(errors.items())) + \
+            " (the other ranks were aborted)"
+    missing = [r for r in range(obs.np) if r not in obs.ranks]
+    if missing:
+        return f"rank(s) {missing} died without a Python error (exit code {obs.returncode})"
+    return f"exit code {obs.returncode}"
+
+
+def _evaluator_check(report, obs):
+    last = {r: rec["evaluations"][-1] for r, rec in obs.ranks.items() if rec.get("evaluations")}
+    if len(last) < obs.np:
+        report.add("evaluator aggregated over ranks", False, "not every rank ran an Evaluator")
+        return
+    key = next((k for k in last[0]["reported"] if k.endswith("accuracy")), None) or \
+        next(iter(last[0]["reported"]), None)
+    if key is None:
+        report.add("evaluator aggregated over ranks", False, "the Evaluator reported nothing")
+        return
+    reported = [last[r]["reported"].get(key) for r in range(obs.np)]
+    local = [last[r]["local"].get(key) for r in range(obs.np)]
+    mean = sum(local) / len(local)
+    same = max(reported) - min(reported) <= 1e-6
+    is_mean = all(abs(v - mean) <= 1e-6 for v in reported)
+    if same and is_mean:
+        report.add("evaluator aggregated over ranks", True,
+                   f"{key} = {reported[0]:.4f} on every rank = mean of the ranks' own {local}")
+    else:
+        report.add("evaluator aggregated over ranks", False,
+                   f"each rank reports its own {key} {reported} instead of the mean over ranks "
+                   f"({mean:.4f}): wrap the Evaluator with chainermn.create_multi_node_evaluator")
+
+
+def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=None, scaling=True,
+                     min_throughput_ratio=None, min_accuracy=None, min_scaling_ratio=None, print_fn=None,
+                     reference_name="train_cifar_multi_node.py", task="multi-node"):
+    """Grade Task #2 on `np` local ranks (and 1 rank for the scaling check).
+
+    `reference` may be a dict {1: MPIObservation, np: MPIObservation} of the solution measured
+    earlier in this session."""
+    limits = site_thresholds(site)
+    min_ratio = limits["min_throughput_ratio"] if min_throughput_ratio is None else min_throughput_ratio
+    min_acc = limits["min_accuracy"] if min_accuracy is None else min_accuracy
+    min_scaling = limits["min_scaling_ratio"] if min_scaling_ratio is None else min_scaling_ratio
+    args = list(MULTI_NODE_ARGS if args is None else args)
+    say = print_fn or (lambda *_: None)
+    counts = [1, np] if scaling else [np]
+    reference = dict(reference or {})
+    for n in counts:
+        if n not in reference:
+            say(f"Measuring the reference solution on {n} rank(s) in this session ...")
+            reference[n] = run_observed_mpi(reference_script(reference_name), n, args, timeout)
+    say(f"Running {script} on {np} ranks under the grader's launcher ...")
+    obs = run_observed_mpi(script, np, args, timeout)
+    report = Report(task, str(script), observed=obs.ranks.get(0, {}),
+                    reference=reference[np].ranks.get(0, {}), output_tail=_tail(obs.output))
+    names = ["runs to the end", "shards are disjoint", "shards cover the training set",
+             "parameters identical on every rank", "evaluator aggregated over ranks",
+             "reports only on rank 0", "accuracy beats chance", "throughput vs the reference"]
+    if scaling:
+        names.append("scaling 1 -> %d ranks vs the reference" % np)
+    if not obs.finished:
+        report.add("runs to the end", False, _why_ranks_stopped(obs, timeout))
+        for name in names[1:]:
+            report.add(name, False, "not checked: the run did not finish")
+        return report
+    report.add("runs to the end", True, f"{np} ranks, {obs.ranks[0].get('iterations')} iterations "
+               f"in {obs.seconds:.1f} s")
+
+    shards = {"shards": [obs.ranks[r]["shards"][0] for r in range(np)],
+              "train_fingerprints": obs.ranks[0].get("train_fingerprints")}
+    before = len(report.checks)
+    _shard_checks(report, shards, what="rank")
+    disjoint = report.checks[before]
+    if not disjoint.passed and "the same images" in disjoint.message:
+        disjoint.message = ("every rank trains on the whole training set: give each rank its own part "
+                            "with chainermn.scatter_dataset(train, comm, shuffle=True)")
+
+    if len(obs.params) == np:
+        worst = max(float(numpy.max(numpy.abs(obs.params[r] - obs.params[0]))) for r in range(1, np))
+        report.add("parameters identical on every rank", worst == 0.0,
+                   "identical after training" if worst == 0.0 else
+                   f"the ranks' parameters differ by up to {worst:.3g} after training: each rank updated "
+                   "alone; wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)")
+    else:
+        report.add("parameters identical on every rank", False, "parameters of some ranks are missing")
+
+    _evaluator_check(report, obs)
+
+    reporting = {r: [e for e in obs.ranks[r].get("extensions", [])
+                     if e in ("LogReport", "PrintReport", "ProgressBar") or e.startswith("PlotReport")]
+                 for r in range(np)}
+    extra = {r: e for r, e in reporting.items() if r > 0 and e}
+    report.add("reports only on rank 0", not extra and bool(reporting[0]),
+               "LogReport/PrintReport on rank 0 only" if not extra and reporting[0] else
+               (f"ranks {sorted(extra)} also run {sorted(set(sum(extra.values(), [])))}: add them "
+                "under `if comm.rank == 0:`" if extra else "rank 0 has no LogReport/PrintReport"))
+
+    _accuracy_check(report, obs.ranks[0], min_acc)
+    _throughput_check(report, obs, reference[np], min_ratio)
+    if scaling:
+        say(f"Running {script} on 1 rank for the scaling check ...")
+        single = run_observed_mpi(script, 1, args, timeout)
+        name = names[-1]
+        ref_scaling = (reference[np].throughput or 0) / (reference[1].throughput or float("inf"))
+        if not single.finished or not single.throughput or not obs.throughput:
+            report.add(name, False, "the 1-rank run did not finish: " + _why_ranks_stopped(single, timeout))
+        else:
+            mine = obs.throughput / single.throughput
+            report.add(name, mine >= min_scaling * ref_scaling,
+                       f"{mine:.2f}x from 1 to {np} ranks; the reference scaled {ref_scaling:.2f}x "
+                       f"(needed >= {min_scaling:.2f} of it)")
+    return report
+
+
+def check_mnist_multi_node(script, np=2, **kwargs):
+    """Grade the "ChainerMN in seconds" conversion (digits MLP: too small to scale, so no scaling check)."""
+    kwargs.setdefault("args", MNIST_ARGS)
+    kwargs.setdefault("scaling", False)
+    return check_multi_node(script, np=np, reference_name="train_mnist_multi_node.py",
+                            task="mnist-multi-node", **kwargs)
+
+
+TASKS = {"multi-gpu": check_multi_gpu, "multi-node": check_multi_node,
+         "mnist-multi-node": check_mnist_multi_node}
 
 
 def main(args):
@@ -290,6 +474,8 @@ def main(args):
         print(f"{args.file}: no such file", file=sys.stderr)
         return 2
     kwargs = dict(timeout=args.timeout, site=args.site, print_fn=print)
+    if args.task in ("multi-node", "mnist-multi-node"):
+        kwargs["np"] = args.np
     if args.min_throughput_ratio is not None:
         kwargs["min_throughput_ratio"] = args.min_throughput_ratio
     report = TASKS[args.task](args.file, **kwargs)

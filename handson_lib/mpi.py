@@ -227,12 +227,16 @@ def check_communicator_name(name, gpu):
         raise ValueError(f"communicator {name!r} needs CuPy and GPUs; on CPU use 'naive'")
 
 
-def start_multi_node(communicator="naive", gpu=False, forkserver=True):
-    """The start-up sequence of a ChainerMN script: forkserver, communicator, abort hook."""
+def prepare_rank(communicator="naive", gpu=False, forkserver=True):
+    """Everything a ChainerMN script does before `chainermn.create_communicator(name)`."""
     check_communicator_name(communicator, gpu)
     if forkserver:
         start_forkserver()
-    import chainermn
-    comm = chainermn.create_communicator(communicator)
     install_abort_hook()
-    return comm
+
+
+def start_multi_node(communicator="naive", gpu=False, forkserver=True):
+    """The start-up sequence of a ChainerMN script: forkserver, abort hook, communicator."""
+    prepare_rank(communicator, gpu, forkserver)
+    import chainermn
+    return chainermn.create_communicator(communicator)

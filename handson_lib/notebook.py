@@ -44,3 +44,27 @@ def print_table(rows, headers=("run", "images/s", "ratio")):
         rate_s = f"{rate:10.1f}" if rate else f"{'-':>10s}"
         ratio_s = f"{ratio:7.2f}x" if ratio else f"{'-':>8s}"
         print(f"{label:40s} {rate_s} {ratio_s}")
+
+
+def run_mpi_script(script, np, args, label=None, timeout=600, show=12):
+    """Run a ChainerMN script on `np` local ranks under the launcher; print rank 0's last lines."""
+    obs = grading.run_observed_mpi(script, np, [str(a) for a in args], timeout=timeout)
+    rank0 = "\n".join(line.split(": ", 1)[-1] for line in obs.output.splitlines()
+                      if line.startswith("[1,0]<stdout>"))
+    print(f"--- {label or script} ({'finished' if obs.finished else 'did NOT finish'}, {obs.seconds:.1f} s)")
+    print("\n".join(_readable(rank0)[-show:]))
+    if not obs.finished:
+        print(f"!!! {grading._why_ranks_stopped(obs, timeout)}")
+    return obs
+
+
+def show_diff(before, after):
+    """The lines that changed between two scripts (unified diff)."""
+    import difflib
+    from pathlib import Path
+    a, b = Path(before), Path(after)
+    diff = difflib.unified_diff(a.read_text().splitlines(), b.read_text().splitlines(),
+                                fromfile=a.name, tofile=b.name, lineterm="", n=1)
+    text = "\n".join(diff)
+    print(text)
+    return text

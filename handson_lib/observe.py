@@ -38,11 +38,35 @@ def fingerprints(dataset):
     return [fingerprint(dataset[i]) for i in range(len(dataset))]
 
 
+def mpi_rank():
+    """This process's rank under mpiexec (None outside MPI), read without initialising MPI."""
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        if name in os.environ:
+            return int(os.environ[name])
+    return None
+
+
+def mpi_size():
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
+        if name in os.environ:
+            return int(os.environ[name])
+    return 1
+
+
+def _plain(value):
+    try:
+        return float(numpy.asarray(getattr(value, "array", value)))
+    except (TypeError, ValueError):
+        return None
+
+
 class Recorder:
     def __init__(self, outdir):
         self.outdir = Path(outdir)
         self.outdir.mkdir(parents=True, exist_ok=True)
-        self.record = {"pid": os.getpid(), "trainers": 0, "finished": False}
+        self.rank = mpi_rank()
+        self.record = {"pid": os.getpid(), "trainers": 0, "finished": False, "rank": self.rank,
+                       "size": mpi_size(), "evaluations": []}
         self.datasets = []
         self.trainer = None
         self.meter = None
@@ -70,7 +94,8 @@ class Recorder:
         if self.datasets:
             self.record["train_fingerprints"] = fingerprints(self.datasets[-1][0])
         self.meter = ThroughputMeter(warmup=2)
-        batch = sum(b or 0 for b in self.record["batch_sizes"])
+        # Images per iteration over all workers (ranks under MPI each run this same hook).
+        batch = sum(b or 0 for b in self.record["batch_sizes"]) * mpi_size()
         from chainer import training
 
         @training.make_extension(trigger=(1, "iteration"), priority=training.PRIORITY_READER - 1)
@@ -79,6 +104,24 @@ class Recorder:
 
         trainer.extend(observe_throughput, name="handson_observer")
 
+    def on_evaluation(self, local, result):
+        self.record["evaluations"].append({
+            "local": {k: _plain(v) for k, v in (local or {}).items()},
+            "reported": {k: _plain(v) for k, v in (result or {}).items()}})
+
+    def before_run(self, trainer):
+        self.record["extensions"] = sorted(trainer._extensions)
+
+    def save_params(self, trainer):
+        model = trainer.updater.get_optimizer("main").target
+        flat = numpy.concatenate([numpy.asarray(chainer_to_numpy(p.array)).ravel()
+                                  for _, p in sorted(model.namedparams())])
+        numpy.savez(self.outdir / f"params{self.suffix}.npz", params=flat)
+
+    @property
+    def suffix(self):
+        return "" if self.rank is None else f"-rank{self.rank}"
+
     def after_run(self, trainer, seconds):
         result = self.meter.result() if self.meter else None
         self.record["run_seconds"] = seconds
@@ -86,6 +129,8 @@ class Recorder:
         self.record["throughput"] = None if result is None else {
             "images_per_sec": result[0], "images": result[1], "seconds": result[2]}
         self.record["accuracy"] = self.test_accuracy(trainer)
+        if self.rank is not None:
+            self.save_params(trainer)
         self.record["finished"] = True
 
     def test_accuracy(self, trainer):
@@ -107,12 +152,18 @@ class Recorder:
 
     def save(self, error=None):
         self.record["error"] = error
-        (self.outdir / "observed.json").write_text(json.dumps(self.record))
+        (self.outdir / f"observed{self.suffix}.json").write_text(json.dumps(self.record))
+
+
+def chainer_to_numpy(array):
+    from chainer import backend
+    return backend.CpuDevice().send(array)
 
 
 def install_hooks(recorder):
     import chainer
     from chainer import training
+    from chainer.training import extensions
 
     from handson_lib import data
 
@@ -132,7 +183,26 @@ def install_hooks(recorder):
         original_init(self, *args, **kwargs)
         recorder.on_trainer(self)
 
+    original_evaluate = extensions.Evaluator.evaluate
+    original_call = extensions.Evaluator.__call__
+    last_local = {}
+
+    def evaluate(self):
+        result = original_evaluate(self)
+        last_local["value"] = dict(result)
+        return result
+
+    def call(self, trainer=None):
+        last_local.clear()
+        result = original_call(self, trainer)
+        recorder.on_evaluation(last_local.get("value"), result)
+        return result
+
+    extensions.Evaluator.evaluate = evaluate
+    extensions.Evaluator.__call__ = call
+
     def run(self, *args, **kwargs):
+        recorder.before_run(self)
         started = time.perf_counter()
         original_run(self, *args, **kwargs)
         recorder.after_run(self, time.perf_counter() - started)
@@ -164,6 +234,12 @@ def main(argv=None):
         traceback.print_exc()
     finally:
         recorder.save(error)
+    if error and recorder.rank is not None and mpi_size() > 1:
+        # The other ranks would wait forever for this one in their next collective.
+        sys.stderr.write(f"[rank {recorder.rank}] {error}; aborting all ranks\n")
+        sys.stderr.flush()
+        from mpi4py import MPI
+        MPI.COMM_WORLD.Abort(1)
     return 1 if error else 0
 
 
