@@ -30,6 +30,12 @@ test: setup
 lab: setup
 	$(BIN)/handson lab
 
+bench: setup
+	$(BIN)/handson bench multi-gpu --batchsize 32 --out results/bench
+	$(BIN)/handson bench multi-gpu --batchsize 128 --out results/bench
+	$(BIN)/handson bench multi-node --batchsize 32 --out results/bench
+	$(BIN)/handson bench multi-node --batchsize 128 --out results/bench
+
 build: setup
 	$(BIN)/handson build
 

@@ -45,13 +45,44 @@ def bench_multi_gpu(repeats=3, workers=2, epoch=2, train_size=4000, batchsize=32
              f"(range {result['speedup_range'][0]:.2f}-{result['speedup_range'][1]:.2f}; backend: {backend})")
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, "multi_gpu.json").write_text(json.dumps(result, indent=2))
+        Path(out, f"multi_gpu_b{batchsize}.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def bench_multi_node(repeats=3, ranks=2, epoch=2, train_size=4000, batchsize=32, out=None, print_fn=print):
+    """ChainerMN Task #2 on 1 rank vs `ranks` ranks, OMP_NUM_THREADS=1 per rank."""
+    script = COURSE_ROOT / "solutions" / "train_cifar_multi_node.py"
+    common = ["--epoch", str(epoch), "--train-size", str(train_size), "--test-size", "500",
+              "--batchsize", str(batchsize), "--no-progress"]
+    rates = {1: [], ranks: []}
+    for i in range(repeats):
+        for n in rates:
+            obs = grading.run_observed_mpi(script, n, common, timeout=900)
+            if not obs.finished:
+                raise RuntimeError(f"{n} rank(s) failed:\n{obs.output[-2000:]}")
+            rates[n].append(obs.throughput)
+            print_fn(f"  run {i + 1}/{repeats} {n} rank(s): {obs.throughput:.1f} images/s")
+    base, par = statistics.median(rates[1]), statistics.median(rates[ranks])
+    result = {"benchmark": "multi-node", "ranks": ranks, "batchsize": batchsize, "omp_num_threads": 1,
+              "configs": {f"{n} rank(s)": _summary(r) for n, r in rates.items()}, "speedup": par / base,
+              "speedup_range": [min(rates[ranks]) / max(rates[1]), max(rates[ranks]) / min(rates[1])]}
+    print_fn(f"{'configuration':45s} {'median img/s':>12s} {'min':>8s} {'max':>8s}")
+    for name, summary in result["configs"].items():
+        print_fn(f"{name:45s} {summary['median']:12.1f} {summary['min']:8.1f} {summary['max']:8.1f}")
+    print_fn(f"speed-up {ranks} ranks vs 1: {par / base:.2f}x "
+             f"(range {result['speedup_range'][0]:.2f}-{result['speedup_range'][1]:.2f}; batch {batchsize})")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        Path(out, f"multi_node_b{batchsize}.json").write_text(json.dumps(result, indent=2))
     return result
 
 
 def main(args):
     if args.benchmark == "multi-gpu":
         bench_multi_gpu(repeats=args.repeats, batchsize=args.batchsize, out=args.out)
+        return 0
+    if args.benchmark == "multi-node":
+        bench_multi_node(repeats=args.repeats, batchsize=args.batchsize, out=args.out)
         return 0
     print(f"unknown benchmark {args.benchmark!r}", file=sys.stderr)
     return 2

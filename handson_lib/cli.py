@@ -76,7 +76,7 @@ def make_parser():
     p.set_defaults(func=_check)
 
     p = sub.add_parser("bench", help="throughput benchmarks (ratios to a reference in the same run)")
-    p.add_argument("benchmark", choices=["multi-gpu"])
+    p.add_argument("benchmark", choices=["multi-gpu", "multi-node"])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batchsize", type=int, default=32)
     p.add_argument("--out", default="results/bench", help="folder for the JSON results")
