@@ -14,6 +14,8 @@ def test_forward_backward(name, shape):
     model = models.get_model(name, n_class=10)
     x = numpy.random.rand(4, *shape).astype(numpy.float32)
     t = numpy.array([0, 1, 2, 3], dtype=numpy.int32)
+    model(x, t)  # lazy parameters get their shapes (and NaN gradients) here
+    model.cleargrads()
     loss = model(x, t)
     loss.backward()
     assert model.predictor(x).shape == (4, 10)
