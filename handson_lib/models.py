@@ -44,10 +44,11 @@ class _BasicBlock(chainer.Chain):
             self.bn1 = L.BatchNormalization(out_ch)
             self.conv2 = L.Convolution2D(out_ch, out_ch, 3, 1, 1, nobias=True)
             self.bn2 = L.BatchNormalization(out_ch)
-            self.project = None
             if stride != 1 or in_ch != out_ch:
                 self.project = L.Convolution2D(in_ch, out_ch, 1, stride, 0, nobias=True)
                 self.bn_project = L.BatchNormalization(out_ch)
+        if not hasattr(self, "project"):
+            self.project = None
 
     def forward(self, x):
         h = F.relu(self.bn1(self.conv1(x)))
