@@ -17,6 +17,23 @@ def _summary(rates):
     return {"median": statistics.median(rates), "min": min(rates), "max": max(rates), "runs": rates}
 
 
+def _finish(benchmark, rates, meta, out, filename, label, print_fn):
+    """Table, speed-up of the second configuration over the first (median, and range), JSON file."""
+    (base_name, base), (par_name, par) = rates.items()
+    speedup = statistics.median(par) / statistics.median(base)
+    result = {"benchmark": benchmark, **meta, "configs": {n: _summary(r) for n, r in rates.items()},
+              "speedup": speedup, "speedup_range": [min(par) / max(base), max(par) / min(base)]}
+    print_fn(f"{'configuration':45s} {'median img/s':>12s} {'min':>8s} {'max':>8s}")
+    for name, summary in result["configs"].items():
+        print_fn(f"{name:45s} {summary['median']:12.1f} {summary['min']:8.1f} {summary['max']:8.1f}")
+    low, high = result["speedup_range"]
+    print_fn(f"speed-up {label}: {speedup:.2f}x (range {low:.2f}-{high:.2f})")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        Path(out, filename).write_text(json.dumps(result, indent=2))
+    return result
+
+
 def bench_multi_gpu(repeats=3, workers=2, epoch=2, train_size=4000, batchsize=32, out=None, print_fn=print):
     script = COURSE_ROOT / "solutions" / "train_cifar_multi_gpu.py"
     common = ["--epoch", str(epoch), "--train-size", str(train_size), "--test-size", "500",
@@ -33,20 +50,9 @@ def bench_multi_gpu(repeats=3, workers=2, epoch=2, train_size=4000, batchsize=32
             rates[name].append(obs.throughput)
             backend = obs.record.get("backend") or backend
             print_fn(f"  run {i + 1}/{repeats} {name}: {obs.throughput:.1f} images/s")
-    base, par = (statistics.median(r) for r in rates.values())
-    result = {"benchmark": "multi-gpu", "backend": backend, "workers": workers, "batchsize": batchsize,
-              "configs": {n: _summary(r) for n, r in rates.items()}, "speedup": par / base,
-              "speedup_range": [min(rates[list(rates)[1]]) / max(rates[list(rates)[0]]),
-                                max(rates[list(rates)[1]]) / min(rates[list(rates)[0]])]}
-    print_fn(f"{'configuration':45s} {'median img/s':>12s} {'min':>8s} {'max':>8s}")
-    for name, summary in result["configs"].items():
-        print_fn(f"{name:45s} {summary['median']:12.1f} {summary['min']:8.1f} {summary['max']:8.1f}")
-    print_fn(f"speed-up {workers} workers vs baseline: {par / base:.2f}x "
-             f"(range {result['speedup_range'][0]:.2f}-{result['speedup_range'][1]:.2f}; backend: {backend})")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, f"multi_gpu_b{batchsize}.json").write_text(json.dumps(result, indent=2))
-    return result
+    return _finish("multi-gpu", rates, {"backend": backend, "workers": workers, "batchsize": batchsize},
+                   out, f"multi_gpu_b{batchsize}.json", f"{workers} workers vs baseline (backend: {backend})",
+                   print_fn)
 
 
 def bench_multi_node(repeats=3, ranks=2, epoch=2, train_size=4000, batchsize=32, out=None, print_fn=print):
@@ -62,19 +68,9 @@ def bench_multi_node(repeats=3, ranks=2, epoch=2, train_size=4000, batchsize=32,
                 raise RuntimeError(f"{n} rank(s) failed:\n{obs.output[-2000:]}")
             rates[n].append(obs.throughput)
             print_fn(f"  run {i + 1}/{repeats} {n} rank(s): {obs.throughput:.1f} images/s")
-    base, par = statistics.median(rates[1]), statistics.median(rates[ranks])
-    result = {"benchmark": "multi-node", "ranks": ranks, "batchsize": batchsize, "omp_num_threads": 1,
-              "configs": {f"{n} rank(s)": _summary(r) for n, r in rates.items()}, "speedup": par / base,
-              "speedup_range": [min(rates[ranks]) / max(rates[1]), max(rates[ranks]) / min(rates[1])]}
-    print_fn(f"{'configuration':45s} {'median img/s':>12s} {'min':>8s} {'max':>8s}")
-    for name, summary in result["configs"].items():
-        print_fn(f"{name:45s} {summary['median']:12.1f} {summary['min']:8.1f} {summary['max']:8.1f}")
-    print_fn(f"speed-up {ranks} ranks vs 1: {par / base:.2f}x "
-             f"(range {result['speedup_range'][0]:.2f}-{result['speedup_range'][1]:.2f}; batch {batchsize})")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, f"multi_node_b{batchsize}.json").write_text(json.dumps(result, indent=2))
-    return result
+    return _finish("multi-node", {f"{n} rank(s)": r for n, r in rates.items()},
+                   {"ranks": ranks, "batchsize": batchsize, "omp_num_threads": 1},
+                   out, f"multi_node_b{batchsize}.json", f"{ranks} ranks vs 1 (batch {batchsize})", print_fn)
 
 
 def main(args):

@@ -52,3 +52,16 @@ def run_handson():
         return subprocess.run([str(VENV_BIN / "handson"), *map(str, args)], cwd=cwd, env=full_env,
                               capture_output=True, text=True, timeout=timeout, check=check)
     return run
+
+
+def mutant(solution, tmp_path, old, new):
+    """A copy of a reference solution with one planted mistake, under the same file name."""
+    source = Path(solution).read_text()
+    assert old in source, f"the solution no longer contains {old!r}"
+    path = tmp_path / Path(solution).name
+    path.write_text(source.replace(old, new))
+    return path
+
+
+def failed_checks(report):
+    return {c.name: c.message for c in report.failed}

@@ -10,7 +10,7 @@ import pytest
 from chainer import training
 
 from handson_lib import data, grading, models, multigpu
-from conftest import ROOT
+from conftest import ROOT, failed_checks, mutant
 
 SOLUTION = ROOT / "solutions" / "train_cifar_multi_gpu.py"
 SKELETON = ROOT / "exercises" / "train_cifar_multi_gpu.py"
@@ -24,18 +24,6 @@ def reference():
     obs = grading.run_observed(SOLUTION, ["--gpus", "0", "1", *grading.MULTI_GPU_ARGS], timeout=300)
     assert obs.finished, obs.output[-3000:]
     return obs
-
-
-def _mutant(tmp_path, old, new):
-    source = SOLUTION.read_text()
-    assert old in source, f"the solution no longer contains {old!r}"
-    path = tmp_path / "train_cifar_multi_gpu.py"
-    path.write_text(source.replace(old, new))
-    return path
-
-
-def _failed(report):
-    return {c.name: c.message for c in report.failed}
 
 
 def test_reference_solution_passes_every_check(reference):
@@ -52,24 +40,24 @@ def test_reference_solution_passes_every_check(reference):
 
 def test_skeleton_fails_with_not_implemented(reference):
     report = grading.check_multi_gpu(SKELETON, reference=reference)
-    failed = _failed(report)
+    failed = failed_checks(report)
     assert not report.ok
     assert failed["runs to the end"].startswith("not implemented yet: Task #1 is not complete")
     assert "`train_iters`, `devices` are still None" in failed["runs to the end"]
 
 
 def test_whole_dataset_on_every_worker_fails_on_shards(reference, tmp_path):
-    script = _mutant(tmp_path, SPLIT_LINE, "parts = [train] * len(args.gpus)")
+    script = mutant(SOLUTION, tmp_path, SPLIT_LINE, "parts = [train] * len(args.gpus)")
     report = grading.check_multi_gpu(script, reference=reference)
-    failed = _failed(report)
+    failed = failed_checks(report)
     assert set(failed) == {"shards are disjoint"}, report.text()
     assert "every worker gets the same images" in failed["shards are disjoint"]
 
 
 def test_standard_updater_fails_on_the_updater_and_the_workers(reference, tmp_path):
-    script = _mutant(tmp_path, UPDATER_LINE, "updater = training.StandardUpdater(train_iters[0], optimizer)")
+    script = mutant(SOLUTION, tmp_path, UPDATER_LINE, "updater = training.StandardUpdater(train_iters[0], optimizer)")
     report = grading.check_multi_gpu(script, reference=reference)
-    failed = _failed(report)
+    failed = failed_checks(report)
     assert "the trainer ran StandardUpdater: one process did all the work" in failed["uses MultiprocessParallelUpdater"]
     assert "1 process(es) computed gradients, 2 expected" in failed["one worker process per device"] \
         or "0 process(es)" in failed["one worker process per device"]
@@ -77,9 +65,9 @@ def test_standard_updater_fails_on_the_updater_and_the_workers(reference, tmp_pa
 
 
 def test_infinite_loop_is_stopped_by_the_watchdog(reference, tmp_path):
-    script = _mutant(tmp_path, "    trainer.run()\n", "    while True:\n        pass\n")
+    script = mutant(SOLUTION, tmp_path, "    trainer.run()\n", "    while True:\n        pass\n")
     report = grading.check_multi_gpu(script, reference=reference, timeout=20)
-    failed = _failed(report)
+    failed = failed_checks(report)
     assert "stopped by the watchdog" in failed["runs to the end"]
 
 

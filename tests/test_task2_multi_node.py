@@ -5,7 +5,7 @@ import time
 import pytest
 
 from handson_lib import grading
-from conftest import ROOT
+from conftest import ROOT, failed_checks, mutant
 
 SOLUTION = ROOT / "solutions" / "train_cifar_multi_node.py"
 SKELETON = ROOT / "exercises" / "train_cifar_multi_node.py"
@@ -26,18 +26,6 @@ def reference():
     return runs
 
 
-def _mutant(tmp_path, old, new):
-    source = SOLUTION.read_text()
-    assert old in source, f"the solution no longer contains {old!r}"
-    path = tmp_path / "train_cifar_multi_node.py"
-    path.write_text(source.replace(old, new))
-    return path
-
-
-def _failed(report):
-    return {c.name: c.message for c in report.failed}
-
-
 def test_reference_passes_with_scaling(reference):
     report = grading.check_multi_node(SOLUTION, reference=reference)
     assert report.ok, report.text()
@@ -49,59 +37,59 @@ def test_reference_passes_with_scaling(reference):
 
 def test_skeleton_fails_not_implemented(reference):
     report = grading.check_multi_node(SKELETON, reference=reference, scaling=False)
-    assert _failed(report)["runs to the end"].startswith(
+    assert failed_checks(report)["runs to the end"].startswith(
         "not implemented yet: Task #2 is not complete: `comm` is still None")
 
 
 def test_without_scatter_dataset_fails_on_the_shards_only(reference, tmp_path):
-    report = grading.check_multi_node(_mutant(tmp_path, SCATTER, "    pass\n"), reference=reference,
+    report = grading.check_multi_node(mutant(SOLUTION, tmp_path, SCATTER, "    pass\n"), reference=reference,
                                       scaling=False)
-    failed = _failed(report)
+    failed = failed_checks(report)
     assert set(failed) == {"shards are disjoint"}, report.text()
     assert "chainermn.scatter_dataset" in failed["shards are disjoint"]
 
 
 def test_plain_optimizer_fails_on_the_parameters_only(reference, tmp_path):
-    script = _mutant(tmp_path, OPTIMIZER, "optimizer = chainer.optimizers.MomentumSGD(lr=args.lr)")
+    script = mutant(SOLUTION, tmp_path, OPTIMIZER, "optimizer = chainer.optimizers.MomentumSGD(lr=args.lr)")
     report = grading.check_multi_node(script, reference=reference, scaling=False)
-    failed = _failed(report)
+    failed = failed_checks(report)
     assert set(failed) == {"parameters identical on every rank"}, report.text()
     assert "create_multi_node_optimizer" in failed["parameters identical on every rank"]
 
 
 def test_plain_evaluator_fails_on_the_aggregation_only(reference, tmp_path):
-    script = _mutant(tmp_path, EVALUATOR, "evaluator = extensions.Evaluator(test_iter, model, device=device)")
+    script = mutant(SOLUTION, tmp_path, EVALUATOR, "evaluator = extensions.Evaluator(test_iter, model, device=device)")
     report = grading.check_multi_node(script, reference=reference, scaling=False)
-    failed = _failed(report)
+    failed = failed_checks(report)
     assert set(failed) == {"evaluator aggregated over ranks"}, report.text()
     assert "create_multi_node_evaluator" in failed["evaluator aggregated over ranks"]
 
 
 def test_reports_on_every_rank_fail_on_reporting(reference, tmp_path):
-    script = _mutant(tmp_path, "    if comm.rank == 0:\n        course.add_report_extensions",
+    script = mutant(SOLUTION, tmp_path, "    if comm.rank == 0:\n        course.add_report_extensions",
                      "    if True:\n        course.add_report_extensions")
     report = grading.check_multi_node(script, reference=reference, scaling=False)
-    failed = _failed(report)
+    failed = failed_checks(report)
     assert set(failed) == {"reports only on rank 0"}, report.text()
     assert "ranks [1] also run" in failed["reports only on rank 0"]
 
 
 def test_deadlock_on_one_rank_is_stopped_within_the_time_limit(reference, tmp_path):
-    script = _mutant(tmp_path, RUN, "    if comm.rank == 1:\n        comm.mpi_comm.recv(source=0)\n" + RUN)
+    script = mutant(SOLUTION, tmp_path, RUN, "    if comm.rank == 1:\n        comm.mpi_comm.recv(source=0)\n" + RUN)
     started = time.monotonic()
     report = grading.check_multi_node(script, reference=reference, scaling=False, timeout=25)
     assert time.monotonic() - started < 25 + 20
-    message = _failed(report)["runs to the end"]
+    message = failed_checks(report)["runs to the end"]
     assert message.startswith("deadlock: the 2-rank run did not finish within 25 s"), message
     assert "rank 0 last output:" in message and "rank 1 last output:" in message
 
 
 def test_crash_on_one_rank_is_reported_and_aborts_the_others(reference, tmp_path):
-    script = _mutant(tmp_path, RUN, "    if comm.rank == 1:\n        raise RuntimeError('rank one fell over')\n" + RUN)
+    script = mutant(SOLUTION, tmp_path, RUN, "    if comm.rank == 1:\n        raise RuntimeError('rank one fell over')\n" + RUN)
     started = time.monotonic()
     report = grading.check_multi_node(script, reference=reference, scaling=False, timeout=120)
     assert time.monotonic() - started < 60
-    message = _failed(report)["runs to the end"]
+    message = failed_checks(report)["runs to the end"]
     assert "rank 1 crashed with RuntimeError: rank one fell over" in message, message
 
 
