@@ -34,6 +34,16 @@ def _bench(args):
     return bench.main(args)
 
 
+def _jobscript(args):
+    from handson_lib import jobscript
+    return jobscript.main(args)
+
+
+def _cluster(args):
+    from handson_lib import cluster
+    return cluster.main(args)
+
+
 def _lab(args):
     from handson_lib import lab
     return lab.main(args)
@@ -81,6 +91,23 @@ def make_parser():
     p.add_argument("--batchsize", type=int, default=32)
     p.add_argument("--out", default="results/bench", help="folder for the JSON results")
     p.set_defaults(func=_bench)
+
+    p = sub.add_parser("jobscript", help="lint a PBS job script for a site, or run it locally")
+    job_sub = p.add_subparsers(dest="jobscript_command", metavar="ACTION", required=True)
+    q = job_sub.add_parser("lint", help="refuse placeholders, impossible requests, missing mpiexec options")
+    q.add_argument("file", nargs="+")
+    q.add_argument("--site", default=None,
+                   help="reedbush, miyabi, abci or cloud (default: from the path jobscripts/<site>/, else reedbush)")
+    q.set_defaults(func=_jobscript)
+    q = job_sub.add_parser("run", help="run a job script here with the #PBS environment (no scheduler)")
+    q.add_argument("file")
+    q.add_argument("--timeout", type=float, default=None, help="seconds (default: the script's walltime)")
+    q.set_defaults(func=_jobscript)
+
+    p = sub.add_parser("cluster", help="a real single-machine Slurm cluster with PBS commands (root, apt)")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--nodes", type=int, default=2, help="number of slurmd nodes (up)")
+    p.set_defaults(func=_cluster)
 
     p = sub.add_parser("lab", help="start JupyterLab on the course")
     p.add_argument("--install-settings", action="store_true",
