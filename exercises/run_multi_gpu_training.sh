@@ -19,11 +19,12 @@ fi
 if [ -f "${HOME}/env.sh" ]; then . "${HOME}/env.sh"; fi
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
+# EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 
 # Versions first, as the seed's job.sh does.
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 "$PYTHON" -c "import cupy; print('cupy', cupy.__version__, 'nccl', cupy.cuda.nccl.get_version() if cupy.cuda.nccl.available else 'not available')" \
   || echo "cupy: not importable here (the CPU stand-in will run)"
 
-"$PYTHON" train_cifar_multi_gpu.py --gpus 0 --dataset "$DATASET" --no-progress --out result/single
-"$PYTHON" train_cifar_multi_gpu.py --gpus 0 1 --dataset "$DATASET" --no-progress --out result/multi
+"$PYTHON" train_cifar_multi_gpu.py --gpus 0 --dataset "$DATASET" --no-progress --out result/single ${EXTRA_ARGS:-}
+"$PYTHON" train_cifar_multi_gpu.py --gpus 0 1 --dataset "$DATASET" --no-progress --out result/multi ${EXTRA_ARGS:-}

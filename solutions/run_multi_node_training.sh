@@ -23,6 +23,7 @@ if [ -f "${HOME}/env.sh" ]; then . "${HOME}/env.sh"; fi
 export PYTHONUSERBASE=${PYTHONUSERBASE:-${HOME}/.local}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
+# EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 
 # One rank per line of the node file (select x mpiprocs); NP elsewhere (default 2).
 if [ -n "${PBS_NODEFILE:-}" ] && [ -f "${PBS_NODEFILE}" ]; then NP=$(wc -l < "${PBS_NODEFILE}"); fi
@@ -39,4 +40,4 @@ else
 fi
 
 mpiexec -n "$NP" -x PYTHONUSERBASE -x PATH -x OMP_NUM_THREADS=1 \
-  "$PYTHON" train_cifar_multi_node.py $GPU_FLAG --dataset "$DATASET" --no-progress --out result/multi_node
+  "$PYTHON" train_cifar_multi_node.py $GPU_FLAG --dataset "$DATASET" --no-progress --out result/multi_node ${EXTRA_ARGS:-}
