@@ -44,6 +44,11 @@ def _cluster(args):
     return cluster.main(args)
 
 
+def _course(args):
+    from handson_lib import course
+    return course.main(args)
+
+
 def _lab(args):
     from handson_lib import lab
     return lab.main(args)
@@ -108,6 +113,21 @@ def make_parser():
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--nodes", type=int, default=2, help="number of slurmd nodes (up)")
     p.set_defaults(func=_cluster)
+
+    p = sub.add_parser("course", help="nbgrader course: assemble source/<assignment>/ from solutions/")
+    p.add_argument("action", choices=["assemble"])
+    p.add_argument("assignments", nargs="*", help="setup, task1, task2 (default: all)")
+    p.add_argument("--course", default=str(__import__("handson_lib").COURSE_ROOT / "course"))
+    p.set_defaults(func=_course)
+
+    p = sub.add_parser("autograde", help="autograde every submission of an assignment, in parallel")
+    p.add_argument("assignment")
+    p.add_argument("--jobs", type=int, default=None, help="students graded at once (default: cores)")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per student before the watchdog")
+    p.add_argument("--cell-timeout", type=float, default=None,
+                   help="seconds per cell (default: course/nbgrader_config.py's Execute.timeout)")
+    p.add_argument("--course", default=str(__import__("handson_lib").COURSE_ROOT / "course"))
+    p.set_defaults(func=_course)
 
     p = sub.add_parser("lab", help="start JupyterLab on the course")
     p.add_argument("--install-settings", action="store_true",

@@ -1,0 +1,27 @@
+# nbgrader configuration of the course. Assignments are assembled from solutions/ by
+# `handson course assemble` (source/<assignment>/); run nbgrader's own CLI from this folder.
+from handson_lib import course
+from handson_lib.nbgrader_ext import HideHiddenTests
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import GetGrades
+
+c = get_config()  # noqa: F821 (nbgrader provides it)
+c.CourseDirectory.course_id = "handson-distributed-dl"
+
+# The same stub as `handson build`.
+c.ClearSolutions.code_stub = {"python": "# PUT YOUR CODE HERE"}
+
+# Task cells train networks and run the grader (reference + student runs): minutes, not 30 s.
+c.Execute.timeout = course.CELL_TIMEOUT
+c.Execute.interrupt_on_timeout = True
+c.Execute.allow_errors = True
+
+# A student printing millions of lines must not blow up the gradebook or the feedback.
+c.LimitOutput.max_lines = 500
+c.LimitOutput.max_traceback = 60
+
+# The scripts handed in with the notebook are the ones graded, not the instructor's copies.
+c.Autograde.exclude_overwriting = course.STUDENT_FILES
+
+# Feedback without hidden-test source (nbgrader shows it by default).
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]

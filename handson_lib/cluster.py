@@ -1,0 +1,875 @@
+"""`handson cluster up|down|status`: a real Slurm cluster on this one machine, driven with PBS commands.
+
+The course's job scripts are written for PBS Pro (Reedbush-H). Here they run unchanged under a real
+scheduler: Debian's Slurm (`slurmctld`, one `slurmd` per fake node) with its Torque/PBS wrappers
+(`qsub`, `qstat`, `qdel`, `pbsnodes` from `slurm-wlm-torque`). `up` needs root: it installs the
+packages with apt when they are missing and starts system daemons. Without root, run a job script
+directly with `handson jobscript run FILE`.
+
+What `up` sets up (everything under the state folder, /var/lib/handson-cluster or
+$HANDSON_CLUSTER_DIR, logs in its log/ folder):
+
+- munged with its own key and socket; slurmctld; N `slurmd -N nX` (one port each). Each slurmd runs
+  in its own UTS namespace whose host name is its node name, so that `hostname` in a job, and
+  ChainerMN's `intra_rank` / `inter_rank` (computed from MPI processor names), tell the fake nodes
+  apart as on a real cluster. Where namespaces are not allowed, all nodes share the real host name.
+- Nodes declared like Reedbush-H nodes (2 sockets x 18 cores, 256 GB) with
+  `SlurmdParameters=config_overrides`. Slurm cannot declare GPUs without device files: the two
+  P100 per node are not declared; the course's CPU stand-in replaces them (one worker process per
+  "GPU"), and every job gets whole nodes (OverSubscribe=EXCLUSIVE) as with PBS Pro on Reedbush.
+- Partitions named after the course's queues, with plausible limits (see QUEUES), checked when a job
+  is submitted (EnforcePartLimits=ALL): qsub refuses too long a walltime or too many nodes.
+- Differences from PBS Pro, smoothed: `PBS_O_WORKDIR` and friends come from the spank_pbs plugin;
+  `PBS_NODEFILE` is written by the TaskProlog of the batch step (one line per MPI process, as PBS
+  Pro writes it); the TaskProlog also puts the course's virtual environment first on `PATH` (the
+  wrapper package's /usr/bin/mpiexec would shadow the venv's Open MPI), and sets Open MPI's
+  settings for fake nodes (no process binding: several nodes share the same cores; root allowed).
+  A job over its walltime is killed by slurmctld within about 30 s after the limit
+  (OverTimeLimit=0); its output file ends with `CANCELLED AT ... DUE TO TIME LIMIT` and its state
+  is TIMEOUT (`scontrol show job ID`, the job-completion log log/jobcomp.log). Output files are
+  named `NAME.oJOBID` after the script (or `-N` on qsub's command line), like PBS Pro's.
+  `-W group_list=GROUP` becomes Slurm's `--account=GROUP`, accepted without checks (there is no
+  accounting database).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Debian packages: controller, node daemon, client commands, PBS wrappers, authentication.
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurm-wlm-torque", "munge")
+#: commands that must exist after the installation
+COMMANDS = ("slurmctld", "slurmd", "sbatch", "sinfo", "squeue", "scontrol", "scancel", "qsub",
+            "qstat", "qdel", "pbsnodes", "munged")
+DEFAULT_STATE_DIR = "/var/lib/handson-cluster"
+#: the file that Slurm's client commands (and so the PBS wrappers) read by default
+SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
+CTLD_PORT = 6817
+SLURMD_BASE_PORT = 6830  # node nX listens on SLURMD_BASE_PORT + X
+#: environment variable that marks every daemon started here (found again by `down`)
+MARK = "HANDSON_CLUSTER"
+DAEMON_NAMES = ("slurmctld", "slurmd", "slurmstepd", "munged")
+CLONE_NEWUTS = 0x04000000
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    max_minutes: int
+    max_nodes: int
+    default: bool = False
+
+    @property
+    def max_time(self):
+        days, minutes = divmod(self.max_minutes, 24 * 60)
+        hours, minutes = divmod(minutes, 60)
+        return f"{days}-{hours:02d}:{minutes:02d}:00" if days else f"{hours:02d}:{minutes:02d}:00"
+
+
+#: Reedbush-H's queues with plausible limits (the site's own table changed over the years; these
+#: keep the course's point: h-debug is short and small, the others take longer and larger jobs).
+QUEUES = (
+    Queue("h-debug", 30, 2, default=True),
+    Queue("h-short", 2 * 60, 8),
+    Queue("h-small", 24 * 60, 16),
+    Queue("h-regular", 48 * 60, 32),
+)
+#: one Reedbush-H node: 2 x Intel Xeon E5-2695 v4 (18 cores), 256 GB; its 2 P100 are not declared.
+NODE_RESOURCES = "CPUs=36 Boards=1 SocketsPerBoard=2 CoresPerSocket=18 ThreadsPerCore=1 RealMemory=245760"
+
+
+class ClusterError(RuntimeError):
+    """A step of `up` / `down` failed; the message says what to do."""
+
+
+# ----------------------------------------------------------------------------- paths
+
+
+@dataclass(frozen=True)
+class Paths:
+    root: Path
+
+    @property
+    def conf(self):
+        return self.root / "slurm.conf"
+
+    @property
+    def plugstack(self):
+        return self.root / "plugstack.conf"
+
+    @property
+    def task_prolog(self):
+        return self.root / "task_prolog.sh"
+
+    @property
+    def task_epilog(self):
+        return self.root / "task_epilog.sh"
+
+    @property
+    def job_submit(self):
+        return self.root / "job_submit.lua"  # slurmctld looks next to slurm.conf
+
+    @property
+    def log(self):
+        return self.root / "log"
+
+    @property
+    def munge(self):
+        return self.root / "munge"
+
+    @property
+    def munge_key(self):
+        return self.munge / "munge.key"
+
+    @property
+    def munge_socket(self):
+        return self.munge / "munge.socket.2"
+
+    @property
+    def munge_pid(self):
+        return self.munge / "munged.pid"
+
+    @property
+    def ctld_pid(self):
+        return self.root / "slurmctld.pid"
+
+    def slurmd_pid(self, node):
+        return self.root / f"slurmd-{node}.pid"
+
+    @property
+    def jobcomp(self):
+        return self.log / "jobcomp.log"
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("HANDSON_CLUSTER_DIR") or DEFAULT_STATE_DIR)
+
+
+def paths() -> Paths:
+    return Paths(state_dir())
+
+
+def venv_bin() -> Path:
+    """The course's virtual environment (the one running this code)."""
+    return Path(sys.executable).parent
+
+
+def node_names(count):
+    return [f"n{i}" for i in range(1, count + 1)]
+
+
+def cluster_env(p: Paths | None = None, base=None):
+    """Environment for Slurm commands and daemons of this cluster."""
+    p = p or paths()
+    env = dict(os.environ if base is None else base)
+    env["SLURM_CONF"] = str(p.conf)
+    env[MARK] = str(p.root)
+    return env
+
+
+def user_env(p: Paths | None = None, base=None):
+    """Environment to submit jobs with (`qsub` / `sbatch`): this cluster's config, the venv first."""
+    env = cluster_env(p, base)
+    path = env.get("PATH", "")
+    if not path.startswith(f"{venv_bin()}{os.pathsep}"):
+        env["PATH"] = f"{venv_bin()}{os.pathsep}{path}"
+    return env
+
+
+# ----------------------------------------------------------------------------- installation
+
+
+def spank_pbs_path():
+    found = sorted(glob.glob("/usr/lib/*/slurm-wlm/spank_pbs.so") + glob.glob("/usr/lib*/slurm/spank_pbs.so"))
+    return found[0] if found else None
+
+
+def missing_commands():
+    return [c for c in COMMANDS if not shutil.which(c)]
+
+
+def is_root():
+    return os.geteuid() == 0
+
+
+FALLBACK = ("Without the scheduler, run a job script on this machine with its #PBS environment: "
+            "`handson jobscript run FILE`.")
+
+
+def ensure_installed(out=print):
+    """Install the Debian packages when a command is missing; ClusterError says why it cannot."""
+    missing = missing_commands()
+    if not missing and spank_pbs_path():
+        return False
+    what = ", ".join(missing) or "spank_pbs.so"
+    if not is_root():
+        raise ClusterError(f"missing: {what}. `handson cluster` needs root (it installs Debian packages "
+                           f"and starts system daemons); as root run `apt-get install -y "
+                           f"--no-install-recommends {' '.join(PACKAGES)}` or `sudo handson cluster up`. "
+                           + FALLBACK)
+    if not shutil.which("apt-get"):
+        raise ClusterError(f"missing: {what}, and no apt-get on this machine to install "
+                           f"{' '.join(PACKAGES)}. " + FALLBACK)
+    out(f"installing {' '.join(PACKAGES)} with apt-get (missing: {what}) ...")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES]
+    result = subprocess.run(install, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        out("apt-get install failed; running apt-get update first and trying again ...")
+        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, text=True)
+        result = subprocess.run(install, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-8:])
+        raise ClusterError(f"apt-get install {' '.join(PACKAGES)} failed:\n{tail}\n" + FALLBACK)
+    still = missing_commands()
+    if still or not spank_pbs_path():
+        raise ClusterError(f"installed {' '.join(PACKAGES)} but still missing: "
+                           f"{', '.join(still) or 'spank_pbs.so'}. " + FALLBACK)
+    return True
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+def render_slurm_conf(p: Paths, nodes: int) -> str:
+    names = node_names(nodes)
+    node_list = f"n[1-{nodes}]" if nodes > 1 else "n1"
+    lines = [
+        "# Written by `handson cluster up` (handson_lib/cluster.py) at every start: edits are lost.",
+        "ClusterName=handson",
+        "SlurmctldHost=localhost",
+        f"SlurmctldPort={CTLD_PORT}",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        f"AuthInfo=socket={p.munge_socket}",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        f"StateSaveLocation={p.root}/slurmctld",
+        f"SlurmdSpoolDir={p.root}/spool/%n",
+        f"SlurmctldPidFile={p.ctld_pid}",
+        f"SlurmdPidFile={p.root}/slurmd-%n.pid",
+        f"SlurmctldLogFile={p.log}/slurmctld.log",
+        f"SlurmdLogFile={p.log}/slurmd-%n.log",
+        "SlurmctldDebug=info",
+        "SlurmdDebug=info",
+        # No cgroups: the fake nodes share the machine's cores and the daemons run without systemd.
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "MpiDefault=none",
+        "SchedulerType=sched/backfill",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_CPU",
+        # Nodes report the declared (Reedbush-like) resources, not this machine's.
+        "SlurmdParameters=config_overrides",
+        "ReturnToService=2",
+        # Limits are checked at submission: qsub/sbatch refuse a job that no queue limit allows.
+        "EnforcePartLimits=ALL",
+        # Killed at the walltime (slurmctld checks about every 30 s), SIGKILL 5 s after SIGTERM.
+        "OverTimeLimit=0",
+        "KillWait=5",
+        # Finished jobs stay visible in qstat / scontrol for an hour.
+        "MinJobAge=3600",
+        "MessageTimeout=10",
+        "SlurmdTimeout=300",
+        "InactiveLimit=0",
+        "AccountingStorageType=accounting_storage/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "JobCompType=jobcomp/filetxt",
+        f"JobCompLoc={p.jobcomp}",
+        f"PlugStackConfig={p.plugstack}",
+        f"TaskProlog={p.task_prolog}",
+        f"TaskEpilog={p.task_epilog}",
+        # job_submit.lua (next to this file): output files named after the job, as PBS Pro does.
+        "JobSubmitPlugins=lua",
+        "",
+    ]
+    for i, name in enumerate(names, start=1):
+        lines.append(f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 "
+                     f"Port={SLURMD_BASE_PORT + i} {NODE_RESOURCES} State=UNKNOWN")
+    lines.append("")
+    for q in QUEUES:
+        lines.append(f"PartitionName={q.name} Nodes={node_list} Default={'YES' if q.default else 'NO'} "
+                     f"MaxTime={q.max_time} DefaultTime={q.max_time} MaxNodes={q.max_nodes} "
+                     f"OverSubscribe=EXCLUSIVE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def render_task_prolog(p: Paths) -> str:
+    scontrol = shutil.which("scontrol") or "scontrol"
+    return f"""#!/bin/sh
+# TaskProlog of `handson cluster` (written at every `up`). slurmstepd runs it before each task with
+# the task's environment; every `export NAME=VALUE` line it prints is set in the task.
+
+# The course's virtual environment first: its python and its Open MPI mpiexec, not /usr/bin/mpiexec
+# (from the Slurm/Torque wrappers).
+echo "export PATH={venv_bin()}:$PATH"
+# Fake nodes share this machine's cores: no process binding (it would fail or pile ranks up).
+echo "export OMPI_MCA_hwloc_base_binding_policy=none"
+echo "export PRTE_MCA_hwloc_default_binding_policy=none"
+echo "export OMP_NUM_THREADS=${{OMP_NUM_THREADS:-1}}"
+echo "export PYTHONUNBUFFERED=1"
+if [ "$(id -u)" = 0 ]; then
+  echo "export OMPI_ALLOW_RUN_AS_ROOT=1"
+  echo "export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+fi
+# PBS Pro's $PBS_NODEFILE: one line per MPI process (select x mpiprocs), in the batch step only.
+if [ -z "${{SLURM_STEP_ID:-}}" ] || [ "${{SLURM_STEP_ID}}" = batch ] || [ "${{SLURM_STEP_ID}}" = 4294967291 ]; then
+  if [ -n "${{SLURM_JOB_ID:-}}" ] && [ -n "${{SLURM_JOB_NODELIST:-}}" ]; then
+    nodefile="${{TMPDIR:-/tmp}}/pbs_nodefile.${{SLURM_JOB_ID}}"
+    {scontrol} show hostnames "$SLURM_JOB_NODELIST" | awk -v t="${{SLURM_TASKS_PER_NODE:-1}}" '
+      BEGIN {{ n = split(t, a, ","); k = 0
+              for (i = 1; i <= n; i++) {{ c = a[i]; r = 1
+                if (match(c, /\\(x[0-9]+\\)/)) {{ r = substr(c, RSTART + 2, RLENGTH - 3) + 0; c = substr(c, 1, RSTART - 1) }}
+                for (j = 0; j < r; j++) cnt[k++] = c + 0 }} }}
+      {{ m = (NR - 1 in cnt) ? cnt[NR - 1] : 1; for (j = 0; j < m; j++) print }}' > "$nodefile" \\
+      && echo "export PBS_NODEFILE=$nodefile"
+  fi
+fi
+exit 0
+"""
+
+
+JOB_SUBMIT_LUA = """\
+-- job_submit.lua of `handson cluster` (written at every `up`), run by slurmctld for each job.
+-- PBS Pro names a job's output NAME.oJOBID after the job name (#PBS -N NAME); Slurm's Torque
+-- wrapper qsub asks for SCRIPT.oJOBID, after the script's file name: rename it to the job's name.
+-- `#PBS -W group_list=GROUP` in the script (which sbatch ignores) becomes the job's account, as
+-- `qsub -W group_list=GROUP` on the command line does; there is no accounting: nothing is checked.
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  if job_desc.account == nil and job_desc.script ~= nil then
+    local group = string.match("\\n" .. job_desc.script, "\\n#PBS[ \\t]+%-W[ \\t]*group_list=([%w_.-]+)")
+    if group ~= nil then
+      job_desc.account = group
+    end
+  end
+  local name = job_desc.name
+  if name ~= nil and name ~= "" then
+    for _, field in ipairs({"std_out", "std_err"}) do
+      local path = job_desc[field]
+      if path ~= nil then
+        local dir, base, kind = string.match(path, "^(.-)([^/]+)%.([oe])%%A$")
+        if base ~= nil and base ~= name then
+          job_desc[field] = dir .. name .. "." .. kind .. "%A"
+        end
+      end
+    end
+  end
+  return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+
+return slurm.SUCCESS
+"""
+
+
+def render_task_epilog(p: Paths) -> str:
+    return """#!/bin/sh
+# TaskEpilog of `handson cluster`: remove the batch step's PBS_NODEFILE.
+if [ -z "${SLURM_STEP_ID:-}" ] || [ "${SLURM_STEP_ID}" = batch ] || [ "${SLURM_STEP_ID}" = 4294967291 ]; then
+  rm -f "${TMPDIR:-/tmp}/pbs_nodefile.${SLURM_JOB_ID:-none}"
+fi
+exit 0
+"""
+
+
+def write_config(p: Paths, nodes: int):
+    p.root.mkdir(parents=True, exist_ok=True)
+    os.chmod(p.root, 0o755)
+    for sub in (p.log, p.munge, p.root / "slurmctld", p.root / "spool"):
+        sub.mkdir(parents=True, exist_ok=True)
+    os.chmod(p.munge, 0o700)
+    if not p.munge_key.exists():
+        p.munge_key.write_bytes(secrets.token_bytes(1024))
+    os.chmod(p.munge_key, 0o400)
+    spank = spank_pbs_path()
+    p.plugstack.write_text(f"# PBS_O_WORKDIR, PBS_JOBID, PBS_O_HOST ... in every job (handson cluster)\n"
+                           f"required {spank}\n")
+    p.conf.write_text(render_slurm_conf(p, nodes))
+    p.job_submit.write_text(JOB_SUBMIT_LUA)
+    for path, text in ((p.task_prolog, render_task_prolog(p)), (p.task_epilog, render_task_epilog(p))):
+        path.write_text(text)
+        os.chmod(path, 0o755)
+    link_system_conf(p)
+
+
+def link_system_conf(p: Paths):
+    """Point /etc/slurm/slurm.conf at this cluster's file so that plain `qsub` finds it."""
+    try:
+        if SYSTEM_CONF.is_symlink():
+            if Path(os.readlink(SYSTEM_CONF)) == p.conf:
+                return True
+            SYSTEM_CONF.unlink()
+        elif SYSTEM_CONF.exists():
+            return False  # a site's own configuration: leave it, SLURM_CONF is needed
+        SYSTEM_CONF.parent.mkdir(parents=True, exist_ok=True)
+        SYSTEM_CONF.symlink_to(p.conf)
+        return True
+    except OSError:
+        return False
+
+
+def unlink_system_conf(p: Paths):
+    try:
+        if SYSTEM_CONF.is_symlink() and Path(os.readlink(SYSTEM_CONF)) == p.conf:
+            SYSTEM_CONF.unlink()
+    except OSError:
+        pass
+
+
+def configured_nodes(p: Paths):
+    """Node names in the written slurm.conf (empty when there is none)."""
+    try:
+        text = p.conf.read_text()
+    except OSError:
+        return []
+    return re.findall(r"^NodeName=(\S+)", text, flags=re.M)
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def _psutil():
+    import psutil
+    return psutil
+
+
+def read_pid(path: Path):
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pid_alive(pid, name=None):
+    """Whether `pid` runs (and, with `name`, is that program: a stale pid file may point elsewhere)."""
+    if not pid:
+        return False
+    psutil = _psutil()
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return name is None or proc.name().startswith(name)
+    except psutil.Error:
+        return False
+
+
+def daemons(p: Paths, nodes=None):
+    """{label: (program, pid or None, alive)} for munged, slurmctld and each slurmd."""
+    nodes = configured_nodes(p) if nodes is None else nodes
+    table = {"munged": ("munged", read_pid(p.munge_pid)), "slurmctld": ("slurmctld", read_pid(p.ctld_pid))}
+    for node in nodes:
+        table[f"slurmd -N {node}"] = ("slurmd", read_pid(p.slurmd_pid(node)))
+    return {label: (prog, pid, pid_alive(pid, prog)) for label, (prog, pid) in table.items()}
+
+
+def cluster_processes(p: Paths | None = None):
+    """Every process that `up` started or that descends from one: daemons, job steps, job tasks."""
+    psutil = _psutil()
+    p = p or paths()
+    found = {}
+    for proc in psutil.process_iter(["name", "pid"]):
+        try:
+            name = proc.info["name"] or ""
+            mine = False
+            if name.startswith(DAEMON_NAMES):
+                try:
+                    mine = proc.environ().get(MARK) == str(p.root)
+                except psutil.Error:
+                    mine = False
+                if not mine:
+                    cmdline = " ".join(proc.cmdline())
+                    mine = str(p.root) in cmdline or name == "slurmstepd"
+            if mine:
+                found[proc.pid] = proc
+                for child in proc.children(recursive=True):
+                    found[child.pid] = child
+        except psutil.Error:
+            continue
+    return list(found.values())
+
+
+def scheduler_processes():
+    """Any slurm or munge daemon on this machine, ours or not (what `down` must leave: none)."""
+    psutil = _psutil()
+    left = []
+    for proc in psutil.process_iter(["name"]):
+        name = proc.info["name"] or ""
+        if name.startswith(DAEMON_NAMES):
+            try:
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    left.append(proc)
+            except psutil.Error:
+                pass
+    return left
+
+
+def _set_hostname_in_new_uts(name):
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def preexec():
+        if libc.unshare(CLONE_NEWUTS) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUTS)")
+        socket.sethostname(name)
+    return preexec
+
+
+def uts_namespaces_work():
+    try:
+        subprocess.run(["true"], preexec_fn=_set_hostname_in_new_uts("probe"), check=True, timeout=10)
+        return True
+    except (subprocess.SubprocessError, OSError):
+        return False
+
+
+def _run_daemon(cmd, p: Paths, log_name, preexec_fn=None, timeout=30):
+    """Start a self-daemonising program; its early output goes to log/<log_name>.out."""
+    with open(p.log / f"{log_name}.out", "ab") as out:
+        result = subprocess.run(cmd, env=cluster_env(p), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, preexec_fn=preexec_fn, timeout=timeout,
+                                start_new_session=True, cwd=p.root)
+    if result.returncode != 0:
+        tail = _tail(p.log / f"{log_name}.out")
+        raise ClusterError(f"`{' '.join(map(str, cmd))}` failed (exit {result.returncode}):\n{tail}")
+
+
+def _tail(path, lines=10):
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _wait_for(check, timeout, interval=0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+def slurm(cmd, p: Paths | None = None, timeout=30, check=False):
+    """Run a Slurm/PBS client command against this cluster; CompletedProcess (text)."""
+    return subprocess.run(cmd, env=cluster_env(p or paths()), capture_output=True, text=True,
+                          timeout=timeout, check=check)
+
+
+def node_states(p: Paths | None = None):
+    """{node: state} from sinfo (e.g. 'idle', 'alloc', 'down*'); {} when slurmctld does not answer."""
+    try:
+        result = slurm(["sinfo", "-h", "-N", "-o", "%N %t"], p, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if result.returncode != 0:
+        return {}
+    states = {}
+    for line in result.stdout.split("\n"):
+        parts = line.split()
+        if len(parts) == 2:
+            states[parts[0]] = parts[1]
+    return states
+
+
+USABLE = ("idle", "alloc", "mix", "comp", "resv")
+
+
+def wait_until_ready(p: Paths, nodes, timeout=60):
+    deadline = time.monotonic() + timeout
+    resumed = False
+    while True:
+        states = node_states(p)
+        if states and all(states.get(n, "").rstrip("*~#!%$@^-") in USABLE and not states[n].endswith("*")
+                          for n in nodes):
+            return states
+        if time.monotonic() > deadline:
+            raise ClusterError(f"the nodes did not become idle within {timeout} s (sinfo: {states or 'no answer'}); "
+                               f"see the logs in {p.log}")
+        if not resumed and states and any(states.get(n, "").startswith(("down", "drain")) for n in nodes):
+            slurm(["scontrol", "update", f"NodeName={','.join(nodes)}", "State=RESUME"], p)
+            resumed = True
+        time.sleep(0.5)
+
+
+# ----------------------------------------------------------------------------- up / down
+
+
+def is_up(p: Paths | None = None, nodes=None):
+    p = p or paths()
+    table = daemons(p, nodes)
+    return bool(table) and all(alive for _, _, alive in table.values()) and len(table) > 2
+
+
+def start_munged(p: Paths):
+    if pid_alive(read_pid(p.munge_pid), "munged"):
+        return
+    cmd = [shutil.which("munged"), "--force", f"--key-file={p.munge_key}", f"--socket={p.munge_socket}",
+           f"--pid-file={p.munge_pid}", f"--log-file={p.log}/munged.log", f"--seed-file={p.munge}/munged.seed"]
+    _run_daemon(cmd, p, "munged")
+    if not _wait_for(lambda: p.munge_socket.exists() and pid_alive(read_pid(p.munge_pid), "munged"), 10):
+        raise ClusterError(f"munged did not start:\n{_tail(p.log / 'munged.log')}")
+
+
+def start_slurmctld(p: Paths):
+    if pid_alive(read_pid(p.ctld_pid), "slurmctld"):
+        return
+    _run_daemon([shutil.which("slurmctld"), "-f", str(p.conf)], p, "slurmctld")
+
+    def answers():
+        try:
+            return slurm(["scontrol", "ping"], p, timeout=10).stdout.count("UP") > 0
+        except subprocess.TimeoutExpired:
+            return False
+    if not _wait_for(answers, 20, 0.3):
+        raise ClusterError(f"slurmctld does not answer:\n{_tail(p.log / 'slurmctld.log')}")
+
+
+def start_slurmd(p: Paths, node, own_hostname):
+    if pid_alive(read_pid(p.slurmd_pid(node)), "slurmd"):
+        return
+    (p.root / "spool" / node).mkdir(parents=True, exist_ok=True)
+    preexec = _set_hostname_in_new_uts(node) if own_hostname else None
+    _run_daemon([shutil.which("slurmd"), "-N", node, "-f", str(p.conf)], p, f"slurmd-{node}",
+                preexec_fn=preexec)
+    if not _wait_for(lambda: pid_alive(read_pid(p.slurmd_pid(node)), "slurmd"), 10):
+        raise ClusterError(f"slurmd -N {node} did not start:\n{_tail(p.log / f'slurmd-{node}.log')}")
+
+
+def up(nodes=2, out=print):
+    """Install if needed, (re)write the configuration, start what is not running, wait for idle nodes."""
+    if nodes < 1:
+        raise ClusterError("--nodes must be at least 1")
+    if not is_root():
+        raise ClusterError("`handson cluster up` needs root: it installs Debian packages and starts "
+                           "munged, slurmctld and slurmd. " + FALLBACK)
+    ensure_installed(out)
+    p = paths()
+    names = node_names(nodes)
+    if configured_nodes(p) == names and is_up(p, names):
+        write_config(p, nodes)  # the same text; refreshes the prolog after a venv move
+        slurm(["scontrol", "reconfigure"], p)
+        wait_until_ready(p, names)
+        out(f"the cluster is already up ({nodes} nodes)")
+        print_summary(p, names, out)
+        return 0
+    if any(alive for _, _, alive in daemons(p).values()) or cluster_processes(p):
+        out("restarting the cluster (node count changed or a daemon is missing) ...")
+        down(out=lambda *a: None)
+    for port in [CTLD_PORT] + [SLURMD_BASE_PORT + i for i in range(1, nodes + 1)]:
+        if not _port_free(port):
+            raise ClusterError(f"TCP port {port} is in use (another Slurm?): stop it first, "
+                               f"or run `handson cluster down`")
+    write_config(p, nodes)
+    own_hostname = uts_namespaces_work()
+    started = time.monotonic()
+    start_munged(p)
+    start_slurmctld(p)
+    for node in names:
+        start_slurmd(p, node, own_hostname)
+    wait_until_ready(p, names)
+    out(f"cluster up in {time.monotonic() - started:.1f} s: munged, slurmctld, {nodes} x slurmd "
+        f"(state and logs in {p.root})")
+    if not own_hostname:
+        out("note: no UTS namespaces here, so every node has this machine's host name; ChainerMN "
+            "then sees one node (intra_rank counts all ranks)")
+    print_summary(p, names, out)
+    return 0
+
+
+def _port_free(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def print_summary(p: Paths, names, out=print):
+    out("queues (EnforcePartLimits=ALL: qsub refuses what a queue does not allow):")
+    for q in QUEUES:
+        out(f"  {q.name:<10s} max walltime {q.max_time:>11s}  max nodes {q.max_nodes:>3d}"
+            f"{'  (default)' if q.default else ''}")
+    out(f"nodes: {', '.join(names)} (each declares {NODE_RESOURCES.split()[0]}, whole nodes per job; "
+        f"no GPUs: the CPU stand-in replaces them)")
+    if SYSTEM_CONF.is_symlink() and Path(os.readlink(SYSTEM_CONF)) == p.conf:
+        out(f"submit from any shell: `qsub -j oe run.sh`, `qstat`, `qdel ID`, `pbsnodes -a` "
+            f"({SYSTEM_CONF} -> {p.conf})")
+    else:
+        out(f"{SYSTEM_CONF} belongs to another configuration: first run\n  export SLURM_CONF={p.conf}")
+    out(f"jobs get {venv_bin()} first on PATH, PBS_NODEFILE and Open MPI's settings from {p.task_prolog};"
+        f" in your own shell: export PATH={venv_bin()}:$PATH")
+
+
+def down(out=print, timeout=20):
+    """Stop every process `up` started (jobs first), then verify that none is left."""
+    p = paths()
+    psutil = _psutil()
+    if node_states(p):
+        slurm(["scancel", "--full", "--state=RUNNING"], p, timeout=10)
+        slurm(["scancel", "--state=PENDING"], p, timeout=10)
+    procs = cluster_processes(p)
+    # Daemons first (they would restart steps), then the job steps and their tasks.
+    order = {"slurmctld": 0, "slurmd": 1, "slurmstepd": 2, "munged": 4}
+
+    def rank(proc):
+        try:
+            return order.get(proc.name(), 3)
+        except psutil.Error:
+            return 5
+    procs.sort(key=rank)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    gone, alive = psutil.wait_procs(procs, timeout=timeout / 2)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=timeout / 2)
+    left = [proc for proc in cluster_processes(p) if proc.is_running()]
+    for path in [p.munge_pid, p.ctld_pid] + [p.slurmd_pid(n) for n in configured_nodes(p)]:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+    unlink_system_conf(p)
+    if left:
+        raise ClusterError("still running after down: " + ", ".join(f"{x.pid} {x.name()}" for x in left))
+    out(f"cluster down: {len(procs)} process(es) stopped; packages and {p.root} kept")
+    return 0
+
+
+# ----------------------------------------------------------------------------- status
+
+
+def status(out=print):
+    p = paths()
+    table = daemons(p)
+    if not table or not p.conf.exists():
+        out(f"cluster down: no configuration in {p.root} (run `handson cluster up`)")
+        return 1
+    out("daemons:")
+    for label, (_, pid, alive) in table.items():
+        out(f"  {label:<14s} {'up (pid %d)' % pid if alive else 'down'}")
+    states = node_states(p)
+    running = all(alive for _, _, alive in table.values()) and bool(states)
+    if states:
+        out("nodes:")
+        out(_indent(slurm(["sinfo", "-N", "-o", "%10N %10P %8t %5c %10m %E"], p).stdout))
+        out("queues:")
+        out(_indent(slurm(["sinfo", "-o", "%10P %6a %12l %8s %6D %8t %N"], p).stdout))
+        qstat = slurm(["qstat"], p)
+        jobs = qstat.stdout.strip()
+        out("jobs (qstat):")
+        out(_indent(jobs) if jobs else "  none")
+    else:
+        out("slurmctld does not answer")
+    if running:
+        out(f"cluster up ({len(states)} nodes); logs in {p.log}")
+        return 0
+    if not any(alive for _, _, alive in table.values()):
+        out("cluster down: run `handson cluster up`")
+    else:
+        out("cluster partly down: run `handson cluster up` (it restarts the cluster)")
+    return 1
+
+
+def _indent(text, prefix="  "):
+    return "\n".join(prefix + line for line in text.rstrip().split("\n"))
+
+
+# ----------------------------------------------------------------------------- jobs (notebooks, tests)
+
+
+def qsub(script, cwd, *qsub_args, env=None, timeout=60):
+    """`qsub [ARGS] SCRIPT` in `cwd` with this cluster's environment; the job id (a string).
+
+    A refused job (a walltime over the queue's limit, too many nodes, ...) raises ClusterError with
+    the scheduler's message."""
+    full_env = cluster_env(base=env)
+    result = subprocess.run(["qsub", *map(str, qsub_args), str(script)], cwd=cwd, env=full_env,
+                            capture_output=True, text=True, timeout=timeout)
+    output = (result.stdout + result.stderr).strip()
+    if result.returncode != 0 or not output.split("\n")[-1].strip().isdigit():
+        raise ClusterError(refusal_message(output) or output)
+    return output.split("\n")[-1].strip()
+
+
+def refusal_message(output):
+    """The scheduler's reason in a refused qsub's output (`sbatch: error: ...`)."""
+    found = re.findall(r"sbatch: error: (?:Batch job submission failed: )?(.+)", output)
+    return found[-1].strip().strip("'") if found else ""
+
+
+def job_info(jobid):
+    """`scontrol show job` as a dict (JobState, RunTime, NodeList, Account, ...); {} when unknown."""
+    result = slurm(["scontrol", "show", "job", "-o", str(jobid)])
+    if result.returncode != 0:
+        return {}
+    return dict(re.findall(r"(\w+)=(\S*)", result.stdout))
+
+
+def qstat_state(jobid):
+    """The PBS state letter from `qstat JOBID` (Q queued, R running, C completed, ...); None if unknown."""
+    result = slurm(["qstat", str(jobid)])
+    for line in result.stdout.split("\n"):
+        fields = line.split()
+        if fields and fields[0].split(".")[0] == str(jobid) and len(fields) >= 5:
+            return fields[-2]
+    return None
+
+
+def wait_job(jobid, timeout=300, poll=1.0):
+    """Wait with qstat until the job is completed; its Slurm state (COMPLETED, TIMEOUT, FAILED ...)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if qstat_state(jobid) in ("C", "E", "F", None):
+            state = job_info(jobid).get("JobState", "")
+            if state not in ("RUNNING", "PENDING", "COMPLETING", "CONFIGURING"):
+                return state or "UNKNOWN"
+        time.sleep(poll)
+    raise ClusterError(f"job {jobid} still not done after {timeout:.0f} s: {job_info(jobid).get('JobState')}")
+
+
+def job_output(workdir, jobid):
+    """The job's output file (NAME.oJOBID) in `workdir`, or None."""
+    found = sorted(Path(workdir).glob(f"*.o{jobid}"))
+    return found[0] if found else None
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(args):
+    action = getattr(args, "action", "status")
+    try:
+        if action == "up":
+            return up(getattr(args, "nodes", 2) or 2)
+        if action == "down":
+            if not is_root():
+                raise ClusterError("`handson cluster down` needs root (the daemons run as root)")
+            return down()
+        return status()
+    except ClusterError as exc:
+        print(f"handson cluster {action}: {exc}", file=sys.stderr)
+        return 1

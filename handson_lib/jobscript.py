@@ -1,0 +1,958 @@
+"""`handson jobscript lint|run`: PBS job scripts checked against a site, or run here without one.
+
+    handson jobscript lint run_multi_node_training.sh [--site reedbush] [--template]
+    handson jobscript run  run_multi_node_training.sh            # no scheduler: run it here
+
+`lint(text, site)` returns a list of :class:`Finding` (line number, error or warning, message,
+the line itself). It refuses what qsub would accept but the job would get wrong, and what the
+scheduler would refuse only after a wait in the queue:
+
+- a placeholder left in (the course's `gt00`, the seed's `pz0xxx`, `xx00`, `<group>`,
+  `YOUR_GROUP`, ABCI's `-P grpname`) -- with `template=True` (`--template`) this one is a warning,
+  for the site templates in jobscripts/ that are shipped with the placeholder;
+- a student skeleton whose resource lines are still `# PUT YOUR CODE HERE`;
+- an impossible request: more MPI processes per node than the node has GPUs, a walltime over
+  the queue's limit, an unknown queue, more nodes than the queue allows, a malformed
+  `select` / `walltime`, Torque's `nodes=N:ppn=M` on a PBS Pro site;
+- a missing queue, walltime or group;
+- an `mpiexec` / `mpirun` of a multi-rank job without the options the site needs (Reedbush:
+  `-x PYTHONUSERBASE`; ABCI 3.0: `-hostfile $PBS_NODEFILE` and `-np`; hostfile cloud:
+  `--hostfile` and `--map-by ppr:N:node`);
+- `#PBS` lines after the first command (qsub ignores them), shell variables in `#PBS` lines
+  (qsub does not expand them), an en dash copied from the slides (`–W`).
+
+Warnings (the job runs, but probably not as meant): no `cd $PBS_O_WORKDIR`, no `#!` line,
+`# PBS` with a space (a comment, not a directive), several nodes but no `mpiexec`.
+
+The site's rules come from `--site`, else a `# handson-site: NAME` line in the script (the
+templates in jobscripts/<site>/ carry one), else the path `jobscripts/<site>/...`, else
+Reedbush-H (the course's site; the local Slurm cluster mimics its queues). The limits are in
+one table, SITE_TABLE, below: the course's assumptions, to be checked against the site's guide.
+
+`handson jobscript run FILE` is the fallback without a scheduler: lint (refuse on any error),
+then run `bash FILE` with the environment a PBS job sees (PBS_O_WORKDIR, PBS_JOBID,
+PBS_JOBNAME, PBS_QUEUE, PBS_NODEFILE with select x mpiprocs lines), the venv first on PATH,
+Open MPI allowed to run as root and to put more ranks than cores on this machine, the walltime
+as a watchdog, and the output written to `<job name>.o<sequence>` like `qsub -j oe` does.
+"""
+
+import difflib
+import os
+import re
+import shlex
+import socket
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# ============================================================================================
+# Sites: the course's assumptions.
+#
+# ONE table. The numbers are what the course assumes from the sites' public user guides
+# (Reedbush-H retired in 2021; queue limits change every fiscal year and differ per contract):
+# check `qstat -Q` / the site's guide and edit this table, not the rules below.
+#   gpus     GPUs per node: at most one MPI process per GPU (`mpiprocs`).
+#   group    how a job names the group charged: "group_list" (`#PBS -W group_list=G`),
+#            "P" (`#PBS -P G`) or None (nothing to charge).
+#   mpi      options every multi-rank `mpiexec`/`mpirun` must carry on the site:
+#            "export:VAR" (passes VAR to remote ranks: `-x VAR`, `-genv VAR`, `-genvlist VAR`),
+#            "hostfile" (`-hostfile $PBS_NODEFILE`, `-machinefile`), "np" (`-np N` / `-n N`),
+#            "ppr" (`--map-by ppr:N:node`).
+#   queues   name: (max nodes, max walltime, GPUs per node if not the site's).
+# ============================================================================================
+SITE_TABLE = {
+    "reedbush": dict(
+        title="Reedbush-H", scheduler="PBS Pro", gpus=2, gpu_model="P100", group="group_list",
+        placeholder="gt00", mpi=("export:PYTHONUSERBASE",), queue_required=True,
+        profiler="nvprof", home="Lustre (/lustre/$(id -ng)/$USER) is HOME on compute nodes",
+        queues={
+            "h-debug": (4, "00:30:00"),
+            "h-short": (8, "02:00:00"),
+            "h-small": (16, "24:00:00"),
+            "h-regular": (64, "48:00:00"),
+        }),
+    "miyabi": dict(
+        title="Miyabi-G", scheduler="PBS Pro", gpus=1, gpu_model="GH200", group="group_list",
+        placeholder="xx00", mpi=(), queue_required=True,
+        profiler="nsys", home="/work/$(id -ng)/$USER (no /home on compute nodes)",
+        queues={
+            "debug-g": (8, "00:30:00"),
+            "regular-g": (256, "48:00:00"),
+        }),
+    "abci": dict(
+        title="ABCI 3.0", scheduler="PBS Pro", gpus=8, gpu_model="H200", group="P",
+        placeholder="grpname", mpi=("hostfile", "np"), queue_required=True,
+        profiler="nsys", home="HOME is shared with the compute nodes",
+        queues={
+            "rt_HF": (32, "168:00:00"),          # full nodes, 8 GPUs each
+            "rt_HG": (1, "168:00:00", 1),       # one GPU of a shared node
+        }),
+    "cloud": dict(
+        title="hostfile cloud cluster (seed 001)", scheduler="none, or OpenPBS", gpus=4,
+        gpu_model="TITAN X (Pascal)", group=None, placeholder=None, mpi=("hostfile", "ppr"),
+        queue_required=False, profiler="nsys", home="HOME shared over NFS",
+        queues={
+            "workq": (4, "24:00:00"),             # OpenPBS's default queue, if one runs there
+        }),
+}
+
+SITE_ALIASES = {"reedbush-h": "reedbush", "rb": "reedbush", "local": "reedbush",
+                "cluster": "reedbush", "miyabi-g": "miyabi", "abci3": "abci", "abci-3": "abci",
+                "abci-3.0": "abci", "abci3.0": "abci", "hostfile": "cloud", "sakura": "cloud"}
+DEFAULT_SITE = "reedbush"
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    max_nodes: int
+    max_walltime: int           # seconds
+    gpus: int                   # GPUs per node in this queue
+
+
+@dataclass(frozen=True)
+class Site:
+    key: str
+    title: str
+    scheduler: str
+    gpus: int
+    gpu_model: str
+    group: str
+    placeholder: str
+    mpi: tuple
+    queue_required: bool
+    profiler: str
+    home: str
+    queues: dict
+
+
+def _make_site(key, spec):
+    queues = {}
+    for name, row in spec["queues"].items():
+        gpus = row[2] if len(row) > 2 else spec["gpus"]
+        queues[name] = Queue(name, row[0], parse_walltime(row[1]), gpus)
+    return Site(key=key, **{**spec, "queues": queues})
+
+
+def get_site(name=None):
+    """A :class:`Site` by name or alias (default: Reedbush-H, the course's site)."""
+    key = (name or DEFAULT_SITE).strip().lower()
+    key = SITE_ALIASES.get(key, key)
+    if key not in SITE_TABLE:
+        raise ValueError(f"unknown site {name!r}: choose one of {', '.join(SITE_TABLE)}")
+    return _make_site(key, SITE_TABLE[key])
+
+
+def site_for_path(path, default=DEFAULT_SITE):
+    """`jobscripts/<site>/...` names its site; anything else is Reedbush-H's."""
+    parts = Path(os.path.abspath(path)).parts
+    for i, part in enumerate(parts[:-1]):
+        if part == "jobscripts" and i + 1 < len(parts) - 1:
+            key = SITE_ALIASES.get(parts[i + 1].lower(), parts[i + 1].lower())
+            if key in SITE_TABLE:
+                return key
+    return default
+
+
+# ============================================================================================
+# Findings
+# ============================================================================================
+
+@dataclass
+class Finding:
+    line: int
+    severity: str               # "error" or "warning"
+    code: str                   # stable identifier for tests and callers
+    message: str
+    text: str = ""              # the line itself
+
+    @property
+    def is_error(self):
+        return self.severity == "error"
+
+    def format(self, path="<script>"):
+        shown = f"  [{self.text.strip()}]" if self.text.strip() else ""
+        return f"{path}:{self.line}: {self.severity}: {self.message}{shown}"
+
+    def __str__(self):
+        return self.format("line").replace("line:", "line ", 1)
+
+
+def errors(findings):
+    return [f for f in findings if f.is_error]
+
+
+# ============================================================================================
+# Parsing
+# ============================================================================================
+
+WALLTIME_RE = re.compile(r"^\d+(:\d+){0,2}(\.\d+)?$")
+
+
+def parse_walltime(value):
+    """PBS walltime `[[hours:]minutes:]seconds` in seconds; ValueError when malformed."""
+    value = str(value).strip()
+    if not WALLTIME_RE.match(value):
+        raise ValueError(f"walltime {value!r} is not [[HH:]MM:]SS")
+    parts = value.split(".")[0].split(":")
+    numbers = [int(p) for p in parts]
+    for later in numbers[1:]:
+        if later >= 60:
+            raise ValueError(f"walltime {value!r}: minutes and seconds must be below 60")
+    seconds = 0
+    for n in numbers:
+        seconds = seconds * 60 + n
+    return seconds
+
+
+def format_walltime(seconds):
+    seconds = int(seconds)
+    return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+@dataclass
+class Chunk:
+    count: int
+    resources: dict
+
+    @property
+    def mpiprocs(self):
+        return int(self.resources.get("mpiprocs", 1))
+
+
+def parse_select(value):
+    """`2:mpiprocs=2:ompthreads=1[+1:ncpus=4]` into chunks; ValueError when malformed."""
+    chunks = []
+    if not value:
+        raise ValueError("select is empty")
+    for spec in value.split("+"):
+        fields = spec.split(":")
+        count = 1
+        if fields and re.fullmatch(r"\d+", fields[0]):
+            count = int(fields.pop(0))
+        elif fields and "=" not in fields[0]:
+            raise ValueError(f"`{fields[0]}` is not a node count (select=N:mpiprocs=M)")
+        resources = {}
+        for f in fields:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=[^=:]+", f):
+                raise ValueError(f"`{f}` is not resource=value (select=N:mpiprocs=M)")
+            key, val = f.split("=", 1)
+            resources[key] = val
+        for key in ("mpiprocs", "ompthreads", "ncpus", "ngpus"):
+            if key in resources and not re.fullmatch(r"\d+", resources[key]):
+                raise ValueError(f"{key}={resources[key]} is not a whole number")
+        if count < 1:
+            raise ValueError("select asks for 0 nodes")
+        chunks.append(Chunk(count, resources))
+    return chunks
+
+
+@dataclass
+class Directive:
+    line: int
+    text: str
+    option: str
+    value: str
+
+
+@dataclass
+class JobRequest:
+    """What the #PBS lines ask for (one value per option: the last wins, as in qsub)."""
+    queue: str = None
+    select: list = None                 # list of Chunk, None when absent or malformed
+    walltime: int = None                # seconds
+    name: str = None
+    group: str = None
+    project: str = None
+    join: str = None
+    output: str = None
+    lines: dict = field(default_factory=dict)   # what -> line number
+    directives: list = field(default_factory=list)
+
+    @property
+    def nodes(self):
+        return sum(c.count for c in self.select) if self.select else 0
+
+    @property
+    def ranks(self):
+        return sum(c.count * c.mpiprocs for c in self.select) if self.select else 0
+
+    @property
+    def mpiprocs(self):
+        """Processes per node (the largest chunk's)."""
+        return max((c.mpiprocs for c in self.select), default=0) if self.select else 0
+
+    @property
+    def ompthreads(self):
+        if not self.select:
+            return None
+        values = [int(c.resources["ompthreads"]) for c in self.select if "ompthreads" in c.resources]
+        return values[0] if values else None
+
+
+DIRECTIVE_RE = re.compile(r"^#PBS(\s|$)")
+LOOSE_DIRECTIVE_RE = re.compile(r"^\s*#\s*pbs\s+[-\u2013\u2014\u2212]", re.IGNORECASE)
+STUB_RE = re.compile(r"PUT\s+YOUR\s+CODE\s+HERE", re.IGNORECASE)
+DASHES = "\u2013\u2014\u2212\u2010\u2011"
+VALUE_OPTIONS = set("qlWNPAjoemMvSJrapkucC")
+
+
+def _strip_comment(text):
+    """`#PBS -q h-debug   # <--- comment` (the seed's style) without the comment."""
+    body = text[4:]
+    match = re.search(r"\s#", body)
+    return body[:match.start()] if match else body
+
+
+def _tokens(text):
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+def _split_directive(body):
+    """Tokens of a directive into (option, value) pairs; `-lwalltime=1:00:00` works too."""
+    tokens = _tokens(body)
+    pairs, i = [], 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("-") and len(tok) >= 2:
+            opt = tok[:2]
+            if len(tok) > 2:
+                pairs.append((opt, tok[2:]))
+            elif opt[1] in VALUE_OPTIONS and i + 1 < len(tokens):
+                pairs.append((opt, tokens[i + 1]))
+                i += 1
+            else:
+                pairs.append((opt, ""))
+        else:
+            pairs.append(("", tok))
+        i += 1
+    return pairs
+
+
+def header_end(lines):
+    """Index (0-based) of the first executable line: qsub reads #PBS lines only above it."""
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return i
+    return len(lines)
+
+
+def parse_request(text):
+    """The #PBS directives of a job script (above the first command) as a :class:`JobRequest`.
+
+    Raises nothing: malformed values are left None (the linter says why).
+    """
+    lines = text.splitlines()
+    end = header_end(lines)
+    req = JobRequest()
+    for i, line in enumerate(lines[:end]):
+        if not DIRECTIVE_RE.match(line):
+            continue
+        for opt, value in _split_directive(_strip_comment(line)):
+            d = Directive(i + 1, line, opt, value)
+            req.directives.append(d)
+            if opt == "-q":
+                # `queue@server` names a queue of another server: the queue is what counts.
+                req.queue, req.lines["queue"] = value.split("@", 1)[0], i + 1
+            elif opt == "-N":
+                req.name, req.lines["name"] = value, i + 1
+            elif opt == "-P":
+                req.project, req.lines["project"] = value, i + 1
+            elif opt == "-j":
+                req.join = value
+            elif opt == "-o":
+                req.output = value
+            elif opt == "-W":
+                for attr in value.split(","):
+                    if attr.startswith("group_list="):
+                        req.group, req.lines["group"] = attr.split("=", 1)[1], i + 1
+            elif opt == "-l":
+                for res in value.split(","):
+                    key, _, val = res.partition("=")
+                    if key == "select":
+                        req.lines["select"] = i + 1
+                        try:
+                            req.select = parse_select(val)
+                        except ValueError:
+                            req.select = None
+                    elif key == "walltime":
+                        req.lines["walltime"] = i + 1
+                        try:
+                            req.walltime = parse_walltime(val)
+                        except ValueError:
+                            req.walltime = None
+    return req
+
+
+# ============================================================================================
+# Placeholders
+# ============================================================================================
+
+_PLACEHOLDER_PATTERNS = [
+    (re.compile(r"^[a-z]{1,3}0+$", re.I), "the course's sample group is all zeros, like gt00"),
+    (re.compile(r"x{2,}", re.I), "`xx` marks a sample, as in the seed's pz0xxx"),
+    (re.compile(r"[<>{}\[\]]"), "a template slot"),
+    (re.compile(r"your", re.I), "a template slot"),
+    (re.compile(r"^(gr(ou)?p_?(name)?|group|project(_?name)?|change_?me|todo|fixme|sample|"
+                r"example|none|dummy|foo|hoge)$", re.I), "a sample name"),
+]
+
+
+def placeholder_reason(value):
+    """Why `value` looks like a placeholder group/project, or None."""
+    value = (value or "").strip()
+    if not value:
+        return "empty"
+    for pattern, why in _PLACEHOLDER_PATTERNS:
+        if pattern.search(value):
+            return why
+    return None
+
+
+# ============================================================================================
+# mpiexec / mpirun lines
+# ============================================================================================
+
+LAUNCHERS = {"mpiexec", "mpirun", "mpiexec.hydra", "mpiexec_mpt", "orterun", "prterun"}
+NOT_A_CALL = {"which", "type", "echo", "printf", "hash", "module", "alias"}
+# Launcher options that take a value (Open MPI, PRRTE, MPICH/Intel MPI hydra); two for -genv.
+_MPI_VALUE_OPTS = {
+    "-n", "-np", "--np", "--n", "-c", "-x", "-H", "-host", "--host", "-hostfile", "--hostfile",
+    "-machinefile", "--machinefile", "-f", "--default-hostfile", "-map-by", "--map-by",
+    "-bind-to", "--bind-to", "-rank-by", "--rank-by", "-npernode", "--npernode", "-N", "-ppn",
+    "-perhost", "-genvlist", "-envlist", "--prefix", "-prefix", "-wdir", "--wdir", "-wd",
+    "--personality", "--output", "--runtime-options", "-hosts", "-rf", "--rankfile",
+    "-output-filename", "--output-filename", "-tag-output", "--app",
+}
+_MPI_TWO_VALUE_OPTS = {"-mca", "--mca", "-gmca", "--gmca", "-genv", "-env", "--prtemca", "--pmixmca"}
+
+
+@dataclass
+class LauncherCall:
+    line: int
+    text: str
+    launcher: str
+    options: list       # (option, value) pairs before the program
+
+
+def logical_lines(lines, start=0):
+    """(first line number, joined text) of the shell commands, `\\` continuations joined."""
+    out, i = [], start
+    while i < len(lines):
+        first, parts = i, []
+        while True:
+            line = lines[i]
+            if line.rstrip().endswith("\\"):
+                parts.append(line.rstrip()[:-1])
+                i += 1
+                if i < len(lines):
+                    continue
+            else:
+                parts.append(line)
+                i += 1
+            break
+        joined = " ".join(parts)
+        if joined.strip() and not joined.lstrip().startswith("#"):
+            out.append((first + 1, joined))
+    return out
+
+
+def _shell_tokens(text):
+    try:
+        lex = shlex.shlex(text, posix=True, punctuation_chars=";&|()")
+        lex.whitespace_split = True
+        lex.commenters = "#"
+        return list(lex)
+    except ValueError:
+        return text.split()
+
+
+def find_launchers(text):
+    """Every `mpiexec` / `mpirun` call below the #PBS lines, with its options."""
+    lines = text.splitlines()
+    calls = []
+    for number, joined in logical_lines(lines, header_end(lines)):
+        tokens = _shell_tokens(joined)
+        for k, tok in enumerate(tokens):
+            if os.path.basename(tok) not in LAUNCHERS:
+                continue
+            if k > 0 and tokens[k - 1] in NOT_A_CALL:
+                continue
+            if k > 0 and tokens[k - 1] in ("-v",) and k > 1 and tokens[k - 2] == "command":
+                continue
+            options, j = [], k + 1
+            while j < len(tokens):
+                t = tokens[j]
+                if t in (";", "&&", "||", "|", "&", ")"):
+                    break
+                if not t.startswith("-"):
+                    break
+                if "=" in t and t.startswith("--"):
+                    opt, value = t.split("=", 1)
+                    options.append((opt, value))
+                elif t in _MPI_TWO_VALUE_OPTS:
+                    options.append((t, " ".join(tokens[j + 1:j + 3])))
+                    j += 2
+                elif t in _MPI_VALUE_OPTS:
+                    options.append((t, tokens[j + 1] if j + 1 < len(tokens) else ""))
+                    j += 1
+                else:
+                    options.append((t, ""))
+                j += 1
+            calls.append(LauncherCall(number, lines[number - 1], os.path.basename(tok), options))
+    return calls
+
+
+def _opt(call, *names):
+    return [v for o, v in call.options if o in names]
+
+
+def _exports(call):
+    names = set()
+    for o, v in call.options:
+        if o in ("-x", "-genv", "-env", "--env"):
+            names.add(v.split("=", 1)[0].split(" ", 1)[0])
+        elif o in ("-genvlist", "-envlist"):
+            names.update(v.split(","))
+        elif o in ("-genvall", "-envall"):
+            names.add("*")
+    return names
+
+
+# ============================================================================================
+# The linter
+# ============================================================================================
+
+def lint(text, site=None, template=False):
+    """Findings for a job script `text` on `site` (name or :class:`Site`); errors first by line.
+
+    With `template=True` a placeholder group/project is a warning (site templates)."""
+    site = site if isinstance(site, Site) else get_site(site)
+    lines = text.splitlines()
+    end = header_end(lines)
+    found = []
+
+    def add(line, severity, code, message):
+        found.append(Finding(line, severity, code, message,
+                             lines[line - 1] if 0 < line <= len(lines) else ""))
+
+    req = parse_request(text)
+    directive_lines = sorted({d.line for d in req.directives})
+    anchor = directive_lines[-1] if directive_lines else (end if end else 1)
+    stubs = [i + 1 for i, line in enumerate(lines) if STUB_RE.search(line)]
+    header_stub = next((n for n in stubs if n <= end), None)
+
+    # --- shape of the header --------------------------------------------------------------
+    if not lines or not lines[0].startswith("#!"):
+        add(1, "warning", "shebang", "no `#!/bin/bash` on the first line: PBS runs the script "
+            "with your login shell")
+    for i, line in enumerate(lines):
+        number = i + 1
+        if DIRECTIVE_RE.match(line):
+            if i >= end:
+                add(number, "error", "late-directive",
+                    f"qsub ignores #PBS lines after the first command (line {end + 1}): "
+                    f"move this line up to the other #PBS lines")
+            if any(ch in _strip_comment(line) for ch in DASHES):
+                add(number, "error", "dash", "an en dash (copied from the slides?) instead of "
+                    "an ASCII hyphen: type `-` again")
+            body = _strip_comment(line)
+            if "$" in body or "`" in body:
+                add(number, "error", "variable", "qsub does not expand shell variables in #PBS "
+                    "lines: write the value itself")
+        elif LOOSE_DIRECTIVE_RE.match(line) and i < end:
+            add(number, "warning", "not-a-directive", "this is a comment, not a directive: "
+                "write `#PBS` (no space, upper case, at the start of the line)")
+    for n in stubs:
+        if n == header_stub:
+            missing = []
+            if req.queue is None:
+                missing.append(f"the queue (`#PBS -q {_example_queue(site)}`)")
+            if "select" not in req.lines:
+                missing.append("the nodes and processes (`#PBS -l select=N:mpiprocs=M`)")
+            if req.walltime is None and "walltime" not in req.lines:
+                missing.append("the walltime (`#PBS -l walltime=HH:MM:SS`)")
+            what = ("; missing: " + ", ".join(missing)) if missing else ""
+            add(n, "error", "stub", f"unfinished skeleton: complete the #PBS lines here{what}")
+        else:
+            add(n, "error", "stub", "unfinished: `# PUT YOUR CODE HERE` is still in the script")
+
+    # --- queue ----------------------------------------------------------------------------
+    queue = None
+    if req.queue is not None:
+        queue = site.queues.get(req.queue)
+        if queue is None:
+            close = difflib.get_close_matches(req.queue, list(site.queues), n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            add(req.lines["queue"], "error", "queue-unknown",
+                f"unknown queue `{req.queue}` on {site.title}: use one of "
+                f"{', '.join(site.queues)}{hint}")
+    elif header_stub is None:
+        if site.queue_required:
+            add(anchor, "error", "queue-missing",
+                f"no queue: add `#PBS -q {_example_queue(site)}` (queues on {site.title}: "
+                f"{', '.join(site.queues)})")
+        else:
+            add(anchor, "warning", "queue-missing", "no `#PBS -q`: the server's default queue "
+                "is used")
+    gpus = queue.gpus if queue else site.gpus
+
+    # --- select ---------------------------------------------------------------------------
+    for d in req.directives:
+        if d.option != "-l":
+            continue
+        for res in d.value.split(","):
+            key, _, val = res.partition("=")
+            if key == "select":
+                try:
+                    parse_select(val)
+                except ValueError as exc:
+                    add(d.line, "error", "select-malformed",
+                        f"malformed `select={val}`: {exc}")
+            elif key in ("nodes", "ppn"):
+                add(d.line, "error", "select-torque", f"`{res}` is Torque syntax; {site.title} "
+                    f"({site.scheduler}) takes `-l select=N:mpiprocs=M`")
+            elif key == "walltime":
+                try:
+                    if parse_walltime(val) <= 0:
+                        add(d.line, "error", "walltime-malformed", "walltime of zero seconds")
+                except ValueError as exc:
+                    add(d.line, "error", "walltime-malformed",
+                        f"malformed walltime: {exc} (write HH:MM:SS, e.g. 00:15:00)")
+    if "select" not in req.lines and header_stub is None:
+        add(anchor, "error", "select-missing", f"no node request: add `#PBS -l select=N:mpiprocs=M` "
+            f"(M at most {gpus}: one MPI process per GPU of a {site.title} node)")
+    if req.select:
+        line = req.lines["select"]
+        for chunk in req.select:
+            if chunk.mpiprocs > gpus:
+                add(line, "error", "mpiprocs",
+                    f"mpiprocs={chunk.mpiprocs} but a {site.title} node"
+                    f"{' in ' + queue.name if queue and queue.gpus != site.gpus else ''} has "
+                    f"{gpus} GPU{'s' if gpus != 1 else ''}: at most one MPI process per GPU "
+                    f"(mpiprocs={gpus}, and more nodes for more ranks)")
+            ngpus = chunk.resources.get("ngpus")
+            if ngpus is not None and int(ngpus) > gpus:
+                add(line, "error", "ngpus", f"ngpus={ngpus} but a {site.title} node has {gpus}")
+            if chunk.mpiprocs == 0 and len(req.select) == 1:
+                add(line, "error", "select-malformed", "mpiprocs=0: no process would start")
+        if queue and req.nodes > queue.max_nodes:
+            add(line, "error", "nodes-limit",
+                f"{req.nodes} nodes but queue {queue.name} allows at most {queue.max_nodes} "
+                f"(course assumption for {site.title})")
+
+    # --- walltime -------------------------------------------------------------------------
+    if "walltime" not in req.lines:
+        if header_stub is None:
+            add(anchor, "error", "walltime-missing", "no walltime: add `#PBS -l walltime=HH:MM:SS` "
+                "(the job is killed when it runs longer)")
+    elif req.walltime is not None and queue and req.walltime > queue.max_walltime:
+        add(req.lines["walltime"], "error", "walltime-limit",
+            f"walltime {format_walltime(req.walltime)} is over the limit of queue {queue.name}: "
+            f"{format_walltime(queue.max_walltime)} (course assumption for {site.title})")
+
+    # --- group ----------------------------------------------------------------------------
+    placeholder_severity = "warning" if template else "error"
+    if site.group == "group_list":
+        if req.project is not None:
+            add(req.lines["project"], "error", "group-option", f"{site.title} takes the group as "
+                f"`#PBS -W group_list=GROUP`, not `-P`")
+        if req.group is None:
+            if req.project is None:
+                add(anchor, "error", "group-missing", "no group: add `#PBS -W group_list=GROUP` "
+                    "with your group (`id -ng` on the login node)")
+        else:
+            why = placeholder_reason(req.group)
+            if why:
+                add(req.lines["group"], placeholder_severity, "placeholder",
+                    f"group `{req.group}` is a placeholder ({why}): replace it with your own "
+                    f"group (`id -ng` on the login node) before qsub")
+    elif site.group == "P":
+        if req.group is not None:
+            add(req.lines["group"], "error", "group-option", f"{site.title} takes the group as "
+                f"`#PBS -P GROUP`, not `-W group_list=`")
+        if req.project is None:
+            if req.group is None:
+                add(anchor, "error", "group-missing", "no group: add `#PBS -P GROUP` with your "
+                    "ABCI group (`groups` on the login node shows it)")
+        else:
+            why = placeholder_reason(req.project)
+            if why:
+                add(req.lines["project"], placeholder_severity, "placeholder",
+                    f"group `{req.project}` is a placeholder ({why}): replace it with your own "
+                    f"group before qsub")
+
+    if req.name is not None and not re.match(r"^[A-Za-z][^\s/:@]*$", req.name):
+        add(req.lines["name"], "warning", "name", "a job name starts with a letter and has no "
+            "spaces, `/`, `:` or `@`")
+
+    # --- the commands ---------------------------------------------------------------------
+    calls = find_launchers(text)
+    ranks = req.ranks
+    for call in calls:
+        _check_launcher(call, site, req, gpus, ranks, add)
+    if req.select and req.nodes > 1 and not calls:
+        add(req.lines["select"], "warning", "no-mpiexec", f"{req.nodes} nodes but no mpiexec/mpirun: "
+            f"the script runs on the first node only")
+    if not re.search(r"^\s*cd\s+[^#\n]*PBS_O_WORKDIR", text, re.M) and end < len(lines):
+        add(end + 1, "warning", "workdir", "no `cd \"$PBS_O_WORKDIR\"`: the job starts in your "
+            "HOME, not in the folder you ran qsub in, and relative paths point there")
+
+    order = {"error": 0, "warning": 1}
+    found.sort(key=lambda f: (f.line, order[f.severity]))
+    return found
+
+
+def _example_queue(site):
+    return next(iter(site.queues))
+
+
+def _check_launcher(call, site, req, gpus, ranks, add):
+    multi = ranks > 1 or not req.select
+    name = call.launcher
+    if multi:
+        for rule in site.mpi:
+            if rule.startswith("export:"):
+                var = rule.split(":", 1)[1]
+                exported = _exports(call)
+                if var not in exported and "*" not in exported:
+                    add(call.line, "error", "mpi-export",
+                        f"`{name}` does not pass {var} to the ranks on other nodes: add "
+                        f"`-x {var}` (as the seed's job.sh does); without it the remote ranks do "
+                        f"not find the packages installed with `pip install --user`")
+            elif rule == "hostfile":
+                if not _opt(call, "-hostfile", "--hostfile", "-machinefile", "--machinefile", "-f",
+                            "--default-hostfile"):
+                    src = "$PBS_NODEFILE" if site.key != "cloud" else "hostfile"
+                    add(call.line, "error", "mpi-hostfile",
+                        f"`{name}` has no `-hostfile {src}`: on {site.title} every rank would "
+                        f"start on the first node")
+            elif rule == "np":
+                if not _opt(call, "-n", "-np", "--np", "--n", "-c"):
+                    add(call.line, "error", "mpi-np",
+                        f"`{name}` has no `-np N`: give the number of ranks (select x mpiprocs"
+                        f"{' = ' + str(ranks) if ranks else ''})")
+            elif rule == "ppr":
+                if not any(v.startswith("ppr:") for v in _opt(call, "--map-by", "-map-by")):
+                    add(call.line, "error", "mpi-ppr",
+                        f"`{name}` has no `--map-by ppr:{gpus}:node`: with a hostfile, Open MPI "
+                        f"may start too few processes per node (seed 001)")
+    for value in _opt(call, "-n", "-np", "--np", "--n", "-c"):
+        if value.isdigit() and req.select and int(value) > ranks:
+            add(call.line, "error", "mpi-too-many",
+                f"`{name}` starts {value} ranks but the job has {ranks} (select x mpiprocs): "
+                f"ranks beyond that share GPUs")
+    for value in _opt(call, "--map-by", "-map-by"):
+        m = re.match(r"ppr:(\d+):node", value)
+        if m and int(m.group(1)) > gpus:
+            add(call.line, "error", "mpi-ppr",
+                f"`--map-by {value}` puts {m.group(1)} ranks on a node with {gpus} GPU"
+                f"{'s' if gpus != 1 else ''}")
+    for value in _opt(call, "-npernode", "--npernode", "-N", "-ppn", "-perhost"):
+        if value.isdigit() and int(value) > gpus:
+            add(call.line, "error", "mpi-ppr",
+                f"{value} ranks per node on a node with {gpus} GPU{'s' if gpus != 1 else ''}")
+
+
+SITE_MARK_RE = re.compile(r"^#\s*handson-site:\s*([\w.-]+)", re.M | re.I)
+
+
+def site_for_script(path, text=None, site=None):
+    """The site a job script is for: `site` (--site), else a `# handson-site: NAME` line in it
+    (the templates in jobscripts/<site>/ carry one, so a copy elsewhere keeps its site), else
+    the path `jobscripts/<site>/...`, else Reedbush-H."""
+    if site:
+        return get_site(site).key
+    if text is None:
+        text = Path(path).read_text(errors="replace")
+    mark = SITE_MARK_RE.search(text)
+    if mark:
+        return get_site(mark.group(1)).key
+    return site_for_path(path)
+
+
+def lint_file(path, site=None, template=False):
+    """(site key, findings) for a file; the site as :func:`site_for_script` finds it."""
+    text = Path(path).read_text(errors="replace")
+    key = site_for_script(path, text, site)
+    return key, lint(text, key, template=template)
+
+
+def check_before_submit(path, site=None):
+    """Error findings that must stop a `qsub` (a placeholder left in, an impossible request)."""
+    return errors(lint_file(path, site)[1])
+
+
+# ============================================================================================
+# Command line
+# ============================================================================================
+
+def lint_main(files, site=None, template=False, out=None):
+    out = out or sys.stdout
+    if site:
+        try:
+            get_site(site)
+        except ValueError as exc:
+            print(f"handson jobscript lint: {exc}", file=sys.stderr)
+            return 2
+    n_err = n_warn = 0
+    sites = set()
+    for path in files:
+        try:
+            key, findings = lint_file(path, site, template=template)
+        except OSError as exc:
+            print(f"{path}:0: error: cannot read: {exc.strerror or exc}", file=out)
+            n_err += 1
+            continue
+        except ValueError as exc:           # an unknown site named in the file
+            print(f"{path}:1: error: {exc}", file=out)
+            n_err += 1
+            continue
+        sites.add(get_site(key).title)
+        for f in findings:
+            print(f.format(path), file=out)
+        n_err += len(errors(findings))
+        n_warn += len(findings) - len(errors(findings))
+    verdict = "fix the errors before qsub" if n_err else "ready to submit"
+    print(f"handson jobscript lint: {len(files)} file(s) checked for {', '.join(sorted(sites)) or '-'}"
+          f": {n_err} error(s), {n_warn} warning(s): {verdict}", file=out)
+    return 1 if n_err else 0
+
+
+def local_nodefile_lines(req, host="localhost"):
+    """One line per rank, as PBS writes $PBS_NODEFILE (select x mpiprocs)."""
+    lines = []
+    for chunk in req.select or [Chunk(1, {})]:
+        for _ in range(chunk.count):
+            lines += [host] * chunk.mpiprocs
+    return lines
+
+
+def job_environment(script, req, jobid, nodefile, base=None):
+    """The environment a PBS job sees, plus what Open MPI needs on this one machine."""
+    from handson_lib import mpi
+    env = dict(os.environ if base is None else base)
+    workdir = str(Path(script).resolve().parent)
+    name = req.name or Path(script).name
+    env.update({
+        "PBS_O_WORKDIR": workdir,
+        "PBS_O_HOME": env.get("HOME", workdir),
+        "PBS_O_PATH": env.get("PATH", ""),
+        "PBS_O_HOST": socket.gethostname(),
+        "PBS_O_SHELL": env.get("SHELL", "/bin/bash"),
+        "PBS_O_QUEUE": req.queue or "workq",
+        "PBS_QUEUE": req.queue or "workq",
+        "PBS_JOBID": jobid,
+        "PBS_JOBNAME": name,
+        "PBS_NODEFILE": str(nodefile),
+        "PBS_ENVIRONMENT": "PBS_BATCH",
+        "PBS_JOBDIR": env.get("HOME", workdir),
+        "NCPUS": str((req.select[0].resources.get("ncpus") if req.select else None)
+                     or req.ompthreads or 1),
+        # PBS Pro sets OMP_NUM_THREADS from ompthreads; one thread per rank otherwise (here).
+        "OMP_NUM_THREADS": str(req.ompthreads or 1),
+        "PATH": f"{mpi.venv_bin()}{os.pathsep}{env.get('PATH', '')}",
+        "PYTHONUNBUFFERED": "1",
+    })
+    if os.geteuid() == 0:
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    # More ranks than cores on this machine: Open MPI 4 reads the OMPI_MCA_ name, Open MPI 5's
+    # runtime (PRRTE) only the PRTE_MCA_ one (tested: `mpiexec -n 4` on 2 cores).
+    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    env.setdefault("PRTE_MCA_rmaps_default_mapping_policy", ":oversubscribe")
+    env.setdefault("OMPI_MCA_hwloc_base_binding_policy", "none")
+    env.setdefault("PRTE_MCA_hwloc_default_binding_policy", "none")
+    return env
+
+
+def run_main(path, timeout=None, site=None, out=None):
+    """`handson jobscript run FILE`: 0 or the script's exit code; 2 refused; 124 walltime."""
+    from handson_lib import mpi
+    out = out or sys.stdout
+    script = Path(path)
+    if not script.is_file():
+        print(f"handson jobscript run: {path}: no such file", file=sys.stderr)
+        return 2
+    try:
+        key, findings = lint_file(script, site)
+    except ValueError as exc:
+        print(f"handson jobscript run: {exc}", file=sys.stderr)
+        return 2
+    site_obj = get_site(key)
+    for f in findings:
+        print(f.format(path), file=out)
+    if errors(findings):
+        print(f"handson jobscript run: refused: {len(errors(findings))} error(s) above; fix them "
+              f"first, as qsub on {site_obj.title} would need (`handson jobscript lint {path}`)",
+              file=out)
+        return 2
+    req = parse_request(script.read_text(errors="replace"))
+    seq = os.getpid()
+    jobid = f"{seq}.local"
+    name = req.name or script.name
+    workdir = script.resolve().parent
+    if req.output:
+        output = Path(req.output)
+        output = output if output.is_absolute() else workdir / output
+    else:
+        output = workdir / f"{name}.o{seq}"
+    limit = float(timeout) if timeout else float(req.walltime)
+    cores = mpi.cpu_count()
+    fd, nodefile = tempfile.mkstemp(prefix=f"pbs_nodefile.{seq}.", text=True)
+    with os.fdopen(fd, "w") as handle:
+        handle.write("\n".join(local_nodefile_lines(req)) + "\n")
+    env = job_environment(script, req, jobid, nodefile)
+    chunks = " + ".join(f"{c.count} node{'s' if c.count != 1 else ''} x {c.mpiprocs} mpiprocs"
+                        for c in req.select)
+    print(f"handson jobscript run: no scheduler here: running {script.name} as a PBS job would "
+          f"run ({site_obj.title} rules)", file=out)
+    print(f"  job id     {jobid}", file=out)
+    print(f"  job name   {name}", file=out)
+    print(f"  queue      {req.queue or '(default)'} (not queued: runs here now)", file=out)
+    print(f"  nodes      {chunks} = {req.ranks} rank(s), all on this machine "
+          f"({cores} core{'s' if cores != 1 else ''}"
+          f"{'; oversubscribed' if req.ranks > cores else ''})", file=out)
+    if req.ompthreads:
+        print(f"  ompthreads {req.ompthreads}", file=out)
+    print(f"  walltime   {format_walltime(req.walltime)}"
+          f"{f' (watchdog: {limit:g} s from --timeout)' if timeout else ' (watchdog)'}", file=out)
+    print(f"  workdir    {workdir} ($PBS_O_WORKDIR)", file=out)
+    print(f"  output     {output} (stdout and stderr, like -j oe)", file=out)
+    out.flush()
+    try:
+        result = mpi.run_watched(["bash", str(script.resolve())], limit, env=env, cwd=str(workdir),
+                                 echo=True)
+    finally:
+        os.unlink(nodefile)
+    text = result.output
+    if result.timed_out:
+        text += (f"=>> PBS: job killed: walltime {result.seconds:.0f} exceeded limit "
+                 f"{limit:.0f}\n")
+    output.write_text(text)
+    if result.timed_out:
+        print(f"handson jobscript run: walltime exceeded: killed after {result.seconds:.0f} s "
+              f"(limit {format_walltime(limit)}); {len(result.killed)} process(es) stopped; "
+              f"output in {output}", file=out)
+        return 124
+    print(f"handson jobscript run: job {jobid} finished with exit status {result.returncode} "
+          f"in {result.seconds:.1f} s; output in {output}", file=out)
+    return result.returncode
+
+
+def main(args):
+    command = getattr(args, "jobscript_command", None)
+    if command == "lint":
+        files = args.file if isinstance(args.file, (list, tuple)) else [args.file]
+        return lint_main(files, site=getattr(args, "site", None),
+                         template=getattr(args, "template", False))
+    if command == "run":
+        return run_main(args.file, timeout=getattr(args, "timeout", None),
+                        site=getattr(args, "site", None))
+    print(f"handson jobscript: unknown action {command!r} (lint or run)", file=sys.stderr)
+    return 2

@@ -1,0 +1,23 @@
+# env.sh for ABCI 3.0 (8 x H200 per node, PBS Pro): copy it to $HOME/env.sh and source it on the
+# login node; the job scripts in this folder source it too (ENV_SH=... overrides where they look).
+#
+# HOME is on the shared file system and visible from the compute nodes; keep the venv, the
+# course and the data there (or in your group area).
+source /etc/profile.d/modules.sh 2> /dev/null || true
+# Modules (the course's assumption; check `module avail`):
+# module load cuda/12.6 cudnn nccl hpcx          # HPC-X: Open MPI with CUDA support
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local}
+# A Python 3.11 venv built once on the login node (compute nodes are offline for pip):
+#   python3.11 -m venv $HOME/venv && . $HOME/venv/bin/activate
+#   pip install 'setuptools<70' 'numpy<1.24' cupy-cuda12x==13.6.0 nvidia-nccl-cu12
+#   pip install mpi4py                         # or MPICC=mpicc pip install --no-binary mpi4py mpi4py
+#   pip install --no-build-isolation chainer==7.8.1
+#   pip install --no-build-isolation --no-deps -e "$COURSE"
+# [ -f "$HOME/venv/bin/activate" ] && . "$HOME/venv/bin/activate"
+
+export COURSE=${COURSE:-$HOME/distributed-handson}
+export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
+
+# Data: stage it on the login node before the job:
+#   handson data prepare --cifar $HANDSON_DATA_DIR/cifar-10-python.tar.gz
+export HANDSON_DATA_DIR=$HOME/data

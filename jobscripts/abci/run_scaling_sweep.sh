@@ -1,0 +1,68 @@
+#!/bin/bash
+# handson-site: abci   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
+# Scaling sweep on ABCI 3.0 (seed 001's measurement): Task #2 on 1, 2, 4, ... ranks (one per
+# H200) within this allocation of 2 nodes x 8 GPUs, every run's `Throughput:` line collected into
+# result/scaling_<job>/throughput.tsv (ranks, images_per_sec, images, seconds) with each run's
+# log; a table with the speed-up is printed at the end.
+#     qsub run_scaling_sweep.sh
+# Replace the group grpname below with your ABCI group first.
+#PBS -q rt_HF
+#PBS -l select=2:mpiprocs=8
+#PBS -P grpname
+#PBS -l walltime=01:00:00
+#PBS -N scaling
+#PBS -j oe
+
+set -eu -o pipefail
+cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
+
+ENV_SH=${ENV_SH:-$HOME/env.sh}
+if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+PYTHON=${PYTHON:-python}
+DATASET=${DATASET:-synthetic}
+
+TASK=train_cifar_multi_node.py
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
+[ -f "$TASK" ] || { echo "no train_cifar_multi_node.py in $PWD nor in \$COURSE/solutions"; exit 2; }
+
+NODEFILE=${PBS_NODEFILE:?run me with qsub, or with handson jobscript run}
+NP=$(wc -l < "$NODEFILE")
+PPN=$(( NP / $(sort -u "$NODEFILE" | wc -l) ))
+JOB=${PBS_JOBID:-manual}
+OUT=${SWEEP_DIR:-result/scaling_${JOB%%.*}}
+mkdir -p "$OUT"
+TSV=$OUT/throughput.tsv
+printf 'ranks\timages_per_sec\timages\tseconds\n' > "$TSV"
+
+GPU_FLAG=""
+if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
+  GPU_FLAG="--gpu"
+fi
+
+SIZES=""
+p=1
+while [ "$p" -lt "$NP" ]; do SIZES="$SIZES $p"; p=$((p * 2)); done
+SIZES="$SIZES $NP"
+
+for p in $SIZES; do
+  echo "=== $p rank(s) of $NP"
+  LOG=$OUT/p$p.log
+  if mpirun -np "$p" -hostfile "$NODEFILE" --map-by ppr:${PPN}:node \
+      -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS \
+      "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress --out "$OUT/p$p" \
+      ${EXTRA_ARGS:-} 2>&1 | tee "$LOG"; then
+    :
+  else
+    echo "run on $p rank(s) failed: see $LOG"
+  fi
+  # Throughput: X [images/sec.] (N / T)
+  awk -v p="$p" '/^Throughput:/ {gsub(/[()]/, ""); line = p "\t" $2 "\t" $4 "\t" $6}
+                 END {if (!line) line = p "\tNA\tNA\tNA"; print line}' "$LOG" >> "$TSV"
+done
+
+echo "=== throughput ($TSV)"
+awk -F'\t' 'NR == 1 {print $0 "\tspeedup"; next}
+            NR == 2 {base = $2}
+            {printf "%s\t%s\n", $0, ($2 != "NA" && base != "NA" && base > 0) ? sprintf("%.2f", $2 / base) : "NA"}' "$TSV"

@@ -1,0 +1,69 @@
+#!/bin/bash
+# handson-site: cloud   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
+# Scaling sweep on a hostfile cloud cluster, as seed 001 measured it: Task #2 on 1, 2, 4, ...
+# ranks up to all slots of the hostfile (4 nodes x 4 GPUs in the seed), every run's
+# `Throughput:` line collected into result/scaling_<job>/throughput.tsv (ranks, images_per_sec,
+# images, seconds) with each run's log; a table with the speed-up is printed at the end.
+#     bash run_scaling_sweep.sh                (HOSTFILE=... for another hostfile)
+# Ranks fill a node before the next (--map-by ppr:PPN:node), so 2 and 4 ranks stay in one node.
+#PBS -q workq
+#PBS -l select=4:mpiprocs=4
+#PBS -l walltime=01:00:00
+#PBS -N scaling
+#PBS -j oe
+
+set -eu -o pipefail
+cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
+
+ENV_SH=${ENV_SH:-$HOME/env.sh}
+if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+PYTHON=${PYTHON:-python}
+DATASET=${DATASET:-synthetic}
+
+TASK=train_cifar_multi_node.py
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
+[ -f "$TASK" ] || { echo "no train_cifar_multi_node.py in $PWD nor in \$COURSE/solutions"; exit 2; }
+
+if [ -n "${PBS_NODEFILE:-}" ]; then HOSTFILE=$PBS_NODEFILE; else HOSTFILE=${HOSTFILE:-hostfile}; fi
+[ -f "$HOSTFILE" ] || { echo "no hostfile $HOSTFILE: one line per node, e.g. '192.168.0.1 slots=4'"; exit 2; }
+NP=${NP:-$(awk '!/^#/ && NF {n += ($2 ~ /^slots=/) ? substr($2, 7) : 1} END {print n}' "$HOSTFILE")}
+NNODES=$(awk '!/^#/ && NF {print $1}' "$HOSTFILE" | sort -u | wc -l)
+PPN=${PPN:-$(( (NP + NNODES - 1) / NNODES ))}
+JOB=${PBS_JOBID:-manual}
+OUT=${SWEEP_DIR:-result/scaling_${JOB%%.*}}
+mkdir -p "$OUT"
+TSV=$OUT/throughput.tsv
+printf 'ranks\timages_per_sec\timages\tseconds\n' > "$TSV"
+
+GPU_FLAG=""
+if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
+  GPU_FLAG="--gpu"
+fi
+
+SIZES=""
+p=1
+while [ "$p" -lt "$NP" ]; do SIZES="$SIZES $p"; p=$((p * 2)); done
+SIZES="$SIZES $NP"
+
+for p in $SIZES; do
+  echo "=== $p rank(s) of $NP"
+  LOG=$OUT/p$p.log
+  if mpiexec -n "$p" --hostfile "$HOSTFILE" --map-by ppr:${PPN}:node \
+      -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS \
+      "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress --out "$OUT/p$p" \
+      ${EXTRA_ARGS:-} 2>&1 | tee "$LOG"; then
+    :
+  else
+    echo "run on $p rank(s) failed: see $LOG"
+  fi
+  # Throughput: X [images/sec.] (N / T)
+  awk -v p="$p" '/^Throughput:/ {gsub(/[()]/, ""); line = p "\t" $2 "\t" $4 "\t" $6}
+                 END {if (!line) line = p "\tNA\tNA\tNA"; print line}' "$LOG" >> "$TSV"
+done
+
+echo "=== throughput ($TSV)"
+awk -F'\t' 'NR == 1 {print $0 "\tspeedup"; next}
+            NR == 2 {base = $2}
+            {printf "%s\t%s\n", $0, ($2 != "NA" && base != "NA" && base > 0) ? sprintf("%.2f", $2 / base) : "NA"}' "$TSV"

@@ -1,0 +1,36 @@
+#!/bin/bash
+# handson-site: miyabi   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
+# Task #1 on Miyabi-G. A GH200 node has ONE GPU, so MultiprocessParallelUpdater has nothing to
+# split: this runs the single-GPU baseline only (GPUS="0"); the speed-up of several GPUs is
+# Task #2's, across nodes. Submit from the folder with your train_cifar_multi_gpu.py (else
+# $COURSE/solutions/):
+#     qsub run_multi_gpu_training.sh
+# Replace the group xx00 below with yours first: `handson jobscript lint` checks.
+#PBS -q debug-g
+#PBS -l select=1:mpiprocs=1
+#PBS -W group_list=xx00
+#PBS -l walltime=00:10:00
+#PBS -N multi_gpu
+#PBS -j oe
+
+set -eu
+cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
+
+ENV_SH=${ENV_SH:-/work/$(id -ng)/${USER:-$(id -un)}/env.sh}
+if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
+PYTHON=${PYTHON:-python}
+DATASET=${DATASET:-synthetic}
+GPUS=${GPUS:-0}
+
+TASK=train_cifar_multi_gpu.py
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
+[ -f "$TASK" ] || { echo "no train_cifar_multi_gpu.py in $PWD nor in \$COURSE/solutions"; exit 2; }
+
+"$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
+"$PYTHON" -c "import cupy; print('cupy', cupy.__version__, 'nccl', cupy.cuda.nccl.get_version() if cupy.cuda.nccl.available else 'not available')" \
+  || echo "cupy: not importable here (the CPU stand-in will run)"
+
+"$PYTHON" "$TASK" --gpus 0 --dataset "$DATASET" --no-progress --out result/single ${EXTRA_ARGS:-}
+if [ "$(echo $GPUS | wc -w)" -gt 1 ]; then
+  "$PYTHON" "$TASK" --gpus $GPUS --dataset "$DATASET" --no-progress --out result/multi ${EXTRA_ARGS:-}
+fi

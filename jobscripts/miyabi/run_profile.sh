@@ -1,0 +1,72 @@
+#!/bin/bash
+# handson-site: miyabi   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
+# Profiling run on Miyabi-G with Nsight Systems (nvprof refuses GPUs of compute capability 8.0
+# and newer; a GH200 is 9.0). Task #2 on 2 nodes x 1 GPU, or Task #1 on one GPU:
+#     qsub -v PROFILE=1 run_profile.sh                          # profile Task #2
+#     qsub -v PROFILE=1,PROFILE_TASK=multi-gpu run_profile.sh   # profile Task #1
+#     qsub run_profile.sh                                       # same run, no profiler
+# One report per rank: prof_<rank>.nsys-rep plus its SQLite export prof_<rank>.sqlite
+# (%q{OMPI_COMM_WORLD_RANK}); read it with: handson profile summarize prof_0.sqlite
+# Replace the group xx00 below with yours first.
+#PBS -q debug-g
+#PBS -l select=2:mpiprocs=1
+#PBS -W group_list=xx00
+#PBS -l walltime=00:20:00
+#PBS -N profile
+#PBS -j oe
+
+set -eu
+cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
+
+ENV_SH=${ENV_SH:-/work/$(id -ng)/${USER:-$(id -un)}/env.sh}
+if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+PYTHON=${PYTHON:-python}
+DATASET=${DATASET:-synthetic}
+PROFILE_TASK=${PROFILE_TASK:-multi-node}
+
+case "$PROFILE_TASK" in
+  multi-node) TASK=train_cifar_multi_node.py ;;
+  multi-gpu) TASK=train_cifar_multi_gpu.py ;;
+  *) echo "PROFILE_TASK must be multi-node or multi-gpu, not $PROFILE_TASK"; exit 2 ;;
+esac
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
+[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
+
+NODEFILE=${PBS_NODEFILE:?run me with qsub, or with handson jobscript run}
+NP=$(wc -l < "$NODEFILE")
+PPN=$(( NP / $(sort -u "$NODEFILE" | wc -l) ))
+
+PROFILER=()
+if [ "${PROFILE:-0}" = 1 ]; then
+  if ! command -v nsys > /dev/null 2>&1; then
+    echo "PROFILE=1 but nsys is not on PATH (module load nvidia, see env.sh): no profile taken"
+    exit 3
+  fi
+  if [ "$PROFILE_TASK" = multi-node ]; then
+    PROFILER=(nsys profile -o "prof_%q{OMPI_COMM_WORLD_RANK}" --trace=cuda,nvtx,osrt,mpi
+              --mpi-impl=openmpi --export=sqlite --force-overwrite=true)
+  else
+    PROFILER=(nsys profile -o prof_multi_gpu --trace=cuda,nvtx,osrt --export=sqlite
+              --force-overwrite=true)
+  fi
+  echo "profiling with: ${PROFILER[*]}"
+else
+  echo "PROFILE is not 1: plain run (qsub -v PROFILE=1 to profile)"
+fi
+
+GPU_FLAG=""
+if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
+  GPU_FLAG="--gpu"
+fi
+
+if [ "$PROFILE_TASK" = multi-gpu ]; then
+  ${PROFILER[@]+"${PROFILER[@]}"} "$PYTHON" "$TASK" --gpus 0 --dataset "$DATASET" --no-progress \
+    --out result/profile_multi_gpu ${EXTRA_ARGS:-}
+else
+  mpirun -n "$NP" --hostfile "$NODEFILE" --map-by ppr:${PPN}:node \
+    -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS \
+    ${PROFILER[@]+"${PROFILER[@]}"} "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress \
+    --out result/profile_multi_node ${EXTRA_ARGS:-}
+fi

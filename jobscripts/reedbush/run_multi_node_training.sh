@@ -1,0 +1,41 @@
+#!/bin/bash
+# handson-site: reedbush   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
+# Task #2 (ChainerMN) on Reedbush-H: 2 nodes x 2 P100, one MPI process per GPU: 4 ranks.
+# Submit from the folder that holds your train_cifar_multi_node.py (else $COURSE/solutions/):
+#     qsub -j oe run_multi_node_training.sh
+# Replace the group gt00 below with yours (`id -ng`) first: `handson jobscript lint` checks.
+#PBS -q h-debug
+#PBS -l select=2:mpiprocs=2:ompthreads=1
+#PBS -W group_list=gt00
+#PBS -l walltime=00:15:00
+#PBS -N multi_node
+#PBS -j oe
+
+set -eu
+cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
+
+ENV_SH=${ENV_SH:-/lustre/$(id -ng)/${USER:-$(id -un)}/env.sh}
+if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+PYTHON=${PYTHON:-python}
+DATASET=${DATASET:-synthetic}
+
+TASK=train_cifar_multi_node.py
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
+[ -f "$TASK" ] || { echo "no train_cifar_multi_node.py in $PWD nor in \$COURSE/solutions"; exit 2; }
+
+# One rank per line of the node file: select x mpiprocs.
+if [ -n "${PBS_NODEFILE:-}" ] && [ -f "$PBS_NODEFILE" ]; then NP=$(wc -l < "$PBS_NODEFILE"); fi
+NP=${NP:-2}
+
+"$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
+GPU_FLAG=""
+if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
+  GPU_FLAG="--gpu"
+else
+  echo "no usable GPU/NCCL here: CPU ranks with the naive communicator"
+fi
+
+# -x passes the variables to the ranks on the other node (seed 000's job.sh).
+mpiexec -n "$NP" -x PYTHONUSERBASE -x PYTHONPATH -x PATH -x OMP_NUM_THREADS \
+  "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress --out result/multi_node ${EXTRA_ARGS:-}

@@ -1,0 +1,419 @@
+"""`handson jobscript lint|run`: the shipped job scripts, planted mistakes, and local runs."""
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from handson_lib import jobscript
+from handson_lib.jobscript import lint
+
+from conftest import ROOT
+
+SOLUTION_GPU = ROOT / "solutions" / "run_multi_gpu_training.sh"
+SOLUTION_NODE = ROOT / "solutions" / "run_multi_node_training.sh"
+EXERCISES = sorted((ROOT / "exercises").glob("run_*.sh"))
+SITE_SCRIPTS = sorted((ROOT / "jobscripts").glob("*/run_*.sh"))
+ALL_SHELL = sorted((ROOT / "jobscripts").glob("*/*.sh"))
+SITES = ("reedbush", "miyabi", "abci", "cloud")
+PLACEHOLDER = {"reedbush": "gt00", "miyabi": "xx00", "abci": "grpname", "cloud": None}
+QUICK = "--epoch 1 --train-size 400 --test-size 100"
+
+
+def line_of(path_or_text, needle):
+    text = path_or_text.read_text() if isinstance(path_or_text, Path) else path_or_text
+    numbers = [i + 1 for i, line in enumerate(text.splitlines()) if needle in line]
+    assert numbers, f"{needle!r} not found"
+    return numbers[0]
+
+
+def codes(findings, severity="error"):
+    return [(f.code, f.line) for f in findings if f.severity == severity]
+
+
+def solution_text(path=SOLUTION_NODE, group="gz42"):
+    return path.read_text().replace("group_list=gt00", f"group_list={group}")
+
+
+def mutate(text, old, new):
+    assert old in text, f"{old!r} is no longer in the script"
+    return text.replace(old, new)
+
+
+# ------------------------------------------------------------------------------ shipped scripts
+
+@pytest.mark.parametrize("path", [SOLUTION_GPU, SOLUTION_NODE], ids=lambda p: p.name)
+def test_solution_job_scripts_fail_only_on_the_group_placeholder(path):
+    findings = lint(path.read_text(), "reedbush")
+    group_line = line_of(path, "#PBS -W group_list=gt00")
+    assert codes(findings) == [("placeholder", group_line)]
+    assert codes(findings, "warning") == []
+    assert "gt00" in findings[0].message and "id -ng" in findings[0].message
+    assert findings[0].text == "#PBS -W group_list=gt00"
+    # With the group filled in, nothing is left.
+    assert lint(solution_text(path), "reedbush") == []
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
+def test_student_skeletons_are_refused_at_the_stub(path):
+    findings = lint(path.read_text(), "reedbush")
+    stub_line = line_of(path, "# PUT YOUR CODE HERE")
+    assert codes(findings) == [("stub", stub_line),
+                               ("placeholder", line_of(path, "group_list=gt00"))]
+    stub = findings[0]
+    assert "complete the #PBS lines" in stub.message
+    assert "#PBS -q h-debug" in stub.message and "select=N:mpiprocs=M" in stub.message
+    # Once the student fills the resource lines in, only the group is left to do.
+    done = mutate(path.read_text(), "# PUT YOUR CODE HERE",
+                  "#PBS -q h-debug\n#PBS -l select=1:mpiprocs=1")
+    assert [c for c, _ in codes(lint(done, "reedbush"))] == ["placeholder"]
+
+
+def test_there_are_site_templates_for_every_site():
+    names = {"run_multi_gpu_training.sh", "run_multi_node_training.sh", "run_profile.sh",
+             "run_scaling_sweep.sh", "env.sh"}
+    for site in SITES:
+        assert {p.name for p in (ROOT / "jobscripts" / site).glob("*.sh")} == names, site
+    readme = (ROOT / "jobscripts" / "README.md").read_text()
+    for title in ("Reedbush-H", "Miyabi-G", "ABCI 3.0", "cloud"):
+        assert title in readme
+
+
+@pytest.mark.parametrize("path", SITE_SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_site_templates_pass_as_templates_and_fail_only_on_their_placeholder(path):
+    site = path.parent.name
+    assert jobscript.site_for_path(path) == site
+    assert jobscript.site_for_script(path) == site
+    text = path.read_text()
+    as_template = lint(text, site, template=True)
+    assert all(f.severity == "warning" and f.code == "placeholder" for f in as_template)
+    findings = lint(text, site)
+    if PLACEHOLDER[site] is None:
+        assert findings == []
+    else:
+        assert [f.code for f in findings] == ["placeholder"]
+        assert PLACEHOLDER[site] in findings[0].text
+        assert findings[0].line == line_of(path, f"#PBS {'-P' if site == 'abci' else '-W group_list='}")
+        assert [f.severity for f in lint(text, site, template=True)] == ["warning"]
+
+
+@pytest.mark.parametrize("path", ALL_SHELL + [SOLUTION_GPU, SOLUTION_NODE],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_shell_file_parses(path):
+    result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_site_rules_matter():
+    cloud = (ROOT / "jobscripts" / "cloud" / "run_multi_node_training.sh").read_text()
+    on_reedbush = {f.code for f in errors_of(cloud, "reedbush")}
+    assert {"queue-unknown", "mpiprocs", "group-missing"} <= on_reedbush
+    abci = (ROOT / "jobscripts" / "abci" / "run_multi_node_training.sh").read_text()
+    assert "mpiprocs" in {f.code for f in errors_of(abci, "miyabi")}
+
+
+def errors_of(text, site):
+    return [f for f in lint(text, site) if f.is_error]
+
+
+# ------------------------------------------------------------------------------ planted mistakes
+
+@pytest.mark.parametrize("old,new,code,needle", [
+    ("select=2:mpiprocs=2:ompthreads=1", "select=2:mpiprocs=4:ompthreads=1", "mpiprocs", "select="),
+    ("walltime=00:15:00", "walltime=01:00:00", "walltime-limit", "walltime="),
+    ("#PBS -q h-debug", "#PBS -q h-debugg", "queue-unknown", "#PBS -q"),
+    ("select=2:mpiprocs=2:ompthreads=1", "select=8:mpiprocs=2", "nodes-limit", "select="),
+    ("select=2:mpiprocs=2:ompthreads=1", "select=two:mpiprocs=2", "select-malformed", "select="),
+    ("walltime=00:15:00", "walltime=00:75:00", "walltime-malformed", "walltime="),
+    ("walltime=00:15:00", "walltime=quarter", "walltime-malformed", "walltime="),
+    ("select=2:mpiprocs=2:ompthreads=1", "nodes=2:ppn=2", "select-torque", "nodes="),
+    ("-x PYTHONUSERBASE ", "", "mpi-export", 'mpiexec -n "$NP"'),
+    ("group_list=gz42", "group_list=pz0xxx", "placeholder", "group_list="),
+    ("group_list=gz42", "group_list=<group>", "placeholder", "group_list="),
+    ("group_list=gz42", "group_list=YOUR_GROUP", "placeholder", "group_list="),
+    ("group_list=gz42", "group_list=xx00", "placeholder", "group_list="),
+    ("group_list=gz42", "group_list=$GROUP", "variable", "group_list="),
+    ("#PBS -W group_list", "#PBS \u2013W group_list", "dash", "group_list="),
+    ('mpiexec -n "$NP"', 'mpiexec -n 8', "mpi-too-many", "mpiexec -n 8"),
+])
+def test_planted_mistake_is_refused_at_its_line(old, new, code, needle):
+    text = mutate(solution_text(), old, new)
+    findings = errors_of(text, "reedbush")
+    want = line_of(text, needle)
+    assert (code, want) in codes(findings), [str(f) for f in findings]
+    hit = next(f for f in findings if f.code == code)
+    assert hit.text == text.splitlines()[want - 1]
+    assert f"line {want}:" in str(hit)
+
+
+def test_messages_say_what_is_possible():
+    text = mutate(solution_text(), "mpiprocs=2:", "mpiprocs=4:")
+    [finding] = errors_of(text, "reedbush")
+    assert "2 GPUs" in finding.message and "mpiprocs=4" in finding.message
+    text = mutate(solution_text(), "walltime=00:15:00", "walltime=01:00:00")
+    assert "00:30:00" in errors_of(text, "reedbush")[0].message
+    text = mutate(solution_text(), "-q h-debug", "-q h_debug")
+    assert "did you mean h-debug" in errors_of(text, "reedbush")[0].message
+
+
+@pytest.mark.parametrize("drop,code", [
+    ("#PBS -l walltime=00:15:00\n", "walltime-missing"),
+    ("#PBS -q h-debug\n", "queue-missing"),
+    ("#PBS -W group_list=gz42\n", "group-missing"),
+])
+def test_a_missing_directive_is_an_error_at_the_end_of_the_pbs_lines(drop, code):
+    text = mutate(solution_text(), drop, "")
+    findings = errors_of(text, "reedbush")
+    assert [f.code for f in findings] == [code]
+    assert findings[0].line == line_of(text, "#PBS -N multi_node")
+
+
+def test_directives_after_the_first_command_are_refused():
+    text = solution_text() + "#PBS -l walltime=00:20:00\n"
+    findings = errors_of(text, "reedbush")
+    assert codes(findings) == [("late-directive", len(text.splitlines()))]
+
+
+def test_warnings_do_not_fail():
+    text = mutate(solution_text(), 'cd "${PBS_O_WORKDIR:-$(dirname "$0")}"', "true")
+    findings = lint(text, "reedbush")
+    assert [(f.severity, f.code) for f in findings] == [("warning", "workdir")]
+    text = mutate(solution_text(), "#PBS -N multi_node", "# PBS -N multi_node")
+    assert [(f.severity, f.code) for f in lint(text, "reedbush")] == [("warning", "not-a-directive")]
+
+
+def test_site_specific_rules():
+    abci = (ROOT / "jobscripts" / "abci" / "run_multi_node_training.sh").read_text()
+    abci = abci.replace("-P grpname", "-P gaa50042")
+    assert lint(abci, "abci") == []
+    no_hostfile = mutate(abci, '-hostfile "$NODEFILE" ', "")
+    assert codes(errors_of(no_hostfile, "abci")) == [("mpi-hostfile", line_of(abci, "mpirun -np"))]
+    no_np = mutate(abci, '-np "$NP" ', "")
+    assert [f.code for f in errors_of(no_np, "abci")] == ["mpi-np"]
+    wrong_group = mutate(abci, "#PBS -P gaa50042", "#PBS -W group_list=gaa50042")
+    assert codes(errors_of(wrong_group, "abci")) == [("group-option", line_of(abci, "#PBS -P"))]
+    too_many = mutate(abci, "select=2:mpiprocs=8", "select=2:mpiprocs=9")
+    assert [f.code for f in errors_of(too_many, "abci")] == ["mpiprocs"]
+
+    cloud = (ROOT / "jobscripts" / "cloud" / "run_multi_node_training.sh").read_text()
+    no_ppr = mutate(cloud, "--map-by ppr:${PPN}:node ", "")
+    assert [f.code for f in errors_of(no_ppr, "cloud")] == ["mpi-ppr"]
+    five = mutate(cloud, "ppr:${PPN}:node", "ppr:5:node")
+    assert [f.code for f in errors_of(five, "cloud")] == ["mpi-ppr"]
+    no_hostfile = mutate(cloud, '--hostfile "$HOSTFILE" ', "")
+    assert [f.code for f in errors_of(no_hostfile, "cloud")] == ["mpi-hostfile"]
+
+    miyabi = (ROOT / "jobscripts" / "miyabi" / "run_multi_node_training.sh").read_text()
+    miyabi = miyabi.replace("group_list=xx00", "group_list=gz42")
+    assert lint(miyabi, "miyabi") == []
+    two = mutate(miyabi, "select=4:mpiprocs=1", "select=2:mpiprocs=2")
+    [finding] = errors_of(two, "miyabi")
+    assert finding.code == "mpiprocs" and "1 GPU" in finding.message
+    regular = mutate(miyabi, "-q debug-g", "-q regular-g")
+    assert lint(regular, "miyabi") == []
+
+
+def test_parsers():
+    assert jobscript.parse_walltime("00:15:00") == 900
+    assert jobscript.parse_walltime("1:00:00") == 3600
+    assert jobscript.parse_walltime("30:00") == 1800
+    assert jobscript.parse_walltime("45") == 45
+    for bad in ("1:60:00", "ten", "", "1::0"):
+        with pytest.raises(ValueError):
+            jobscript.parse_walltime(bad)
+    chunks = jobscript.parse_select("2:mpiprocs=2:ompthreads=1+1:mpiprocs=1")
+    assert [(c.count, c.mpiprocs) for c in chunks] == [(2, 2), (1, 1)]
+    req = jobscript.parse_request(solution_text())
+    assert (req.queue, req.nodes, req.ranks, req.walltime, req.name, req.group) == \
+        ("h-debug", 2, 4, 900, "multi_node", "gz42")
+    assert jobscript.local_nodefile_lines(req) == ["localhost"] * 4
+    assert jobscript.placeholder_reason("gz42") is None
+    assert jobscript.placeholder_reason("gt00") and jobscript.placeholder_reason("grpname")
+
+
+def test_site_choice(tmp_path):
+    plain = tmp_path / "run.sh"
+    plain.write_text(solution_text())
+    assert jobscript.site_for_script(plain) == "reedbush"
+    assert jobscript.site_for_script(plain, site="ABCI") == "abci"
+    nested = tmp_path / "jobscripts" / "miyabi" / "run.sh"
+    nested.parent.mkdir(parents=True)
+    nested.write_text("#!/bin/bash\n")
+    assert jobscript.site_for_path(nested) == "miyabi"
+    with pytest.raises(ValueError, match="unknown site"):
+        jobscript.get_site("fugaku")
+
+
+def test_check_before_submit(tmp_path):
+    script = tmp_path / "run_multi_node_training.sh"
+    shutil.copy(SOLUTION_NODE, script)
+    [error] = jobscript.check_before_submit(script)
+    assert error.code == "placeholder"
+    script.write_text(solution_text())
+    assert jobscript.check_before_submit(script) == []
+
+
+# ------------------------------------------------------------------------------ command line
+
+def test_lint_command_line(run_handson, tmp_path):
+    good = tmp_path / "good.sh"
+    good.write_text(solution_text())
+    result = run_handson("jobscript", "lint", SOLUTION_GPU, SOLUTION_NODE, good, timeout=60)
+    assert result.returncode == 1
+    lines = result.stdout.strip().splitlines()
+    group_line = line_of(SOLUTION_GPU, "group_list=gt00")
+    assert lines[0].startswith(f"{SOLUTION_GPU}:{group_line}: error: group `gt00` is a placeholder")
+    assert len(lines) == 3 and "2 error(s), 0 warning(s)" in lines[-1]
+    result = run_handson("jobscript", "lint", good, timeout=60)
+    assert result.returncode == 0 and "ready to submit" in result.stdout
+    result = run_handson("jobscript", "lint", "--site", "miyabi", good, timeout=60)
+    assert result.returncode == 1 and "unknown queue `h-debug` on Miyabi-G" in result.stdout
+
+
+def test_lint_template_option(capsys):
+    """`--template` (site templates): the placeholder is a warning, nothing else is allowed."""
+    files = [str(p) for p in SITE_SCRIPTS]
+    args = argparse.Namespace(jobscript_command="lint", file=files, site=None, template=True)
+    assert jobscript.main(args) == 0
+    out = capsys.readouterr().out
+    assert "0 error(s), 12 warning(s)" in out
+    assert out.count(": warning: ") == 12 and ": error: " not in out
+    args.template = False
+    assert jobscript.main(args) == 1
+    flagged = [line for line in capsys.readouterr().out.splitlines() if ": error: " in line]
+    assert len(flagged) == 4 * 3 and all("is a placeholder" in line for line in flagged)
+
+
+# ------------------------------------------------------------------------------ jobscript run
+
+def _job_folder(tmp_path, script, *tasks, group="gz42"):
+    """A submit folder like a student's: the job script (group filled in) and the task scripts."""
+    folder = tmp_path
+    for task in tasks:
+        shutil.copy(ROOT / "solutions" / task, folder / task)
+    text = Path(script).read_text()
+    for placeholder in ("gt00", "xx00", "grpname"):
+        text = text.replace(f"group_list={placeholder}", f"group_list={group}")
+        text = text.replace(f"-P {placeholder}", f"-P {group}")
+    target = folder / Path(script).name
+    target.write_text(text)
+    return target
+
+
+def _output_file(folder, name):
+    files = sorted(folder.glob(f"{name}.o*"))
+    assert len(files) == 1, files
+    assert re.fullmatch(rf"{re.escape(name)}\.o\d+", files[0].name)
+    return files[0]
+
+
+QUICK_ENV = {"DATASET": "synthetic", "EXTRA_ARGS": QUICK}
+
+
+def test_run_refuses_a_placeholder(run_handson, tmp_path):
+    script = tmp_path / SOLUTION_NODE.name
+    shutil.copy(SOLUTION_NODE, script)
+    result = run_handson("jobscript", "run", script, timeout=60)
+    assert result.returncode == 2
+    assert "group `gt00` is a placeholder" in result.stdout and "refused" in result.stdout
+    assert not list(tmp_path.glob("*.o*"))
+
+
+def test_run_task1_job_script(run_handson, tmp_path):
+    script = _job_folder(tmp_path, SOLUTION_GPU, "train_cifar_multi_gpu.py")
+    result = run_handson("jobscript", "run", script, env=QUICK_ENV, timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "queue      h-debug" in result.stdout and "1 node x 1 mpiprocs" in result.stdout
+    output = _output_file(tmp_path, "multi_gpu").read_text()
+    assert len(re.findall(r"^Throughput: [\d.]+ \[images/sec\.\]", output, re.M)) == 2, output[-3000:]
+    assert (tmp_path / "result" / "multi").is_dir()
+
+
+def test_run_task2_job_script_on_four_ranks(run_handson, tmp_path):
+    script = _job_folder(tmp_path, SOLUTION_NODE, "train_cifar_multi_node.py")
+    result = run_handson("jobscript", "run", script, env=QUICK_ENV, timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "4 rank(s)" in result.stdout
+    output = _output_file(tmp_path, "multi_node").read_text()
+    assert "Num process (COMM_WORLD): 4" in output
+    assert re.search(r"^Throughput: [\d.]+ \[images/sec\.\]", output, re.M), output[-3000:]
+
+
+def test_run_sets_the_pbs_environment(run_handson, tmp_path):
+    script = tmp_path / "env_job.sh"
+    script.write_text(
+        "#!/bin/bash\n#PBS -q h-short\n#PBS -l select=2:mpiprocs=2:ompthreads=1\n"
+        "#PBS -W group_list=gz42\n#PBS -l walltime=00:02:00\n#PBS -N envcheck\n"
+        'cd "$PBS_O_WORKDIR"\n'
+        'echo "WORKDIR=$PBS_O_WORKDIR JOBID=$PBS_JOBID NAME=$PBS_JOBNAME QUEUE=$PBS_QUEUE"\n'
+        'echo "NODES=$(wc -l < "$PBS_NODEFILE") UNIQUE=$(sort -u "$PBS_NODEFILE")"\n'
+        'echo "PYTHON=$(command -v python) OMP=$OMP_NUM_THREADS"\n'
+        'mpiexec -n "$(wc -l < "$PBS_NODEFILE")" -x PYTHONUSERBASE python -c '
+        '"from mpi4py import MPI; print(\'size\', MPI.COMM_WORLD.Get_size())"\n')
+    result = run_handson("jobscript", "run", script, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    output = _output_file(tmp_path, "envcheck").read_text()
+    jobid = re.search(r"JOBID=(\S+)", output).group(1)
+    assert _output_file(tmp_path, "envcheck").name == f"envcheck.o{jobid.split('.')[0]}"
+    assert f"WORKDIR={tmp_path} " in output and "NAME=envcheck QUEUE=h-short" in output
+    assert "NODES=4 UNIQUE=localhost" in output
+    assert f"PYTHON={Path(sys.executable).parent / 'python'}" in output
+    assert "OMP=1" in output
+    assert output.count("size 4") == 4        # 4 ranks on this 2-core machine: oversubscribed
+
+
+def test_run_kills_a_job_past_its_walltime(run_handson, tmp_path):
+    script = tmp_path / "sleeper.sh"
+    script.write_text(
+        "#!/bin/bash\n#PBS -q h-debug\n#PBS -l select=1:mpiprocs=1\n#PBS -W group_list=gz42\n"
+        "#PBS -l walltime=00:00:03\n#PBS -N sleeper\n"
+        'cd "$PBS_O_WORKDIR"\necho $$ > shell.pid\nsleep 60.5 &\necho $! > child.pid\n'
+        "echo started\nwait\n")
+    started = time.monotonic()
+    result = run_handson("jobscript", "run", script, timeout=60)
+    assert time.monotonic() - started < 30
+    assert result.returncode == 124
+    assert "walltime exceeded: killed" in result.stdout
+    output = _output_file(tmp_path, "sleeper").read_text()
+    assert "started" in output and "PBS: job killed: walltime" in output
+    for name in ("shell.pid", "child.pid"):
+        pid = int((tmp_path / name).read_text())
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    leftovers = [p for p in psutil.process_iter(["cmdline"])
+                 if (p.info["cmdline"] or [])[-1:] == ["60.5"]]
+    assert leftovers == []
+
+
+def test_run_scaling_sweep_collects_throughput(run_handson, tmp_path):
+    source = ROOT / "jobscripts" / "reedbush" / "run_scaling_sweep.sh"
+    script = _job_folder(tmp_path, source, "train_cifar_multi_node.py")
+    script.write_text(mutate(script.read_text(), "select=2:mpiprocs=2", "select=1:mpiprocs=2"))
+    result = run_handson("jobscript", "run", script, env=QUICK_ENV, timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    [tsv] = tmp_path.glob("result/scaling_*/throughput.tsv")
+    rows = [line.split("\t") for line in tsv.read_text().strip().splitlines()]
+    assert rows[0] == ["ranks", "images_per_sec", "images", "seconds"]
+    assert [r[0] for r in rows[1:]] == ["1", "2"]
+    assert all(float(r[1]) > 0 for r in rows[1:]), rows
+    assert "speedup" in _output_file(tmp_path, "scaling").read_text()
+
+
+@pytest.mark.parametrize("site,select", [("cloud", "select=2:mpiprocs=4"),
+                                         ("abci", "select=2:mpiprocs=8")])
+def test_run_site_task2_templates(run_handson, tmp_path, site, select):
+    source = ROOT / "jobscripts" / site / "run_multi_node_training.sh"
+    script = _job_folder(tmp_path, source, "train_cifar_multi_node.py")
+    # Fewer ranks than on the real nodes, to keep the test short on 2 cores.
+    script.write_text(mutate(script.read_text(), select, "select=2:mpiprocs=2"))
+    result = run_handson("jobscript", "run", script, env=QUICK_ENV, timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert f"({jobscript.get_site(site).title} rules)" in result.stdout
+    output = _output_file(tmp_path, "multi_node").read_text()
+    assert "Num process (COMM_WORLD): 4" in output
+    assert re.search(r"^Throughput: [\d.]+ \[images/sec\.\]", output, re.M), output[-3000:]
