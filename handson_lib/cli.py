@@ -102,10 +102,16 @@ def make_parser():
     q = job_sub.add_parser("lint", help="refuse placeholders, impossible requests, missing mpiexec options")
     q.add_argument("file", nargs="+")
     q.add_argument("--site", default=None,
-                   help="reedbush, miyabi, abci or cloud (default: from the path jobscripts/<site>/, else reedbush)")
+                   help="reedbush, miyabi, abci or cloud (default: the script's '# handson-site:' line, "
+                        "its path jobscripts/<site>/, else reedbush)")
+    q.add_argument("--template", action="store_true",
+                   help="site templates: a group placeholder left in is a warning, not an error")
     q.set_defaults(func=_jobscript)
     q = job_sub.add_parser("run", help="run a job script here with the #PBS environment (no scheduler)")
     q.add_argument("file")
+    q.add_argument("--site", default=None,
+                   help="reedbush, miyabi, abci or cloud (default: the script's '# handson-site:' line, "
+                        "its path jobscripts/<site>/, else reedbush)")
     q.add_argument("--timeout", type=float, default=None, help="seconds (default: the script's walltime)")
     q.set_defaults(func=_jobscript)
 
