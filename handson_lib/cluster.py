@@ -26,10 +26,14 @@ $HANDSON_CLUSTER_DIR, logs in its log/ folder):
   settings for fake nodes (no process binding: several nodes share the same cores; root allowed).
   A job over its walltime is killed by slurmctld within about 30 s after the limit
   (OverTimeLimit=0); its output file ends with `CANCELLED AT ... DUE TO TIME LIMIT` and its state
-  is TIMEOUT (`scontrol show job ID`, the job-completion log log/jobcomp.log). Output files are
-  named `NAME.oJOBID` after the script (or `-N` on qsub's command line), like PBS Pro's.
-  `-W group_list=GROUP` becomes Slurm's `--account=GROUP`, accepted without checks (there is no
-  accounting database).
+  is TIMEOUT (`scontrol show job ID`, the job-completion log log/jobcomp.log; no `sacct`: there is
+  no accounting database). Output files are named after the job, `NAME.oJOBID` (`#PBS -N NAME`,
+  else the script's file name), as PBS Pro names them (job_submit.lua renames the wrapper's
+  `SCRIPT.oJOBID`); unlike PBS Pro, Slurm writes them while the job runs. `-W group_list=GROUP`, in
+  the script or on qsub's command line, becomes the job's account, accepted without checks.
+  `OMP_NUM_THREADS` is 1 unless the environment sets it (PBS Pro takes `ompthreads`).
+
+Notebooks and tests: `qsub(script, cwd)`, `wait_job(jobid)`, `job_output(cwd, jobid)`, `job_info`.
 """
 
 from __future__ import annotations
@@ -40,7 +44,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -505,12 +508,12 @@ def cluster_processes(p: Paths | None = None):
 
 
 def scheduler_processes():
-    """Any slurm or munge daemon on this machine, ours or not (what `down` must leave: none)."""
+    """Any slurm or munge process on this machine, ours or not (what `down` must leave: none)."""
     psutil = _psutil()
     left = []
     for proc in psutil.process_iter(["name"]):
         name = proc.info["name"] or ""
-        if name.startswith(DAEMON_NAMES):
+        if name.startswith(("slurm", "munge", "srun")):
             try:
                 if proc.status() != psutil.STATUS_ZOMBIE:
                     left.append(proc)
@@ -570,8 +573,14 @@ def slurm(cmd, p: Paths | None = None, timeout=30, check=False):
                           timeout=timeout, check=check)
 
 
+def ctld_alive(p: Paths | None = None):
+    return pid_alive(read_pid((p or paths()).ctld_pid), "slurmctld")
+
+
 def node_states(p: Paths | None = None):
     """{node: state} from sinfo (e.g. 'idle', 'alloc', 'down*'); {} when slurmctld does not answer."""
+    if not ctld_alive(p):
+        return {}  # sinfo would retry for about 10 s
     try:
         result = slurm(["sinfo", "-h", "-N", "-o", "%N %t"], p, timeout=15)
     except (OSError, subprocess.TimeoutExpired):
@@ -679,6 +688,12 @@ def up(nodes=2, out=print):
     started = time.monotonic()
     start_munged(p)
     start_slurmctld(p)
+    # Jobs saved as queued or running when the cluster last stopped (a crash, a reboot): their
+    # processes are gone. Cancel them before the nodes come back, so that none starts half-way.
+    left = slurm(["squeue", "-h", "-o", "%i"], p).stdout.split()
+    if left:
+        slurm(["scancel", *left], p)
+        out(f"cancelled {len(left)} job(s) left from before the restart: {' '.join(left)}")
     for node in names:
         start_slurmd(p, node, own_hostname)
     wait_until_ready(p, names)
