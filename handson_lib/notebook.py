@@ -68,3 +68,40 @@ def show_diff(before, after):
     text = "\n".join(diff)
     print(text)
     return text
+
+
+def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-size 100", timeout=600):
+    """Submit a task job script to the local cluster with `qsub -j oe` when it is up; show the output.
+
+    The job runs in a copy of the script's folder (the training scripts beside it). A group
+    placeholder left in only warns here: the local scheduler does not check groups, a real one does.
+    Returns the output text, or None when no local scheduler runs."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from handson_lib import cluster, jobscript
+    findings = jobscript.lint(Path(job_script).read_text(), "reedbush", template=True)
+    for finding in findings:
+        print(f"lint: {finding}")
+    if any(f.is_error for f in findings):
+        print("Fix the errors above (`handson jobscript lint`) before submitting.")
+        return None
+    if not cluster.is_up():
+        print("The local scheduler is not running: start it with `handson cluster up` (root and apt), "
+              "or run the script without a scheduler: `handson jobscript run " + Path(job_script).name + "`.")
+        return None
+    workdir = Path(tempfile.mkdtemp(prefix="qsub-"))
+    for path in Path(job_script).parent.glob("*.py"):
+        shutil.copy2(path, workdir)
+    shutil.copy2(job_script, workdir)
+    jobid = cluster.qsub(workdir / Path(job_script).name, workdir, "-j", "oe",
+                         env={**os.environ, "EXTRA_ARGS": extra_args})
+    print(f"qsub -j oe {Path(job_script).name}  ->  job {jobid}; waiting ...")
+    state = cluster.wait_job(jobid, timeout=timeout)
+    output = cluster.job_output(workdir, jobid)
+    text = output.read_text() if output else ""
+    print(f"job {jobid}: {state}; {output.name if output else 'no output file'}")
+    print("\n".join(_readable(text)[-15:]))
+    return text

@@ -3,7 +3,9 @@
 import json
 import os
 import stat
+import shutil
 import sys
+from pathlib import Path
 import textwrap
 import time
 import types
@@ -57,7 +59,11 @@ def test_doctor_cli_table(run_handson):
     assert row(out, "Python").startswith("  [ ok ] * Python")
     assert f"{sys.version_info.major}.{sys.version_info.minor}" in row(out, "Python")
     assert "7.8.1" in row(out, "Chainer")
-    assert "[ ok ]" in row(out, "mpiexec")
+    mpiexec_row = row(out, "mpiexec")
+    assert str(Path(sys.executable).parent / "mpiexec") in mpiexec_row
+    shadowed = shutil.which("mpiexec") not in (None, str(Path(sys.executable).parent / "mpiexec"))
+    # Slurm's torque wrapper puts /usr/bin/mpiexec first on PATH: the doctor must say so.
+    assert ("[warn]" in mpiexec_row and "shadows the venv's" in out) if shadowed else "[ ok ]" in mpiexec_row
     assert str(doctor._venv_bin() / "mpiexec") in row(out, "mpiexec")
 
     cupy_line = row(out, "CuPy")
