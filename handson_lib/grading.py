@@ -167,8 +167,7 @@ def _shard_checks(report, record, what="worker"):
         report.add("shards are disjoint", False, f"only {len(shards)} {what} iterator(s): nothing was split")
         report.add("shards cover the training set", False, "not checked: the data was not split")
         return
-    overlap = set.intersection(*shards) if len(shards) == 2 else set().union(
-        *[a & b for i, a in enumerate(shards) for b in shards[i + 1:]])
+    overlap = set().union(*[a & b for i, a in enumerate(shards) for b in shards[i + 1:]])
     if overlap:
         share = len(overlap) / max(1, min(sizes))
         msg = (f"{len(overlap)} training images are in more than one {what}'s shard ({share:.0%} of the "
