@@ -119,3 +119,25 @@ def test_no_run_is_left_behind(graded_class):
         except psutil.Error:
             pass
     assert leftovers == []
+
+
+def test_task1_grades_the_scripts_each_student_handed_in(tmp_path):
+    """The assignment's source holds the skeleton scripts; the student's own scripts must be the
+    ones run (Autograde.exclude_overwriting), with throughput scored against the reference."""
+    shutil.copy(ROOT / "course" / "nbgrader_config.py", tmp_path)
+    course.assemble(tmp_path, assignments=["task1"])
+    res = course.nbgrader("generate_assignment", "task1", "--force", course_dir=tmp_path)
+    assert res.ok, res.output
+    release = tmp_path / "release" / "task1"
+    assert "# PUT YOUR CODE HERE" in (release / "train_cifar_multi_gpu.py").read_text()
+    for student in ("correct", "skeleton"):
+        shutil.copytree(release, tmp_path / "submitted" / student / "task1")
+    correct = tmp_path / "submitted" / "correct" / "task1"
+    nb = json.loads((correct / "01_multi_gpu.ipynb").read_text())
+    _cell(nb, "q1_lr")["source"] = "lr_after_updater = 0.1 / 4\nimages_per_update = 4 * 64\n"
+    (correct / "01_multi_gpu.ipynb").write_text(json.dumps(nb))
+    for name in ("train_cifar_multi_gpu.py", "run_multi_gpu_training.sh"):
+        shutil.copy(ROOT / "solutions" / name, correct / name)
+    rows, _ = course.autograde("task1", tmp_path, jobs=1, timeout=600)
+    scores = {r["student"]: (r["score"], r["max_score"]) for r in rows}
+    assert scores == {"correct": (6.0, 6.0), "skeleton": (0.0, 6.0)}, rows
