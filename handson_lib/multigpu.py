@@ -91,26 +91,27 @@ def _param_layout(link):
     return layout, offset
 
 
-def _params_to(link, buffer, layout):
+def _views(link, buffer, layout):
+    """(parameter, the part of the flat buffer that holds it, shaped like it) in layout order."""
     params = dict(link.namedparams())
     for name, shape, offset in layout:
         size = int(numpy.prod(shape))
-        buffer[offset:offset + size] = params[name].array.ravel()
+        yield params[name], buffer[offset:offset + size].reshape(shape)
+
+
+def _params_to(link, buffer, layout):
+    for param, view in _views(link, buffer, layout):
+        view[...] = param.array
 
 
 def _params_from(link, buffer, layout):
-    params = dict(link.namedparams())
-    for name, shape, offset in layout:
-        size = int(numpy.prod(shape))
-        params[name].array[...] = buffer[offset:offset + size].reshape(shape)
+    for param, view in _views(link, buffer, layout):
+        param.array[...] = view
 
 
 def _grads_to(link, buffer, layout):
-    params = dict(link.namedparams())
-    for name, shape, offset in layout:
-        size = int(numpy.prod(shape))
-        grad = params[name].grad
-        buffer[offset:offset + size] = 0 if grad is None else grad.ravel()
+    for param, view in _views(link, buffer, layout):
+        view[...] = 0 if param.grad is None else param.grad
 
 
 def _limit_threads(n):
@@ -273,14 +274,11 @@ class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
             size = numpy.frombuffer(self._params, dtype=numpy.float32).size
             grads = numpy.frombuffer(self._grads, dtype=numpy.float32).reshape(-1, size)
             total = grads.sum(axis=0)
-            params = dict(model.namedparams())
-            for name, shape, offset in self._layout:
-                count = int(numpy.prod(shape))
-                extra = total[offset:offset + count].reshape(shape)
-                if params[name].grad is None:
-                    params[name].grad = extra.copy()
+            for param, extra in _views(model, total, self._layout):
+                if param.grad is None:
+                    param.grad = extra.copy()
                 else:
-                    params[name].grad += extra
+                    param.grad += extra
         optimizer.update()
         _params_to(model, numpy.frombuffer(self._params, dtype=numpy.float32), self._layout)
         if self.auto_new_epoch and self.get_iterator("main").is_new_epoch:
