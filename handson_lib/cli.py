@@ -54,6 +54,14 @@ def _lab(args):
     return lab.main(args)
 
 
+def _plug(parser, module_name):
+    """A sub-command whose module gives `add_arguments(parser)` and `main(args)`."""
+    import importlib
+    module = importlib.import_module(f"handson_lib.{module_name}")
+    module.add_arguments(parser)
+    parser.set_defaults(func=lambda args: module.main(args))
+
+
 def make_parser():
     parser = argparse.ArgumentParser(prog="handson", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -90,12 +98,30 @@ def make_parser():
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=_check)
 
-    p = sub.add_parser("bench", help="throughput benchmarks (ratios to a reference in the same run)")
-    p.add_argument("benchmark", choices=["multi-gpu", "multi-node"])
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--batchsize", type=int, default=32)
-    p.add_argument("--out", default="results/bench", help="folder for the JSON results")
-    p.set_defaults(func=_bench)
+    p = sub.add_parser("bench", help="benchmarks, reported as ratios to a reference in the same run")
+    bench_sub = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    for name, text in (("multi-gpu", "Task #1: 2 workers vs 1 process"),
+                       ("multi-node", "Task #2: 2 ranks vs 1")):
+        q = bench_sub.add_parser(name, help=text)
+        q.add_argument("--repeats", type=int, default=3)
+        q.add_argument("--batchsize", type=int, default=32)
+        q.add_argument("--out", default="results/bench", help="folder for the JSON results")
+        q.set_defaults(func=_bench)
+    for name, module, text in (
+            ("allreduce", "allreduce_bench", "allreduce bus bandwidth: ChainerMN path vs raw MPI vs point-to-point"),
+            ("tuning", "tuning", "the seed's speed-up levers, each switched on in turn"),
+            ("large-batch", "large_batch", "accuracy vs total batch: fixed lr, linear scaling, warmup")):
+        q = bench_sub.add_parser(name, help=text)
+        _plug(q, module)
+
+    p = sub.add_parser("profile", help="profiles: summarize nvprof / Nsight Systems files, CPU phase breakdown")
+    prof_sub = p.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
+    q = prof_sub.add_parser("summarize", help="per device: busy fraction, top kernels, memcpy, NCCL share, "
+                            "gaps, NVTX; --plot draws the timeline")
+    _plug(q, "profiling")
+    q = prof_sub.add_parser("breakdown", help="CPU: TimerHook table and compute / allreduce / update per "
+                            "iteration on local MPI ranks")
+    _plug(q, "breakdown")
 
     p = sub.add_parser("jobscript", help="lint a PBS job script for a site, or run it locally")
     job_sub = p.add_subparsers(dest="jobscript_command", metavar="ACTION", required=True)
