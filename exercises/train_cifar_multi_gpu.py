@@ -67,6 +67,9 @@ def main():
         train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
         updater = training.StandardUpdater(train_iter, optimizer, device=device)
 
+    # Phase times and NVTX ranges when HANDSON_PHASES=1 (the profiling job scripts set it). With
+    # several devices the updater runs forward and backward itself: only `update` is apart there.
+    course.instrument_phases(updater, out=args.out, warmup=args.warmup_iterations)
     trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
     test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
     trainer.extend(extensions.Evaluator(test_iter, model, device=device))

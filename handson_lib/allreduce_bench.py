@@ -1,9 +1,624 @@
-"""(being written)"""
+"""`handson bench allreduce`: how close the ChainerMN gradient allreduce comes to the wire.
+
+Seed 001 measured 8-9 Gibit/s point-to-point between two nodes but only ~5 Gibit/s inside the
+allreduce of ResNet-50's L = 102,228,384 gradient bytes, counting the traffic of one rank as
+2L(p-1)/p. This benchmark takes the same three measurements on the same ranks in one run:
+
+- ``chainermn``: ``comm.multi_node_mean_grad(link)`` of the ``naive`` communicator (the only one
+  that runs on NumPy) on a Chainer link whose gradients fill L bytes; for a model that is the
+  model itself, so one ``MPI_Allreduce`` per parameter array, as in training;
+- ``mpi4py``: one ``comm.Allreduce(sendbuf, recvbuf, op=MPI.SUM)`` over a float32 buffer of L bytes;
+- ``p2p``: ping-pong ``Send`` / ``Recv`` of L bytes between ranks 0 and 1, bandwidth
+  L / (round trip / 2): the limit the allreduce is compared with.
+
+Conventions of nccl-tests (doc/PERFORMANCE.md): algbw = S / t and, for allreduce,
+busbw = algbw * 2(p-1)/p, so busbw is the seed's traffic 2L(p-1)/p divided by the time and can be
+set beside the point-to-point bandwidth. GB/s means 1e9 bytes/s; Gibit/s (the seed's "Gibps")
+means 2**30 bits/s. Warm-up iterations are excluded; each timed iteration starts after a barrier
+and its time is the slowest rank's; the paths take turns, one iteration each per round. Every
+iteration (warm-up too) is checked against the known sum or mean of rank-dependent values, and
+the check is reported beside the timing.
+
+Test hook: ``HANDSON_BENCH_CORRUPT_RANK=R`` makes rank R add 1000 to the first element of each
+array it contributes, so that the checks can be seen to fail.
+
+Worker mode (what ``main`` / ``measure`` launch under the watchdog):
+``mpiexec -n P python -m handson_lib.allreduce_bench --worker [--model M | --bytes N | --sizes S]``.
+"""
+
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+PATHS = ("chainermn", "mpi4py", "p2p")
+PATH_LABELS = {
+    "chainermn": "ChainerMN naive multi_node_mean_grad",
+    "mpi4py": "mpi4py Allreduce (one buffer)",
+    "p2p": "point-to-point rank 0 <-> 1",
+}
+DEFAULT_MODEL = "resnet50"
+DEFAULT_SWEEP = "1K:64M"
+#: Input of the course models' dummy forward pass (CIFAR-shaped, like --dataset synthetic).
+COURSE_INPUT_SHAPE = (3, 32, 32)
+CORRUPT_ENV = "HANDSON_BENCH_CORRUPT_RANK"
+RTOL = 1e-6
+_UNITS = {"K": 2 ** 10, "KI": 2 ** 10, "KIB": 2 ** 10, "M": 2 ** 20, "MI": 2 ** 20, "MIB": 2 ** 20,
+          "G": 2 ** 30, "GI": 2 ** 30, "GIB": 2 ** 30, "B": 1, "": 1}
+# Elements checked at a time: keeps the temporaries of the check small for 100 MB buffers.
+_CHUNK = 1 << 20
+
+
+# ----------------------------------------------------------------------------- formulas
+
+def algbw(nbytes, seconds):
+    """Algorithm bandwidth S / t in GB/s (1e9 bytes per second), as nccl-tests reports it."""
+    if seconds <= 0:
+        raise ValueError(f"time must be positive, got {seconds!r} s")
+    return nbytes / seconds / 1e9
+
+
+def bus_factor(p):
+    """2(p-1)/p: the share of the buffer each rank sends (and receives) in an allreduce."""
+    if p < 1:
+        raise ValueError(f"the number of ranks must be at least 1, got {p!r}")
+    return 2.0 * (p - 1) / p
+
+
+def busbw(algbw_value, p):
+    """Bus bandwidth of an allreduce: algbw * 2(p-1)/p. On one rank nothing crosses between
+    ranks, so it is 0.0 there (nccl-tests prints 0 too)."""
+    return algbw_value * bus_factor(p)
+
+
+def allreduce_traffic_bytes(nbytes, p):
+    """Bytes one rank sends in an allreduce of `nbytes` over `p` ranks: 2L(p-1)/p (seed 001)."""
+    return nbytes * bus_factor(p)
+
+
+def gbps_to_gibitps(gbps):
+    """GB/s (1e9 bytes/s) to Gibit/s (2**30 bits/s), the unit of seed 001's figures."""
+    return gbps * 1e9 * 8 / 2 ** 30
+
+
+def parse_size(text):
+    """'1048576', '1M', '1MiB', '64K' -> bytes (binary units). Must be a positive multiple of 4
+    because the buffers hold float32 gradients."""
+    raw = str(text).strip()
+    upper = raw.upper()
+    digits = upper.rstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    unit = upper[len(digits):]
+    if not digits or unit not in _UNITS:
+        raise ValueError(f"cannot read the size {raw!r}: give bytes, e.g. 1048576, 64K, 1M or 1MiB")
+    try:
+        value = float(digits) * _UNITS[unit]
+    except ValueError:
+        raise ValueError(f"cannot read the size {raw!r}: give bytes, e.g. 1048576, 64K, 1M or 1MiB") \
+            from None
+    nbytes = int(value)
+    if nbytes != value or nbytes <= 0 or nbytes % 4:
+        raise ValueError(f"size {raw!r} = {value:g} bytes: need a positive whole number of float32 "
+                         f"elements (a multiple of 4 bytes)")
+    return nbytes
+
+
+def parse_sizes(spec):
+    """'1K:64M' (powers of 4 from 1 KiB to 64 MiB), '1K:64M:2' (factor 2) or '1M,4M,100M'."""
+    if isinstance(spec, (list, tuple)):
+        sizes = [parse_size(s) for s in spec]
+    elif ":" in str(spec):
+        parts = str(spec).split(":")
+        if len(parts) not in (2, 3):
+            raise ValueError(f"--sizes {spec!r}: write FIRST:LAST[:FACTOR], e.g. 1K:64M or 1K:64M:2")
+        first, last = parse_size(parts[0]), parse_size(parts[1])
+        factor = int(parts[2]) if len(parts) == 3 else 4
+        if factor < 2 or last < first:
+            raise ValueError(f"--sizes {spec!r}: need FIRST <= LAST and a FACTOR of at least 2")
+        sizes, size = [], first
+        while size <= last:
+            sizes.append(size)
+            size *= factor
+    else:
+        sizes = [parse_size(s) for s in str(spec).split(",") if s.strip()]
+    if not sizes:
+        raise ValueError(f"--sizes {spec!r} names no size")
+    return sizes
+
+
+def human_bytes(nbytes):
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.4g} {unit}"
+    return f"{nbytes} B"
+
+
+# ----------------------------------------------------------------------------- models
+
+def build_gradient_link(model_name, input_shape=COURSE_INPUT_SHAPE, n_class=10):
+    """The Chainer link whose parameters a training run allreduces, with every parameter
+    allocated. 'resnet50' is Chainer's ResNet50Layers (1000 classes, random weights, no
+    download); the course models are initialised lazily, so they see one dummy batch first."""
+    import chainer
+    import numpy as np
+    if model_name == "resnet50":
+        import chainer.links as L
+        return L.ResNet50Layers(pretrained_model=None)
+    from handson_lib.models import MODELS, get_model
+    if model_name not in MODELS:
+        raise ValueError(f"unknown model {model_name!r}; choose resnet50 or one of {', '.join(MODELS)}")
+    model = get_model(model_name, n_class=n_class)
+    with chainer.using_config("train", False), chainer.no_backprop_mode():
+        model.predictor(np.zeros((1,) + tuple(input_shape), dtype=np.float32))
+    return model
+
+
+def gradient_bytes(model_name, input_shape=COURSE_INPUT_SHAPE, n_class=10):
+    """L: the bytes of all gradients one allreduce carries for this model (float32 params)."""
+    link = build_gradient_link(model_name, input_shape, n_class)
+    return sum(p.size * p.dtype.itemsize for p in link.params())
+
+
+# ----------------------------------------------------------------------------- checks
+
+def check_buffer(result, expected, rtol=RTOL):
+    """(ok, max_abs_error): does `result` equal `expected` element by element, to `rtol`?"""
+    import numpy as np
+    result = np.asarray(result).ravel()
+    expected = np.asarray(expected).ravel()
+    if result.shape != expected.shape:
+        return False, float("inf")
+    worst, ok = 0.0, True
+    for start in range(0, result.size, _CHUNK):
+        got = result[start:start + _CHUNK].astype(np.float64)
+        want = expected[start:start + _CHUNK].astype(np.float64)
+        error = np.abs(got - want)
+        if not np.all(np.isfinite(got)):
+            return False, float("inf")
+        worst = max(worst, float(error.max(initial=0.0)))
+        ok = ok and bool(np.all(error <= rtol * np.abs(want)))
+    return ok, worst
+
+
+def _pattern(n):
+    """Known, element-dependent values (0..6): a shifted or truncated result cannot pass."""
+    import numpy as np
+    return (np.arange(n, dtype=np.int64) % 7).astype(np.float32)
+
+
+def _contribution(base, rank, corrupt_rank, out=None):
+    """Rank r contributes base + (r + 1); the test hook spoils one element of one rank."""
+    import numpy as np
+    out = np.add(base, np.float32(rank + 1), out=out)
+    if rank == corrupt_rank and out.size:
+        out.flat[0] += np.float32(1000)
+    return out
+
+
+def expected_sum(base, p):
+    """Sum over ranks of base + (r + 1), r = 0..p-1."""
+    return base * p + p * (p + 1) / 2
+
+
+def expected_mean(base, p):
+    return base + (p + 1) / 2
+
+
+# ----------------------------------------------------------------------------- worker (inside mpiexec)
+
+def _corrupt_rank():
+    value = os.environ.get(CORRUPT_ENV, "").strip()
+    if value and not value.isdigit():
+        raise ValueError(f"{CORRUPT_ENV}={value!r}: give a rank number (test hook)")
+    return int(value) if value else None
+
+
+def _flat_link(nbytes):
+    """A link with one float32 parameter of `nbytes`: the ChainerMN path for a bare size."""
+    import chainer
+    import numpy as np
+
+    link = chainer.Link()
+    with link.init_scope():
+        link.gradients = chainer.Parameter(np.zeros(nbytes // 4, dtype=np.float32))
+    return link
+
+
+class _Path:
+    """One measured operation: `prepare` (untimed), `operate` (timed), `check` (untimed).
+    `halve` marks a round trip whose one-way time is half; `active` is False on ranks that
+    take no part (P2P beyond ranks 0 and 1)."""
+
+    def __init__(self, name, nbytes, calls, prepare, operate, check, halve=False, active=True):
+        self.name, self.nbytes, self.calls = name, nbytes, calls
+        self.prepare, self.operate, self.check = prepare, operate, check
+        self.halve, self.active = halve, active
+        self.times, self.oks, self.worst = [], [], 0.0
+
+
+def _chainermn_path(comm, link, base, corrupt):
+    import numpy as np
+    params = [param for _, param in sorted(link.namedparams())]
+    assert sum(p.size for p in params) == base.size, "the link and the buffers differ in size"
+    offsets = np.cumsum([0] + [p.size for p in params])
+    for param in params:
+        param.grad = np.empty_like(param.data)
+
+    def prepare():
+        for param, start in zip(params, offsets):
+            piece = base[start:start + param.size].reshape(param.shape)
+            _contribution(piece, comm.rank, corrupt, out=param.grad)
+
+    def check():
+        ok, worst = True, 0.0
+        for param, start in zip(params, offsets):
+            good, error = check_buffer(param.grad, expected_mean(base[start:start + param.size],
+                                                                 comm.size))
+            ok, worst = ok and good, max(worst, error)
+        return ok, worst
+
+    return _Path("chainermn", base.size * 4, len(params), prepare,
+                 lambda: comm.multi_node_mean_grad(link), check)
+
+
+def _mpi4py_path(mpi_comm, base, send, recv):
+    import numpy as np
+    from mpi4py import MPI
+    want = expected_sum(base, mpi_comm.size)
+    return _Path("mpi4py", base.size * 4, 1, lambda: recv.fill(np.nan),
+                 lambda: mpi_comm.Allreduce(send, recv, op=MPI.SUM),
+                 lambda: check_buffer(recv, want))
+
+
+def _p2p_path(mpi_comm, base, send, recv):
+    """Ping-pong between ranks 0 and 1; each of them checks what arrived from the other."""
+    import numpy as np
+    rank = mpi_comm.rank
+    partner = 1 - rank if rank < 2 else None
+    want = base + np.float32(partner + 1) if partner is not None else None
+
+    def operate():
+        if rank == 0:
+            mpi_comm.Send(send, dest=1, tag=7)
+            mpi_comm.Recv(recv, source=1, tag=8)
+        elif rank == 1:
+            mpi_comm.Recv(recv, source=0, tag=7)
+            mpi_comm.Send(send, dest=0, tag=8)
+
+    return _Path("p2p", base.size * 4, 1, lambda: recv.fill(np.nan), operate,
+                 lambda: check_buffer(recv, want), halve=True, active=partner is not None)
+
+
+def _run_rounds(mpi_comm, paths, iterations, warmup):
+    """Each round runs every path once (A B C A B C ...), so that a slow spell of a shared
+    machine hits all of them alike; the first `warmup` rounds are checked but not timed."""
+    from mpi4py import MPI
+    for i in range(warmup + iterations):
+        for path in paths:
+            path.prepare()
+            mpi_comm.Barrier()
+            start = MPI.Wtime()
+            path.operate()
+            elapsed = MPI.Wtime() - start
+            if not path.active:
+                continue
+            ok, error = path.check()
+            path.oks.append(ok)
+            path.worst = max(path.worst, error)
+            if i >= warmup:
+                path.times.append(elapsed / 2 if path.halve else elapsed)
+
+
+def _record(path, nbytes, p, times, oks, worst, iterations, warmup, calls=1):
+    median = statistics.median(times)
+    alg = algbw(nbytes, median)
+    bus = alg if path == "p2p" else busbw(alg, p)
+    return {
+        "path": path, "label": PATH_LABELS[path], "bytes": nbytes, "iterations": iterations,
+        "warmup": warmup, "calls": calls,
+        "traffic_bytes": nbytes if path == "p2p" else allreduce_traffic_bytes(nbytes, p),
+        "time_s": median, "times_s": times, "min_s": min(times), "max_s": max(times),
+        "algbw_GBps": alg, "busbw_GBps": bus,
+        "algbw_Gibps": gbps_to_gibitps(alg), "busbw_Gibps": gbps_to_gibitps(bus),
+        "correct": all(oks), "failed_checks": sum(not ok for ok in oks), "checks": len(oks),
+        "max_error": worst,
+    }
+
+
+def _gather_path(mpi_comm, path, iterations, warmup):
+    """Rank 0: per iteration the slowest active rank's time; the checks of every rank."""
+    gathered = mpi_comm.gather((path.times, path.oks, path.worst), root=0)
+    if mpi_comm.rank != 0:
+        return None
+    timed = [g[0] for g in gathered if g[0]]
+    slowest = [max(column) for column in zip(*timed)]
+    all_oks = [ok for g in gathered for ok in g[1]]
+    return _record(path.name, path.nbytes, mpi_comm.size, slowest, all_oks,
+                   max(g[2] for g in gathered), iterations, warmup, path.calls)
+
+
+def run_worker(argv=None):
+    """Inside `mpiexec -n P`: measure every path, rank 0 writes JSON (or prints the table)."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m handson_lib.allreduce_bench")
+    parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--bytes", default=None)
+    parser.add_argument("--sizes", default=None)
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--result-file", default=None)
+    args = parser.parse_args(argv)
+
+    import numpy as np
+
+    from handson_lib.mpi import prepare_rank
+    prepare_rank("naive", gpu=False)
+    import chainermn
+    comm = chainermn.create_communicator("naive")
+    mpi_comm = comm.mpi_comm
+    corrupt = _corrupt_rank()
+
+    def say(text):
+        if comm.rank == 0:
+            print(text, flush=True)
+
+    if args.sizes:
+        links = [(size, _flat_link(size)) for size in parse_sizes(args.sizes)]
+    elif args.bytes:
+        size = parse_size(args.bytes)
+        links = [(size, _flat_link(size))]
+    else:
+        link = build_gradient_link(args.model or DEFAULT_MODEL)
+        links = [(sum(p.size * p.dtype.itemsize for p in link.params()), link)]
+
+    hosts = mpi_comm.gather(_processor_name(), root=0)
+    results = []
+    for nbytes, link in links:
+        say(f"[allreduce bench] {human_bytes(nbytes)} ({nbytes} bytes) on {comm.size} rank(s): "
+            f"{args.warmup} warm-up + {args.iterations} timed rounds, one iteration of each path "
+            f"per round")
+        # The raw MPI and P2P paths share one send and one receive buffer (memory for ResNet-50).
+        base = _pattern(nbytes // 4)
+        send = _contribution(base, comm.rank, corrupt)
+        recv = np.empty_like(send)
+        paths = [_chainermn_path(comm, link, base, corrupt), _mpi4py_path(mpi_comm, base, send, recv)]
+        if comm.size >= 2:
+            paths.append(_p2p_path(mpi_comm, base, send, recv))
+        else:
+            say("[allreduce bench] one rank: no point-to-point partner, P2P skipped")
+        _run_rounds(mpi_comm, paths, args.iterations, args.warmup)
+        results += [_gather_path(mpi_comm, path, args.iterations, args.warmup) for path in paths]
+        del paths, base, send, recv
+
+    if comm.rank == 0:
+        from mpi4py import MPI
+        result = {
+            "benchmark": "allreduce", "ranks": comm.size, "hosts": sorted(set(hosts)),
+            "model": None if (args.sizes or args.bytes) else (args.model or DEFAULT_MODEL),
+            "bytes": None if args.sizes else links[0][0],
+            "sizes": [n for n, _ in links] if args.sizes else None,
+            "iterations": args.iterations, "warmup": args.warmup,
+            "communicator": "naive", "mpi_library": MPI.Get_library_version().strip().split("\n")[0],
+            "load_average": list(os.getloadavg()), "cpu_count": os.cpu_count(),
+            "corrupt_rank": corrupt,
+            "units": {"GBps": "1e9 bytes/s", "Gibps": "2**30 bits/s",
+                      "busbw": "algbw * 2(p-1)/p for allreduce; = algbw for p2p",
+                      "time_s": "median over timed iterations of the slowest rank's time; p2p: "
+                                "round trip / 2 (slower of ranks 0 and 1)"},
+            "results": results,
+        }
+        result["ratios"] = ratios(result)
+        result["correct"] = all(r["correct"] for r in results)
+        if args.result_file:
+            Path(args.result_file).write_text(json.dumps(result, indent=2))
+        else:
+            print(format_table(result), flush=True)
+            # Run by hand under a site's mpiexec: a wrong result fails the job.
+            return 0 if result["correct"] else 1
+    return 0
+
+
+def _processor_name():
+    from mpi4py import MPI
+    return MPI.Get_processor_name()
+
+
+# ----------------------------------------------------------------------------- report
+
+def ratios(result):
+    """Per message size: ChainerMN busbw / raw MPI busbw, and each busbw / P2P bandwidth."""
+    by_size = {}
+    for r in result["results"]:
+        by_size.setdefault(r["bytes"], {})[r["path"]] = r["busbw_GBps"]
+
+    def ratio(bw, a, b):
+        return bw[a] / bw[b] if a in bw and b in bw and bw[b] > 0 else None
+
+    return [{"bytes": size, "chainermn_over_mpi4py": ratio(bw, "chainermn", "mpi4py"),
+             "chainermn_over_p2p": ratio(bw, "chainermn", "p2p"),
+             "mpi4py_over_p2p": ratio(bw, "mpi4py", "p2p")}
+            for size, bw in sorted(by_size.items())]
+
+
+def _fmt_ratio(value):
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def format_table(result):
+    """The nccl-tests-like table, then the ratios, as one string."""
+    hosts = result.get("hosts") or []
+    lines = [(f"allreduce benchmark: {result['ranks']} rank(s) on {len(hosts)} host(s) "
+              f"({', '.join(hosts)}), communicator {result.get('communicator', 'naive')}, "
+              f"{result['iterations']} timed iterations after {result['warmup']} warm-up")]
+    if result.get("model"):
+        lines.append(f"gradients of {result['model']}: L = {result['bytes']:,} bytes "
+                     f"({human_bytes(result['bytes'])}); allreduce traffic per rank 2L(p-1)/p = "
+                     f"{allreduce_traffic_bytes(result['bytes'], result['ranks']):,.0f} bytes")
+    if len(hosts) == 1:
+        lines.append("all ranks share one host: the bytes move through shared memory, not a network")
+    load = result.get("load_average")
+    if load:
+        lines.append(f"load average {load[0]:.2f} on {result.get('cpu_count')} CPU(s) at the start "
+                     f"(other processes make the times noisy)")
+    header = (f"{'path':10s} {'bytes':>12s} {'calls':>5s} {'iters':>5s} {'median ms':>10s} "
+              f"{'min ms':>9s} {'max ms':>9s} {'algbw GB/s':>10s} {'busbw GB/s':>10s} "
+              f"{'busbw Gibit/s':>13s} {'correct':>7s}")
+    lines += [header, "-" * len(header)]
+    for r in result["results"]:
+        lines.append(
+            f"{r['path']:10s} {r['bytes']:12d} {r['calls']:5d} {r['iterations']:5d} "
+            f"{r['time_s'] * 1e3:10.3f} {r['min_s'] * 1e3:9.3f} {r['max_s'] * 1e3:9.3f} "
+            f"{r['algbw_GBps']:10.3f} {r['busbw_GBps']:10.3f} {r['busbw_Gibps']:13.3f} "
+            f"{'yes' if r['correct'] else 'NO':>7s}")
+    lines.append("p2p: busbw = algbw = bytes / (round trip / 2); calls = MPI_Allreduce calls per "
+                 "iteration (ChainerMN: one per parameter array)")
+    for row in result.get("ratios") or ratios(result):
+        lines.append(f"{human_bytes(row['bytes']):>10s}: ChainerMN busbw / raw MPI busbw = "
+                     f"{_fmt_ratio(row['chainermn_over_mpi4py'])}; busbw / P2P: ChainerMN "
+                     f"{_fmt_ratio(row['chainermn_over_p2p'])}, raw MPI "
+                     f"{_fmt_ratio(row['mpi4py_over_p2p'])}")
+    for r in result["results"]:
+        if not r["correct"]:
+            lines.append(f"ERROR: {r['path']} at {r['bytes']} bytes gave a wrong result in "
+                         f"{r['failed_checks']} of {r['checks']} checks (max error {r['max_error']:g})")
+    return "\n".join(lines)
+
+
+def bandwidth_figure(result, ax=None):
+    """Bus bandwidth vs message size for the ChainerMN and raw MPI paths, with the P2P line."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    else:
+        fig = ax.figure
+    styles = {"chainermn": {"marker": "o", "linestyle": "-", "color": "#4C72B0"},
+              "mpi4py": {"marker": "s", "linestyle": "-", "color": "#DD8452"},
+              "p2p": {"marker": "^", "linestyle": "--", "color": "black"}}
+    for path in PATHS:
+        points = sorted((r["bytes"], r["busbw_GBps"], r["correct"])
+                        for r in result["results"] if r["path"] == path)
+        if not points:
+            continue
+        sizes = [s for s, _, _ in points]
+        values = [v for _, v, _ in points]
+        name = PATH_LABELS[path] + (" (bandwidth)" if path == "p2p" else " (busbw)")
+        ax.plot(sizes, values, label=name, **styles[path])
+        wrong = [(s, v) for s, v, ok in points if not ok]
+        if wrong:
+            ax.plot(*zip(*wrong), "x", color="red", markersize=12, label=f"{path}: WRONG result")
+    ax.set_xscale("log", base=2)
+    sizes = sorted({r["bytes"] for r in result["results"]})
+    if len(sizes) <= 12:
+        ax.set_xticks(sizes, [human_bytes(s).replace(".0 ", " ") for s in sizes], fontsize=8)
+        ax.minorticks_off()
+    ax.set_xlabel("message size")
+    ax.set_ylabel("bandwidth [GB/s]")
+    ax.secondary_yaxis("right", functions=(gbps_to_gibitps, lambda g: g * 2 ** 30 / 8e9)) \
+        .set_ylabel("[Gibit/s]")
+    title = f"allreduce busbw = algbw x 2(p-1)/p, {result['ranks']} ranks"
+    if result.get("model"):
+        title += f", {result['model']} gradients"
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- launcher
+
+def _size_argument(nbytes=None, model=None, sizes=None):
+    chosen = [name for name, value in (("nbytes", nbytes), ("model", model), ("sizes", sizes))
+              if value is not None]
+    if len(chosen) > 1:
+        raise ValueError(f"give only one of model, bytes or sizes (got {', '.join(chosen)})")
+    if sizes is not None:
+        parsed = parse_sizes(sizes)
+        return ["--sizes", ",".join(map(str, parsed))]
+    if nbytes is not None:
+        return ["--bytes", str(parse_size(nbytes))]
+    model = model or DEFAULT_MODEL
+    if model != "resnet50":
+        from handson_lib.models import MODELS
+        if model not in MODELS:
+            raise ValueError(f"unknown model {model!r}; choose resnet50 or one of {', '.join(MODELS)}")
+    return ["--model", model]
+
+
+def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, timeout=600,
+            echo=False):
+    """Run the three paths on `np` local ranks under the watchdog; returns the result dict
+    (keys: ranks, hosts, model, bytes, sizes, results, ratios, correct, ...).
+
+    Exactly one of `nbytes` (int or '1M'), `model` ('resnet50' or a course model) or `sizes`
+    (list or '1K:64M') may be given; the default is ResNet-50's gradients (seed 001)."""
+    import tempfile
+
+    from handson_lib.mpi import run_mpi
+    if int(np) < 1:
+        raise ValueError(f"np must be at least 1, got {np!r}")
+    if int(iterations) < 1 or int(warmup) < 0:
+        raise ValueError(f"need iterations >= 1 and warmup >= 0, got {iterations!r} and {warmup!r}")
+    size_args = _size_argument(nbytes, model, sizes)
+    with tempfile.TemporaryDirectory(prefix="allreduce_bench_") as tmp:
+        result_file = Path(tmp, "result.json")
+        argv = ["-m", "handson_lib.allreduce_bench", "--worker", *size_args,
+                "--iterations", str(int(iterations)), "--warmup", str(int(warmup)),
+                "--result-file", str(result_file)]
+        run = run_mpi(int(np), argv, timeout=timeout, echo=echo)
+        if not run.ok or not result_file.exists():
+            why = "timed out" if run.timed_out else f"exit status {run.returncode}"
+            raise RuntimeError(f"allreduce benchmark on {np} rank(s) failed ({why}):\n{run.tail(30)}")
+        return json.loads(result_file.read_text())
 
 
 def add_arguments(parser):
-    pass
+    parser.add_argument("--np", type=int, default=2, help="MPI ranks (default 2)")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--model", default=None,
+                      help="message size = the model's gradient bytes: resnet50 (seed 001's "
+                           "L = 102,228,384 bytes; the default) or a course model: cnn, cnn-bn, "
+                           "resnet18, mlp")
+    what.add_argument("--bytes", default=None, help="message size in bytes (1048576, 64K, 1M, ...)")
+    what.add_argument("--sizes", nargs="?", const=DEFAULT_SWEEP, default=None,
+                      help=f"sweep message sizes: FIRST:LAST[:FACTOR] or a comma list "
+                           f"(alone: {DEFAULT_SWEEP}, powers of 4)")
+    parser.add_argument("--iterations", type=int, default=10, help="timed iterations per path")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed iterations first")
+    parser.add_argument("--timeout", type=float, default=600,
+                        help="seconds before the watchdog stops the run")
+    parser.add_argument("--out", default="results/bench", help="folder for allreduce_np{P}.json ('' = none)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
 
 
 def main(args):
-    raise NotImplementedError("handson_lib.allreduce_bench is being written")
+    try:
+        result = measure(np=args.np, nbytes=args.bytes, model=args.model, sizes=args.sizes,
+                         iterations=args.iterations, warmup=args.warmup, timeout=args.timeout,
+                         echo=not args.json)
+    except ValueError as error:
+        print(f"handson bench allreduce: {error}", file=sys.stderr)
+        return 2
+    except RuntimeError as error:
+        print(f"handson bench allreduce: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_table(result))
+    if args.out:
+        path = Path(args.out, f"allreduce_np{result['ranks']}.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2))
+        if not args.json:
+            print(f"JSON written to {path}")
+    if not result["correct"]:
+        wrong = [f"{r['path']} ({r['bytes']} bytes)" for r in result["results"] if not r["correct"]]
+        print(f"ERROR: wrong allreduce result: {', '.join(wrong)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_worker())

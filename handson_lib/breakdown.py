@@ -1,9 +1,717 @@
-"""(being written)"""
+"""Where one training iteration spends its time: forward, backward, allreduce, update (seed 001).
 
+Seed 001 put timers into ChainerMN's `_MultiNodeOptimizer.update` to split every iteration into
+compute, allreduce and optimize. `instrument(updater_or_optimizer)` does the same from outside,
+by wrapping methods of the *instances* (Chainer's code stays as it is):
+
+- forward:   the loss function the optimizer calls (the model's `__call__`),
+- backward:  `loss.backward()` on the Variable that forward returned,
+- allreduce: the communicator's `multi_node_mean_grad` (ChainerMN averages the gradients),
+- update:    the wrapped optimizer's own `update()` (MomentumSGD's parameter step); with a plain
+             optimizer, from the end of backward to the end of `update()`,
+- iteration: the updater's `update()` (data loading included) or else the optimizer's; what the
+             four phases leave is reported as `other` (data, conversion, `cleargrads`).
+
+Each phase is also an NVTX range of the same name when CuPy imports, so that Nsight Systems /
+nvprof timelines show it. On a GPU the device is synchronised before each clock reading.
+
+`measure(np=2, ...)` runs a short ChainerMN training on local CPU ranks (`naive` communicator)
+and returns the per-phase medians of every rank, the throughput, the gradient size L and a
+`chainer.function_hooks.TimerHook` table of rank 0: `handson profile breakdown` on the command
+line. Training scripts switch the instrumentation on with HANDSON_PHASES=1 (see
+`training.instrument_phases`).
+"""
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PHASES = ("forward", "backward", "allreduce", "update")
+ITERATION = "iteration"
+OTHER = "other"
+ENV_VAR = "HANDSON_PHASES"
+_MARK = "_handson_phase_recorder"
+
+
+# ------------------------------------------------------------------------------ NVTX and device
+
+def load_nvtx():
+    """CuPy's NVTX module, or None when CuPy does not import (CPU-only installs)."""
+    try:
+        from cupy.cuda import nvtx
+    except Exception:  # ImportError, or CUDA libraries that fail to load
+        return None
+    if getattr(nvtx, "available", True) is False:
+        return None
+    return nvtx
+
+
+def _gpu_of(link):
+    """The CuPy device that holds `link`'s parameters, or None on the CPU."""
+    device = getattr(link, "device", None)
+    if device is None or getattr(device, "xp", None) is None:
+        return None
+    if device.xp.__name__ != "cupy":
+        return None
+    return getattr(device, "device", None)
+
+
+# ------------------------------------------------------------------------------ recorder
+
+class PhaseRecorder:
+    """Wall time of named phases per iteration, with matching NVTX ranges.
+
+    `iterations` holds one dict per finished iteration: phase -> seconds (a phase entered twice
+    in one iteration is summed) and "iteration" -> seconds of the whole iteration.
+    """
+
+    def __init__(self, nvtx=None, sync=None, clock=time.perf_counter):
+        # nvtx: a module with RangePush/RangePop, True/None (CuPy's when it imports), or False.
+        self.nvtx = load_nvtx() if nvtx in (None, True) else (nvtx or None)
+        self.nvtx_error = None
+        self.nvtx_calls = 0
+        self.sync = sync          # a callable, or None: synchronise the target's GPU if it has one
+        self.clock = clock
+        self.iterations = []
+        self._current = None
+        self._stack = []          # (name, start time)
+        self._link = None         # the model, to find its device
+        self._undo = []           # (object, attribute, previous instance value or _MISSING)
+
+    # -- clock
+    def _sync_device(self):
+        if self.sync is not None:
+            self.sync()
+            return
+        gpu = _gpu_of(self._link) if self._link is not None else None
+        if gpu is not None:
+            # CUDA kernels run asynchronously: without waiting for them, the clock would only
+            # measure how long the launches took, and GPU work would land in the next phase.
+            gpu.synchronize()
+
+    def now(self):
+        self._sync_device()
+        return self.clock()
+
+    # -- NVTX (a failing NVTX library switches NVTX off instead of breaking the training)
+    def _nvtx_call(self, name, *args):
+        if self.nvtx is None:
+            return
+        try:
+            getattr(self.nvtx, name)(*args)
+            self.nvtx_calls += 1
+        except Exception as err:
+            self.nvtx_error = f"{type(err).__name__}: {err}"
+            self.nvtx = None
+
+    # -- ranges
+    @property
+    def open_phases(self):
+        return [name for name, _ in self._stack]
+
+    def push(self, name):
+        self._stack.append((name, self.now()))
+        self._nvtx_call("RangePush", name)
+
+    def pop(self, name):
+        if not self._stack or self._stack[-1][0] != name:
+            raise RuntimeError(f"phase {name!r} closed while {self.open_phases} are open")
+        stop = self.now()
+        _, start = self._stack.pop()
+        self._nvtx_call("RangePop")
+        if self._current is not None and name != ITERATION:
+            self._current[name] = self._current.get(name, 0.0) + (stop - start)
+        return stop - start
+
+    @property
+    def in_iteration(self):
+        return self._current is not None
+
+    def begin_iteration(self):
+        if self._current is not None:
+            raise RuntimeError("an iteration is already running")
+        self._current = {}
+        self.push(ITERATION)
+
+    def end_iteration(self, completed=True):
+        # Close what an exception left open, so that the NVTX stack stays balanced.
+        while self._stack and self._stack[-1][0] != ITERATION:
+            self.pop(self._stack[-1][0])
+        record, self._current = self._current, None
+        seconds = self.pop(ITERATION)
+        if completed and record is not None:
+            record[ITERATION] = seconds
+            self.iterations.append(record)
+
+    # -- results
+    def timed(self, warmup=0):
+        """The iterations after the first `warmup` ones."""
+        if warmup < 0:
+            raise ValueError("warmup must be >= 0")
+        return self.iterations[warmup:]
+
+    def summary(self, warmup=0):
+        return summarize(self.timed(warmup), warmup=warmup)
+
+    # -- wrapping
+    def _patch(self, obj, name, replacement):
+        previous = vars(obj).get(name, _MISSING)
+        # object.__setattr__: _MultiNodeOptimizer forwards setattr to the optimizer it wraps.
+        object.__setattr__(obj, name, replacement)
+        self._undo.append((obj, name, previous))
+
+    def remove(self):
+        """Put every wrapped method back."""
+        while self._undo:
+            obj, name, previous = self._undo.pop()
+            if previous is _MISSING:
+                object.__delattr__(obj, name)
+            else:
+                object.__setattr__(obj, name, previous)
+
+
+_MISSING = object()
+
+
+def summarize(iterations, warmup=0):
+    """Medians over iterations: phase -> seconds (a phase missing from one counts 0 there)."""
+    names = [p for p in PHASES if any(p in it for it in iterations)]
+    names += sorted({k for it in iterations for k in it} - set(PHASES) - {ITERATION})
+    medians = {name: statistics.median(it.get(name, 0.0) for it in iterations) for name in names} \
+        if iterations else {}
+    others = [it[ITERATION] - sum(v for k, v in it.items() if k != ITERATION) for it in iterations]
+    if iterations:
+        medians[OTHER] = statistics.median(others)
+    total = sum(it[ITERATION] for it in iterations)
+    return {
+        "timed_iterations": len(iterations),
+        "warmup": warmup,
+        "phases_s": medians,
+        "iteration_s": statistics.median(it[ITERATION] for it in iterations) if iterations else None,
+        "total_s": total,
+    }
+
+
+# ------------------------------------------------------------------------------ instrument
+
+def _is_updater(obj):
+    return hasattr(obj, "get_optimizer") and hasattr(obj, "update_core")
+
+
+def instrument(target, nvtx=None, sync=None, recorder=None):
+    """Time the phases of every iteration of an updater or optimizer; returns the PhaseRecorder.
+
+    target: a Chainer updater (iteration = its `update()`, data loading included), or an
+    optimizer: a plain one, or ChainerMN's multi-node optimizer (allreduce recorded apart).
+    `recorder.remove()` undoes it. ChainerMN's double-buffering optimizer overlaps the allreduce
+    with the next iteration: its allreduce is not a phase of its own here.
+    """
+    updater = target if _is_updater(target) else None
+    optimizer = updater.get_optimizer("main") if updater is not None else target
+    if not callable(getattr(optimizer, "update", None)):
+        raise TypeError(f"instrument() needs a Chainer updater or optimizer, not {type(target).__name__}")
+    if vars(optimizer).get(_MARK) is not None or (updater is not None and vars(updater).get(_MARK)):
+        raise RuntimeError("this optimizer/updater is already instrumented; call .remove() first")
+    rec = recorder or PhaseRecorder(nvtx=nvtx, sync=sync)
+
+    state = vars(optimizer)
+    actual = state.get("actual_optimizer")          # set by chainermn's _MultiNodeOptimizer
+    communicator = state.get("communicator")
+    plain = actual is None
+
+    def set_link():
+        try:
+            rec._link = optimizer.target
+        except AttributeError:
+            rec._link = None
+
+    def wrap_backward(loss):
+        backward = getattr(loss, "backward", None)
+        if backward is None:
+            return
+
+        def timed_backward(*args, **kwargs):
+            rec.push("backward")
+            try:
+                return backward(*args, **kwargs)
+            finally:
+                rec.pop("backward")
+                # A plain optimizer updates the parameters right after backward in the same call.
+                if plain and rec.in_iteration:
+                    rec.push("update")
+        try:
+            loss.backward = timed_backward
+        except AttributeError:
+            pass  # a loss object that refuses attributes: its backward counts as `other`
+
+    def wrap_lossfun(lossfun):
+        def timed_forward(*args, **kwargs):
+            rec.push("forward")
+            try:
+                loss = lossfun(*args, **kwargs)
+            finally:
+                rec.pop("forward")
+            wrap_backward(loss)
+            return loss
+        return timed_forward
+
+    original_update = optimizer.update
+
+    def timed_optimizer_update(lossfun=None, *args, **kwds):
+        own = not rec.in_iteration
+        if own:
+            set_link()
+            rec.begin_iteration()
+        completed = False
+        try:
+            if lossfun is not None:
+                lossfun = wrap_lossfun(lossfun)
+            elif plain:
+                rec.push("update")  # gradients given: the whole call is the update
+            result = original_update(lossfun, *args, **kwds)
+            if "update" in rec.open_phases:
+                rec.pop("update")
+            completed = True
+            return result
+        finally:
+            if own:
+                rec.end_iteration(completed)
+
+    rec._patch(optimizer, "update", timed_optimizer_update)
+    rec._patch(optimizer, _MARK, rec)
+
+    if actual is not None:
+        actual_update = actual.update
+
+        def timed_actual_update(*args, **kwds):
+            rec.push("update")
+            try:
+                return actual_update(*args, **kwds)
+            finally:
+                rec.pop("update")
+        rec._patch(actual, "update", timed_actual_update)
+
+    if communicator is not None and hasattr(communicator, "multi_node_mean_grad"):
+        mean_grad = communicator.multi_node_mean_grad
+
+        def timed_mean_grad(*args, **kwargs):
+            if not rec.in_iteration:  # someone else's call: not part of an iteration
+                return mean_grad(*args, **kwargs)
+            rec.push("allreduce")
+            try:
+                return mean_grad(*args, **kwargs)
+            finally:
+                rec.pop("allreduce")
+        rec._patch(communicator, "multi_node_mean_grad", timed_mean_grad)
+
+    if updater is not None:
+        updater_update = updater.update
+
+        def timed_updater_update(*args, **kwargs):
+            set_link()
+            rec.begin_iteration()
+            completed = False
+            try:
+                result = updater_update(*args, **kwargs)
+                completed = True
+                return result
+            finally:
+                rec.end_iteration(completed)
+        rec._patch(updater, "update", timed_updater_update)
+        rec._patch(updater, _MARK, rec)
+    return rec
+
+
+# ------------------------------------------------------------------------------ scripts' switch
+
+def _env_mode(environ=None):
+    value = (os.environ if environ is None else environ).get(ENV_VAR, "").strip().lower()
+    if value in ("", "0", "off", "no", "false"):
+        return None
+    if value in ("1", "on", "yes", "true"):
+        return "phases"
+    if value == "nvtx":
+        return "nvtx"
+    raise ValueError(f"{ENV_VAR}={value!r}: use 1 (phase times and NVTX ranges), nvtx (NVTX ranges "
+                     f"only, no timing) or 0 (off)")
+
+
+def enable_from_environment(target, out=None, warmup=2, rank=None, print_fn=print, environ=None,
+                            at_exit=True):
+    """What `training.instrument_phases` does: nothing unless HANDSON_PHASES is set.
+
+    HANDSON_PHASES=1: phase times and NVTX ranges; the medians are printed when the process exits
+    (`at_exit`, or by calling `recorder.report()`) and written to `out/phases[_rank<r>].json`.
+    HANDSON_PHASES=nvtx: NVTX ranges only (no device synchronisation, no timing report).
+    """
+    mode = _env_mode(environ)
+    if mode is None:
+        return None
+    if mode == "nvtx":
+        nvtx = load_nvtx()
+        if nvtx is None:
+            if print_fn:
+                print_fn(f"{ENV_VAR}=nvtx: CuPy does not import here, no NVTX ranges")
+            return None
+        return instrument(target, nvtx=nvtx, sync=lambda: None)
+    rec = instrument(target)
+    # MultiprocessParallelUpdater (and the course's stand-in) computes the loss itself instead of
+    # handing it to optimizer.update: only the update is a phase of its own there.
+    note = ("forward, backward and the gradient reduction of all devices are in `other`: "
+            "MultiprocessParallelUpdater runs them itself") if hasattr(target, "_mpu_iterators") else None
+    if rank is None:
+        optimizer = target.get_optimizer("main") if _is_updater(target) else target
+        rank = getattr(vars(optimizer).get("communicator"), "rank", None)
+
+    def report():
+        if len(rec.iterations) <= warmup:
+            return None
+        summary = rec.summary(warmup)
+        if print_fn:
+            print_fn(phase_line(summary, rank=rank, nvtx=rec.nvtx is not None)
+                     + (f" ({note})" if note else ""))
+        if out is not None:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            name = "phases.json" if rank is None else f"phases_rank{rank}.json"
+            size = gradient_bytes_of(rec._link) if rec._link is not None else None
+            Path(out, name).write_text(json.dumps(
+                {**summary, "rank": rank, "note": note, "gradient_bytes": size,
+                 "iterations": rec.iterations}, indent=1))
+        return summary
+
+    rec.report = report
+    if at_exit:
+        import atexit
+        atexit.register(report)
+    return rec
+
+
+def phase_line(summary, rank=None, nvtx=False):
+    """`Phases (rank 0, median ms/iteration over 40): forward 12.1 | backward ... | iteration 50.2`."""
+    who = "" if rank is None else f"rank {rank}, "
+    parts = [f"{name} {seconds * 1e3:.2f}" for name, seconds in summary["phases_s"].items()]
+    parts.append(f"iteration {summary['iteration_s'] * 1e3:.2f}")
+    return (f"Phases ({who}median ms/iteration over {summary['timed_iterations']}"
+            f"{', NVTX ranges on' if nvtx else ''}): " + " | ".join(parts))
+
+
+# ------------------------------------------------------------------------------ measurement
+
+def gradient_bytes_of(link):
+    """L: bytes of all gradients the allreduce averages (seed 001 measured 102228384 for ResNet-50)."""
+    total = 0
+    for param in link.params():
+        array = param.grad if param.grad is not None else param.array
+        if array is not None:
+            total += array.size * array.dtype.itemsize
+    return int(total)
+
+
+def timer_table(hook, iterations):
+    """TimerHook's summary as rows sorted by time: function, count, total_ms, ms_per_iteration, share.
+
+    share is of `hook.total_time()` (the outermost calls). A backward runs other functions inside
+    it (Convolution2DFunction's backward calls Convolution2DGradW and Deconvolution2DFunction),
+    and TimerHook counts those in both rows: the shares can add up to more than 100%.
+    """
+    summary = hook.summary()
+    total = hook.total_time() or 1.0
+    rows = [{"function": name, "count": int(r["occurrence"]), "total_ms": r["elapsed_time"] * 1e3,
+             "ms_per_iteration": r["elapsed_time"] * 1e3 / max(1, iterations),
+             "share": r["elapsed_time"] / total}
+            for name, r in summary.items()]
+    rows.sort(key=lambda r: -r["total_ms"])
+    return rows
+
+
+def _worker(argv):
+    """One rank of `measure`: a short ChainerMN training, every rank's phases to rank 0."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m handson_lib.breakdown --worker")
+    parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--model", default="cnn")
+    parser.add_argument("--batchsize", type=int, default=32)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--dataset", default="synthetic")
+    parser.add_argument("--lr", type=float, default=0.02)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--result", required=True)
+    args = parser.parse_args(argv)
+
+    from handson_lib import mpi
+    mpi.prepare_rank("naive", gpu=False, forkserver=False)  # SerialIterator: no child processes
+    import chainer
+    import chainermn
+    from chainer.function_hooks import TimerHook
+
+    from handson_lib import data, models, training
+    comm = chainermn.create_communicator("naive")
+    training.seed_everything(args.seed)
+    kwargs = {}
+    if args.dataset == "synthetic":
+        # Enough for a few batches per rank; the iterator repeats the shard.
+        n = args.batchsize * comm.size * 4
+        kwargs = dict(n_train=n, n_test=comm.size, seed=args.seed)
+    train, _, info = data.get_dataset(args.dataset, announce=False, **kwargs) if comm.rank == 0 \
+        else (None, None, None)
+    info = comm.bcast_obj(info)
+    if comm.rank == 0 and len(train) < args.batchsize * comm.size:
+        raise ValueError(f"dataset {args.dataset!r} has {len(train)} images: fewer than batch "
+                         f"{args.batchsize} x {comm.size} ranks")
+    train = chainermn.scatter_dataset(train, comm, shuffle=True, seed=args.seed)
+    model = models.get_model(args.model, n_class=info.n_class)
+    optimizer = chainermn.create_multi_node_optimizer(
+        chainer.optimizers.MomentumSGD(lr=args.lr), comm)
+    optimizer.setup(model)
+    iterator = chainer.iterators.SerialIterator(train, args.batchsize, shuffle=True)
+    updater = chainer.training.updaters.StandardUpdater(iterator, optimizer)
+    rec = instrument(updater)
+
+    hook = TimerHook()
+    for i in range(args.warmup + args.iterations):
+        if i == args.warmup and comm.rank == 0:
+            hook.__enter__()  # rank 0 only: the hook adds a little time per function call
+        updater.update()
+    if comm.rank == 0:
+        hook.__exit__(None, None, None)
+
+    summary = rec.summary(args.warmup)
+    timed = summary["timed_iterations"]
+    images = args.batchsize * comm.size * timed
+    mine = {"rank": comm.rank, **summary,
+            "throughput": images / summary["total_s"] if summary["total_s"] > 0 else None,
+            "per_iteration": rec.iterations,
+            "nvtx": rec.nvtx is not None}
+    gathered = comm.gather_obj(mine)
+    if comm.rank == 0:
+        result = {
+            "np": comm.size, "model": args.model, "batchsize": args.batchsize,
+            "total_batch": args.batchsize * comm.size, "iterations": args.iterations,
+            "warmup": args.warmup, "dataset": args.dataset, "communicator": "naive",
+            "device": "CPU (NumPy ranks, naive communicator)",
+            "gradient_bytes": gradient_bytes_of(model),
+            "parameters": int(sum(p.size for p in model.params() if p.array is not None)),
+            "ranks": sorted(gathered, key=lambda r: r["rank"]),
+            "timer_hook": {"rank": 0, "iterations": timed, "total_ms": hook.total_time() * 1e3,
+                           "rows": timer_table(hook, timed)},
+        }
+        result.update(_combine(result["ranks"], result["total_batch"]))
+        Path(args.result).write_text(json.dumps(result))
+    return 0
+
+
+def _combine(ranks, total_batch):
+    """Whole-job figures: phases averaged over ranks; throughput from the slowest rank's time."""
+    names = list(dict.fromkeys(k for r in ranks for k in r["phases_s"]))
+    phases = {k: statistics.fmean(r["phases_s"].get(k, 0.0) for r in ranks) for k in names}
+    iteration = statistics.fmean(r["iteration_s"] for r in ranks)
+    slowest = max(r["total_s"] for r in ranks)
+    timed = min(r["timed_iterations"] for r in ranks)
+    return {"phases_s": phases, "iteration_s": iteration,
+            "throughput": total_batch * timed / slowest if slowest > 0 else None}
+
+
+def measure(np=2, model="cnn", batchsize=32, iterations=20, warmup=3, dataset="synthetic",
+            timeout=600, lr=0.02, seed=0):
+    """Phase breakdown of a short ChainerMN training on `np` local CPU ranks (`naive`).
+
+    Returns a dict: np, model, batchsize, total_batch, gradient_bytes (L), phases_s (medians,
+    averaged over ranks), iteration_s, throughput (images/s of all ranks), ranks (each rank's
+    medians and every iteration's record, warm-up included at the front), timer_hook (rank 0's
+    TimerHook table over the timed iterations).
+    """
+    from handson_lib import mpi
+    for name, value, least in (("np", np, 1), ("batchsize", batchsize, 1), ("iterations", iterations, 1),
+                               ("warmup", warmup, 1)):
+        if not isinstance(value, int) or value < least:
+            why = (" (the multi-node optimizer's first iteration broadcasts rank 0's weights "
+                   "instead of updating: it is always warm-up)") if name == "warmup" else ""
+            raise ValueError(f"{name} must be an integer >= {least}, not {value!r}{why}")
+    from handson_lib.models import MODELS
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    with tempfile.TemporaryDirectory(prefix="breakdown-") as tmp:
+        out = Path(tmp) / "result.json"
+        argv = ["-m", "handson_lib.breakdown", "--worker", "--model", model, "--batchsize", batchsize,
+                "--iterations", iterations, "--warmup", warmup, "--dataset", dataset, "--lr", lr,
+                "--seed", seed, "--result", out]
+        run = mpi.run_mpi(np, argv, timeout=timeout, cwd=str(Path(__file__).resolve().parent.parent))
+        if not run.ok or not out.exists():
+            raise RuntimeError(f"the breakdown run on {np} rank(s) failed "
+                               f"({'timed out' if run.timed_out else f'exit {run.returncode}'}):\n"
+                               f"{run.tail(25)}")
+        result = json.loads(out.read_text())
+    result["seconds"] = run.seconds
+    return result
+
+
+def load_sweep(folder):
+    """results_by_np from a scaling sweep run with HANDSON_PHASES=1 (jobscripts/*/run_scaling_sweep.sh).
+
+    Reads FOLDER/p<ranks>/phases_rank<r>.json (every rank) and throughput.json (rank 0's
+    `Throughput:` figure); rank counts without phase files are left out."""
+    results = {}
+    for sub in sorted(Path(folder).glob("p*")):
+        if not (sub.is_dir() and sub.name[1:].isdigit()):
+            continue
+        files = sorted(sub.glob("phases_rank*.json")) or sorted(sub.glob("phases.json"))
+        if not files:
+            continue
+        ranks = [json.loads(f.read_text()) for f in files]
+        ranks.sort(key=lambda r: r.get("rank") or 0)
+        p = int(sub.name[1:])
+        result = {"np": p, "ranks": ranks, "model": None, "batchsize": None, "source": str(sub),
+                  "gradient_bytes": ranks[0].get("gradient_bytes")}
+        result.update(_combine(ranks, total_batch=0))
+        meter = sub / "throughput.json"
+        result["throughput"] = json.loads(meter.read_text())["images_per_sec"] if meter.exists() else None
+        results[p] = result
+    if not results:
+        raise FileNotFoundError(f"no p<ranks>/phases_rank*.json under {folder}: run the sweep with "
+                                f"HANDSON_PHASES=1 (qsub -v HANDSON_PHASES=1 run_scaling_sweep.sh)")
+    return results
+
+
+def efficiency(results_by_np):
+    """Parallel efficiency per rank count: throughput(p) / (p * throughput(1))."""
+    if 1 not in results_by_np:
+        raise ValueError("efficiency needs the 1-rank run as its reference")
+    base = results_by_np[1]["throughput"]
+    return {p: r["throughput"] / (p * base) if r.get("throughput") and base else None
+            for p, r in sorted(results_by_np.items())}
+
+
+# ------------------------------------------------------------------------------ figures, tables
+
+_PHASE_COLORS = {"forward": "#4C72B0", "backward": "#55A868", "allreduce": "#C44E52",
+                 "update": "#8172B2", OTHER: "#BBBBBB"}
+
+
+def _label(result):
+    if result.get("model") and result.get("batchsize"):
+        return f"{result['model']}, batch {result['batchsize']} per rank"
+    return "training script"
+
+
+def phase_figure(results_by_np, title=None):
+    """Stacked bars: ms per iteration in each phase, one bar per rank count (mean over ranks)."""
+    import matplotlib.pyplot as plt
+    counts = sorted(results_by_np)
+    fig, ax = plt.subplots(figsize=(1.6 * len(counts) + 4.5, 4))
+    names = list(PHASES) + [OTHER]
+    bottoms = [0.0] * len(counts)
+    for name in names:
+        values = [max(0.0, results_by_np[p]["phases_s"].get(name, 0.0)) * 1e3 for p in counts]
+        ax.bar([str(p) for p in counts], values, bottom=bottoms, label=name,
+               color=_PHASE_COLORS.get(name), width=0.6)
+        bottoms = [b + v for b, v in zip(bottoms, values)]
+    for i, p in enumerate(counts):
+        ax.text(i, bottoms[i], f"{results_by_np[p]['iteration_s'] * 1e3:.1f} ms", ha="center",
+                va="bottom", fontsize=8)
+    first = results_by_np[counts[0]]
+    ax.set_xlabel("ranks (p)")
+    ax.set_ylabel("ms per iteration (median)")
+    ax.set_title(title or f"{_label(first)}: time per iteration")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def scaling_figure(results_by_np, title=None):
+    """Throughput vs ranks with the linear ideal, and the efficiency (figures.scaling_plot)."""
+    from handson_lib.figures import scaling_plot
+    first = results_by_np[min(results_by_np)]
+    return scaling_plot({p: r["throughput"] for p, r in results_by_np.items()},
+                        title=title or f"{_label(first)}: throughput vs ranks (phase-timed runs)")
+
+
+def format_phase_table(results_by_np):
+    names = list(PHASES) + [OTHER]
+    eff = efficiency(results_by_np) if 1 in results_by_np else {}
+    head = (f"{'ranks':>5s} " + " ".join(f"{n:>9s}" for n in names)
+            + f" {'iteration':>9s}   {'images/s':>9s} {'efficiency':>10s}")
+    lines = ["median ms per iteration (mean over ranks)", head]
+    for p in sorted(results_by_np):
+        r = results_by_np[p]
+        cells = " ".join(f"{r['phases_s'].get(n, 0.0) * 1e3:9.2f}" for n in names)
+        e = f"{eff[p]:10.2f}" if eff.get(p) is not None else f"{'-':>10s}"
+        rate = f"{r['throughput']:9.1f}" if r.get("throughput") else f"{'-':>9s}"
+        lines.append(f"{p:5d} {cells} {r['iteration_s'] * 1e3:9.2f}   {rate} {e}")
+    return "\n".join(lines)
+
+
+def format_timer_table(result, top=10):
+    hook = result["timer_hook"]
+    lines = [f"TimerHook on rank 0 of {result['np']}, {hook['iterations']} iterations, "
+             f"{hook['total_ms']:.1f} ms in functions (forward and backward; a backward's inner "
+             f"functions count in their own row too, so shares may add up to more than 100%):",
+             f"{'function':32s} {'count':>7s} {'total ms':>10s} {'ms/iter':>9s} {'share':>7s}"]
+    for row in hook["rows"][:top]:
+        lines.append(f"{row['function']:32s} {row['count']:7d} {row['total_ms']:10.2f} "
+                     f"{row['ms_per_iteration']:9.3f} {row['share'] * 100:6.1f}%")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ CLI
 
 def add_arguments(parser):
-    pass
+    parser.add_argument("--np", type=int, nargs="+", default=[1, 2],
+                        help="rank counts to measure, e.g. --np 1 2 4 (default: 1 2)")
+    parser.add_argument("--model", default="cnn", help="cnn, cnn-bn, resnet18 or mlp")
+    parser.add_argument("--batchsize", type=int, default=32, help="minibatch per rank")
+    parser.add_argument("--iterations", type=int, default=20, help="timed iterations")
+    parser.add_argument("--warmup", type=int, default=3, help="iterations left out first (>= 1)")
+    parser.add_argument("--dataset", default="synthetic")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per run (watchdog)")
+    parser.add_argument("--top", type=int, default=10, help="rows of the TimerHook table")
+    parser.add_argument("--plot", default=None, metavar="PNG",
+                        help="write the stacked phase bars (and PNG_scaling.png for several --np)")
+    parser.add_argument("--json", default=None, metavar="FILE", help="write every result as JSON")
 
 
 def main(args):
-    raise NotImplementedError("handson_lib.breakdown is being written")
+    results = {}
+    for p in args.np:
+        print(f"measuring {args.model}, batch {args.batchsize} per rank, on {p} rank(s): "
+              f"{args.warmup} warm-up + {args.iterations} timed iterations ...", flush=True)
+        try:
+            results[p] = measure(np=p, model=args.model, batchsize=args.batchsize,
+                                 iterations=args.iterations, warmup=args.warmup,
+                                 dataset=args.dataset, timeout=args.timeout)
+        except (RuntimeError, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+    for p, result in results.items():
+        print()
+        print(format_timer_table(result, top=args.top))
+    print()
+    print(f"ranks: {results[args.np[0]]['device']}; gradient size L = "
+          f"{results[args.np[0]]['gradient_bytes']:,} bytes")
+    print(format_phase_table(results))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({str(p): r for p, r in results.items()}, indent=1))
+        print(f"results: {args.json}")
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        plot = Path(args.plot)
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        phase_figure(results).savefig(plot, dpi=120)
+        print(f"phase breakdown: {plot}")
+        if len(results) > 1 and 1 in results:
+            scaling = plot.with_name(plot.stem + "_scaling" + plot.suffix)
+            scaling_figure(results).savefig(scaling, dpi=120)
+            print(f"scaling: {scaling}")
+    return 0
+
+
+if __name__ == "__main__":
+    if "--worker" in sys.argv[1:]:
+        sys.exit(_worker(sys.argv[1:]))
+    sys.exit("run `handson profile breakdown` (this module's entry point for ranks is --worker)")

@@ -146,9 +146,10 @@ def make_parser():
     p.add_argument("--nodes", type=int, default=2, help="number of slurmd nodes (up)")
     p.set_defaults(func=_cluster)
 
-    p = sub.add_parser("course", help="nbgrader course: assemble source/<assignment>/ from solutions/")
-    p.add_argument("action", choices=["assemble"])
-    p.add_argument("assignments", nargs="*", help="setup, task1, task2 (default: all)")
+    p = sub.add_parser("course", help="nbgrader course: assemble source/<assignment>/ from solutions/; "
+                       "synthetic-class writes submissions with known scores to try the grading")
+    p.add_argument("action", choices=["assemble", "synthetic-class"])
+    p.add_argument("assignments", nargs="*", help="assignments (default: all; synthetic-class: setup or task2)")
     p.add_argument("--course", default=str(__import__("handson_lib").COURSE_ROOT / "course"))
     p.set_defaults(func=_course)
 
@@ -158,6 +159,10 @@ def make_parser():
     p.add_argument("--timeout", type=float, default=1800, help="seconds per student before the watchdog")
     p.add_argument("--cell-timeout", type=float, default=None,
                    help="seconds per cell (default: course/nbgrader_config.py's Execute.timeout)")
+    p.add_argument("--site", default=None, help="throughput thresholds and bands: local, reedbush, cluster "
+                   "(default: HANDSON_SITE, else local)")
+    p.add_argument("--run-timeout", type=float, default=300,
+                   help="seconds one training run may take before the watchdog kills it (deadlocks)")
     p.add_argument("--course", default=str(__import__("handson_lib").COURSE_ROOT / "course"))
     p.set_defaults(func=_course)
 

@@ -13,6 +13,7 @@ through handson_lib.grading, which measures the reference solution from solution
 """
 
 import csv
+import json
 import os
 import shutil
 import sys
@@ -20,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, mpi
+from handson_lib import COURSE_ROOT, grading, mpi
 
 COURSE_DIR = COURSE_ROOT / "course"
 #: assignment -> (instructor notebook in solutions/, student files from exercises/)
@@ -57,9 +58,21 @@ def nbgrader_env():
     return env
 
 
-def nbgrader(*args, course_dir=COURSE_DIR, timeout=RUN_TIMEOUT):
+def nbgrader(*args, course_dir=COURSE_DIR, timeout=RUN_TIMEOUT, env=None):
     cmd = [str(Path(sys.executable).parent / "nbgrader"), *map(str, args)]
-    return mpi.run_watched(cmd, timeout, env=nbgrader_env(), cwd=str(course_dir))
+    return mpi.run_watched(cmd, timeout, env={**nbgrader_env(), **(env or {})}, cwd=str(course_dir))
+
+
+def grading_env(site=None, run_timeout=None):
+    """What the kernels of a grading run see: only handed-in scripts count, the site's
+    thresholds, and a per-run watchdog shorter than the cell limit."""
+    env = {"HANDSON_GRADING": "1"}
+    if site:
+        grading.site_thresholds(site)  # an unknown site fails here, before any student runs
+        env["HANDSON_SITE"] = site
+    if run_timeout:
+        env["HANDSON_RUN_TIMEOUT"] = str(int(run_timeout))
+    return env
 
 
 def students_of(course_dir, assignment):
@@ -67,11 +80,11 @@ def students_of(course_dir, assignment):
     return sorted(p.parent.name for p in base.glob(f"*/{assignment}") if p.is_dir())
 
 
-def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None):
+def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, env=None):
     started = time.monotonic()
     extra = [f"--Execute.timeout={int(cell_timeout)}"] if cell_timeout else []
     res = nbgrader("autograde", assignment, "--student", student, "--force", *extra,
-                   course_dir=course_dir, timeout=timeout)
+                   course_dir=course_dir, timeout=timeout, env=env)
     seconds = time.monotonic() - started
     if res.timed_out:
         status = f"stopped after {timeout:.0f} s (the whole run: a cell that never ends?)"
@@ -93,41 +106,120 @@ def scores(course_dir, assignment):
     return out
 
 
+def graded_facts(course_dir, assignment, student):
+    """What a student's graded notebooks show: the throughput ratios the grader printed, the
+    grade cells that failed, and the first error (usually the cause of the others)."""
+    facts = {"throughput_ratio": None, "scaling_ratio": None, "failed_cells": [], "first_error": ""}
+    for path in sorted((Path(course_dir) / "autograded" / student / assignment).glob("*.ipynb")):
+        try:
+            cells = json.loads(path.read_text())["cells"]
+        except (OSError, ValueError, KeyError):
+            continue
+        for cell in cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "stream":
+                    for line in "".join(out.get("text", "")).splitlines():
+                        if line.startswith(grading.RATIO_TAG):
+                            for item in line[len(grading.RATIO_TAG):].split():
+                                key, _, value = item.partition("=")
+                                if key in ("throughput", "scaling") and value != "nan":
+                                    facts[f"{key}_ratio"] = round(float(value), 3)
+                elif out.get("output_type") == "error":
+                    message = f"{out.get('ename')}: {out.get('evalue', '')}".strip().splitlines()[0]
+                    facts["first_error"] = facts["first_error"] or message[:200]
+                    if meta.get("grade") and meta.get("grade_id") not in facts["failed_cells"]:
+                        facts["failed_cells"].append(meta["grade_id"])
+    return facts
+
+
+def throughput_figure(rows, bands, title):
+    """Bars of each student's throughput and scaling ratio to the reference, with the credit bands."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    students = [r["student"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.5))
+    for offset, key, color in ((-0.2, "throughput_ratio", "tab:blue"), (0.2, "scaling_ratio", "tab:orange")):
+        values = [r.get(key) for r in rows]
+        ax.barh([i + offset for i in range(len(rows))], [v or 0 for v in values], height=0.38,
+                color=color, label=key.replace("_", " "))
+        for i, v in enumerate(values):
+            if v is None:
+                ax.text(0.02, i + offset, "not scored", va="center", fontsize=7, color="gray")
+    for floor, share in bands:
+        ax.axvline(floor, color="gray", ls="--", lw=1)
+        ax.text(floor, len(rows) - 0.4, f" {share:.0%}", fontsize=8, color="gray")
+    ax.set_yticks(range(len(rows)), students)
+    ax.invert_yaxis()
+    ax.set_xlabel("ratio to the reference solution measured in the same session")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT, cell_timeout=None,
-              print_fn=print):
-    """One `nbgrader autograde` process per student, at most `jobs` at once; a CSV report."""
+              site=None, run_timeout=None, print_fn=print):
+    """One `nbgrader autograde` process per student, at most `jobs` at once; a CSV report and,
+    when throughput was graded, a plot of the ratios."""
+    env = grading_env(site, run_timeout)
     jobs = jobs or mpi.cpu_count()
     students = students_of(course_dir, assignment)
     if not students:
         raise SystemExit(f"no submissions in {course_dir}/submitted/*/{assignment}")
     print_fn(f"Autograding {len(students)} submission(s) of {assignment!r}, {jobs} at a time ...")
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(lambda s: _autograde_one(course_dir, assignment, s, timeout, cell_timeout),
-                                students))
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="handson-reference-") as cache, \
+            ThreadPoolExecutor(max_workers=jobs) as pool:
+        env = {**env, "HANDSON_REFERENCE_CACHE": cache}  # the reference is measured once per session
+        results = list(pool.map(lambda s: _autograde_one(course_dir, assignment, s, timeout, cell_timeout,
+                                                         env), students))
     total = time.monotonic() - started
     graded = scores(course_dir, assignment)
     rows = []
     for r in results:
         score, max_score, manual = graded.get(r["student"], (0.0, None, False))
+        facts = graded_facts(course_dir, assignment, r["student"])
+        feedback = facts["first_error"]
+        if facts["failed_cells"]:
+            feedback = f"failed: {', '.join(facts['failed_cells'])}; first error: {feedback}"
         rows.append({"student": r["student"], "score": score, "max_score": max_score,
                      "status": r["status"] if r["student"] in graded else r["status"] + " (no grade: 0)",
-                     "seconds": r["seconds"]})
-        print_fn(f"  {r['student']:20s} {score:6.1f} / {max_score or '-'}  {r['seconds']:6.1f} s  {rows[-1]['status']}")
+                     "seconds": r["seconds"], "throughput_ratio": facts["throughput_ratio"],
+                     "scaling_ratio": facts["scaling_ratio"], "feedback": feedback})
+        print_fn(f"  {r['student']:20s} {score:6.1f} / {max_score or '-'}  {r['seconds']:6.1f} s  {rows[-1]['status']}"
+                 + (f"\n  {'':20s} {feedback[:110]}" if feedback else ""))
     report = Path(course_dir) / f"autograde_{assignment}.csv"
     with report.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["student", "score", "max_score", "status", "seconds"])
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     print_fn(f"{len(students)} submission(s) in {total:.1f} s with {jobs} at a time; report: {report}")
+    if any(r["throughput_ratio"] is not None or r["scaling_ratio"] is not None for r in rows):
+        plot = report.with_name(f"autograde_{assignment}_throughput.png")
+        bands = grading.site_thresholds(site)["throughput_bands"]
+        throughput_figure(rows, bands, f"{assignment}: throughput ratios ({site or os.environ.get('HANDSON_SITE', 'local')} bands)").savefig(plot, dpi=100)
+        print_fn(f"throughput ratios plotted in {plot}")
     return rows, total
 
 
 def main(args):
     course_dir = Path(args.course)
+    if args.command == "course" and args.action == "synthetic-class":
+        from handson_lib import classroom
+        for name in args.assignments or ["task2"]:
+            if name not in classroom.CLASSES:
+                raise SystemExit(f"no synthetic class for {name!r}; there is one for {', '.join(classroom.CLASSES)}")
+            for folder in classroom.write_class(course_dir, name):
+                sub = classroom.CLASSES[name][folder.parent.name]
+                print(f"wrote {folder}  (expected score {sub.expected:g}{': ' + sub.why if sub.why else ''})")
+        return 0
     if args.command == "course":
         for dest in assemble(course_dir, assignments=args.assignments or None):
             print(f"assembled {dest}")
         return 0
-    autograde(args.assignment, course_dir, jobs=args.jobs, timeout=args.timeout, cell_timeout=args.cell_timeout)
+    rows, _ = autograde(args.assignment, course_dir, jobs=args.jobs, timeout=args.timeout,
+                        cell_timeout=args.cell_timeout, site=args.site, run_timeout=args.run_timeout)
     return 0

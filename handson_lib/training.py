@@ -79,3 +79,20 @@ def require_done(task, **values):
             f"{task} is not complete: {', '.join('`' + m + '`' for m in missing)} "
             f"{'is' if len(missing) == 1 else 'are'} still None. Fill in the `# PUT YOUR CODE HERE` "
             f"part that sets {'it' if len(missing) == 1 else 'them'}.")
+
+
+PHASES_ENV = "HANDSON_PHASES"
+
+
+def instrument_phases(updater_or_optimizer, out=None, warmup=2, print_fn=print):
+    """Time forward / backward / allreduce / update of every iteration, as NVTX ranges too.
+
+    A no-op unless the environment says HANDSON_PHASES=1 (times printed at the end and written to
+    `out/phases*.json`, plus NVTX ranges when CuPy imports) or HANDSON_PHASES=nvtx (NVTX ranges
+    only). The profiling job scripts (jobscripts/*/run_profile.sh) set it when PROFILE=1.
+    """
+    if os.environ.get(PHASES_ENV, "").strip().lower() in ("", "0", "off", "no", "false"):
+        return None
+    from handson_lib import breakdown
+    return breakdown.enable_from_environment(updater_or_optimizer, out=out, warmup=warmup,
+                                             print_fn=print_fn)

@@ -79,6 +79,8 @@ def main():
     train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
     test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
     updater = training.StandardUpdater(train_iter, optimizer, device=device)
+    # Phase times and NVTX ranges when HANDSON_PHASES=1 (the profiling job scripts set it).
+    course.instrument_phases(updater, out=args.out, warmup=args.warmup_iterations)
     trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
 
     evaluator = None

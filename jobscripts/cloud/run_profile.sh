@@ -8,6 +8,8 @@
 #     bash run_profile.sh                                      # same run, no profiler
 # (under PBS: qsub -v PROFILE=1 run_profile.sh). One report per rank: prof_<rank>.nsys-rep and
 # its SQLite export prof_<rank>.sqlite; read it with: handson profile summarize prof_0.sqlite
+# (Task #1: prof_multi_gpu.*). Without the .sqlite (export failed, or an older report), export by hand:
+#     nsys export --type sqlite -o prof_0.sqlite prof_0.nsys-rep
 #PBS -q workq
 #PBS -l select=1:mpiprocs=4
 #PBS -l walltime=00:20:00
@@ -49,12 +51,18 @@ if [ "${PROFILE:-0}" = 1 ]; then
     PROFILER=(nsys profile -o "prof_%q{OMPI_COMM_WORLD_RANK}" --trace=cuda,nvtx,osrt,mpi
               --mpi-impl=openmpi --export=sqlite --force-overwrite=true)
   else
-    PROFILER=(nsys profile -o prof_multi_gpu --trace=cuda,nvtx,osrt --export=sqlite
-              --force-overwrite=true)
+    # MultiprocessParallelUpdater forks its workers without exec: without
+    # --trace-fork-before-exec their kernels are missing from the report.
+    PROFILER=(nsys profile -o prof_multi_gpu --trace=cuda,nvtx,osrt --trace-fork-before-exec=true
+              --export=sqlite --force-overwrite=true)
   fi
   echo "profiling with: ${PROFILER[*]}"
+  # NVTX ranges forward / backward / allreduce / update on the timeline and their times in the
+  # log (handson_lib.breakdown). 1 synchronises the GPU at each phase boundary; nvtx: ranges only.
+  export HANDSON_PHASES=${HANDSON_PHASES:-1}
 else
   echo "PROFILE is not 1: plain run (PROFILE=1 to profile)"
+  export HANDSON_PHASES=${HANDSON_PHASES:-0}
 fi
 
 GPU_FLAG=""
@@ -67,7 +75,7 @@ if [ "$PROFILE_TASK" = multi-gpu ]; then
     --out result/profile_multi_gpu ${EXTRA_ARGS:-}
 else
   mpiexec -n "$NP" --hostfile "$HOSTFILE" --map-by ppr:${PPN}:node \
-    -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS \
+    -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS -x HANDSON_PHASES \
     ${PROFILER[@]+"${PROFILER[@]}"} "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress \
     --out result/profile_multi_node ${EXTRA_ARGS:-}
 fi

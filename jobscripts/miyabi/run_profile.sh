@@ -6,7 +6,10 @@
 #     qsub -v PROFILE=1,PROFILE_TASK=multi-gpu run_profile.sh   # profile Task #1
 #     qsub run_profile.sh                                       # same run, no profiler
 # One report per rank: prof_<rank>.nsys-rep plus its SQLite export prof_<rank>.sqlite
-# (%q{OMPI_COMM_WORLD_RANK}); read it with: handson profile summarize prof_0.sqlite
+# (%q{OMPI_COMM_WORLD_RANK}; Task #1: prof_multi_gpu.*); read it with:
+#     handson profile summarize prof_0.sqlite --plot prof_0.png
+# Without the .sqlite (export failed, or an older report), export by hand:
+#     nsys export --type sqlite -o prof_0.sqlite prof_0.nsys-rep
 # Replace the group xx00 below with yours first.
 #PBS -q debug-g
 #PBS -l select=2:mpiprocs=1
@@ -48,12 +51,18 @@ if [ "${PROFILE:-0}" = 1 ]; then
     PROFILER=(nsys profile -o "prof_%q{OMPI_COMM_WORLD_RANK}" --trace=cuda,nvtx,osrt,mpi
               --mpi-impl=openmpi --export=sqlite --force-overwrite=true)
   else
-    PROFILER=(nsys profile -o prof_multi_gpu --trace=cuda,nvtx,osrt --export=sqlite
-              --force-overwrite=true)
+    # MultiprocessParallelUpdater forks its workers without exec: without
+    # --trace-fork-before-exec their kernels are missing from the report.
+    PROFILER=(nsys profile -o prof_multi_gpu --trace=cuda,nvtx,osrt --trace-fork-before-exec=true
+              --export=sqlite --force-overwrite=true)
   fi
   echo "profiling with: ${PROFILER[*]}"
+  # NVTX ranges forward / backward / allreduce / update on the timeline and their times in the
+  # log (handson_lib.breakdown). 1 synchronises the GPU at each phase boundary; nvtx: ranges only.
+  export HANDSON_PHASES=${HANDSON_PHASES:-1}
 else
   echo "PROFILE is not 1: plain run (qsub -v PROFILE=1 to profile)"
+  export HANDSON_PHASES=${HANDSON_PHASES:-0}
 fi
 
 GPU_FLAG=""
@@ -66,7 +75,7 @@ if [ "$PROFILE_TASK" = multi-gpu ]; then
     --out result/profile_multi_gpu ${EXTRA_ARGS:-}
 else
   mpirun -n "$NP" --hostfile "$NODEFILE" --map-by ppr:${PPN}:node \
-    -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS \
+    -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS -x HANDSON_PHASES \
     ${PROFILER[@]+"${PROFILER[@]}"} "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress \
     --out result/profile_multi_node ${EXTRA_ARGS:-}
 fi

@@ -46,11 +46,16 @@ p=1
 while [ "$p" -lt "$NP" ]; do SIZES="$SIZES $p"; p=$((p * 2)); done
 SIZES="$SIZES $NP"
 
+# HANDSON_PHASES=1 (qsub -v HANDSON_PHASES=1): every rank also times forward / backward /
+# allreduce / update into $OUT/p<ranks>/phases_rank<r>.json (seed 001's breakdown), read by
+# handson_lib.breakdown.load_sweep("$OUT"); it synchronises the GPU at each phase boundary.
+export HANDSON_PHASES=${HANDSON_PHASES:-0}
+
 for p in $SIZES; do
   echo "=== $p rank(s) of $NP"
   LOG=$OUT/p$p.log
   if mpirun -n "$p" --hostfile "$NODEFILE" --map-by ppr:${PPN}:node \
-      -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS \
+      -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS -x HANDSON_PHASES \
       "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress --out "$OUT/p$p" \
       ${EXTRA_ARGS:-} 2>&1 | tee "$LOG"; then
     :

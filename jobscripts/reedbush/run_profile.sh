@@ -49,8 +49,12 @@ if [ "${PROFILE:-0}" = 1 ]; then
     PROFILER=(nvprof --profile-child-processes -o "prof_%p.nvvp")
   fi
   echo "profiling with: ${PROFILER[*]}"
+  # NVTX ranges forward / backward / allreduce / update on the timeline and their times in the
+  # log (handson_lib.breakdown). 1 synchronises the GPU at each phase boundary; nvtx: ranges only.
+  export HANDSON_PHASES=${HANDSON_PHASES:-1}
 else
   echo "PROFILE is not 1: plain run (qsub -v PROFILE=1 to profile)"
+  export HANDSON_PHASES=${HANDSON_PHASES:-0}
 fi
 
 GPU_FLAG=""
@@ -62,7 +66,7 @@ if [ "$PROFILE_TASK" = multi-gpu ]; then
   ${PROFILER[@]+"${PROFILER[@]}"} "$PYTHON" "$TASK" --gpus 0 1 --dataset "$DATASET" --no-progress \
     --out result/profile_multi_gpu ${EXTRA_ARGS:-}
 else
-  mpiexec -n "$NP" -x PYTHONUSERBASE -x PYTHONPATH -x PATH -x OMP_NUM_THREADS \
+  mpiexec -n "$NP" -x PYTHONUSERBASE -x PYTHONPATH -x PATH -x OMP_NUM_THREADS -x HANDSON_PHASES \
     ${PROFILER[@]+"${PROFILER[@]}"} "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress \
     --out result/profile_multi_node ${EXTRA_ARGS:-}
 fi

@@ -1,0 +1,129 @@
+"""Synthetic classes: submissions whose scores are known in advance.
+
+An instructor grades one before the course to see the whole pipeline work on the site
+(`handson course synthetic-class task2`, then `handson autograde task2`); the tests grade the
+same classes and assert every score. Each kind of bad submission the grader must survive is here.
+"""
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from handson_lib import COURSE_ROOT
+
+
+@dataclass
+class Submission:
+    expected: float                 # total score expected from the autograder
+    answers: dict = field(default_factory=dict)   # grade_id -> source of that solution cell
+    scripts: dict = field(default_factory=dict)   # file -> "solution", None (not handed in) or (old, new)
+    edit: object = None             # a function changing the notebook JSON (tampering)
+    status: str = "graded"          # how the status column starts
+    why: str = ""
+
+
+def cell(nb, grade_id):
+    return next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _tamper(grade_id):
+    def edit(nb):
+        cell(nb, grade_id)["source"] = "pass  # always passes\n"
+    return edit
+
+
+def _delete(grade_id):
+    def edit(nb):
+        nb["cells"].remove(cell(nb, grade_id))
+    return edit
+
+
+SETUP_ANSWERS = {
+    "q1_total_batch": "def total_batch_size(batch_per_worker, n_workers):\n    return batch_per_worker * n_workers\n",
+    "q2_parallelism": 'needed_parallelism = "model"\n',
+    "q3_lr": "n_gpus = 2\nlr_set_by_script = 0.05\n",
+}
+_WRONG_Q1 = "def total_batch_size(b, n):\n    return b\n"
+
+TASK2_ANSWERS = {"q1_ranks": "placement = {0: (1, 0), 1: (1, 1), 2: (2, 0), 3: (2, 1)}\n"}
+TASK2_SOLVED = {"train_cifar_multi_node.py": "solution", "train_mnist_multi_node.py": "solution",
+                "run_multi_node_training.sh": "solution"}
+_AFTER_OPTIMIZER = "    course.require_done(\"Task #2\", optimizer=optimizer)\n"
+
+CLASSES = {
+    "setup": {  # 3 points
+        "correct": Submission(3, SETUP_ANSWERS),
+        "skeleton": Submission(0, why="nothing filled in"),
+        "wrong_q1": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": _WRONG_Q1}),
+        "infinite_loop": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": "while True:\n    pass\n"},
+                                    why="interrupted at the cell limit"),
+        "sys_exit": Submission(2, {**SETUP_ANSWERS, "q2_parallelism": "import sys\nsys.exit('bye')\n"}),
+        "kernel_killed": Submission(0, {**SETUP_ANSWERS, "q3_lr": "import os\nos._exit(1)\n"},
+                                    status="nbgrader failed: Kernel died"),
+        "huge_output": Submission(3, {**SETUP_ANSWERS, "q2_parallelism":
+                                      'needed_parallelism = "model"\nfor i in range(200000):\n    print("spam", i)\n'}),
+        "tampered_test": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": _WRONG_Q1},
+                                    edit=_tamper("q1_total_batch_test"), why="the test cell is restored"),
+        "deleted_grade_cell": Submission(2, SETUP_ANSWERS, edit=_delete("q2_parallelism_test")),
+    },
+    "task2": {  # 12 points: q1 2, MNIST conversion 3, correctness 5, throughput 2 (bands)
+        "correct": Submission(12, TASK2_ANSWERS, TASK2_SOLVED),
+        "skeleton": Submission(0, why="nothing filled in"),
+        "no_multi_node_optimizer": Submission(5, TASK2_ANSWERS, {
+            **TASK2_SOLVED, "train_cifar_multi_node.py": (
+                "chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(lr=args.lr), comm)",
+                "chainer.optimizers.MomentumSGD(lr=args.lr)")},
+            why="ranks train alone: no credit for correctness nor for speed"),
+        "deadlock": Submission(5, TASK2_ANSWERS, {
+            **TASK2_SOLVED, "train_cifar_multi_node.py": (
+                _AFTER_OPTIMIZER, _AFTER_OPTIMIZER + "    if comm.rank == 0:\n"
+                "        comm.mpi_comm.recv(source=comm.size - 1)  # waits for a message nobody sends\n")},
+            why="rank 0 waits forever; the watchdog stops the run"),
+        "crash_on_one_rank": Submission(5, TASK2_ANSWERS, {
+            **TASK2_SOLVED, "train_cifar_multi_node.py": (
+                _AFTER_OPTIMIZER, _AFTER_OPTIMIZER + "    if comm.rank == comm.size - 1:\n"
+                "        raise RuntimeError('planted crash on the last rank')\n")},
+            why="the abort hook stops the other ranks"),
+        "missing_script": Submission(5, TASK2_ANSWERS, {**TASK2_SOLVED, "train_cifar_multi_node.py": None},
+                                     why="train_cifar_multi_node.py not handed in"),
+        "tampered_test": Submission(2, TASK2_ANSWERS, edit=_tamper("task2_correctness"),
+                                    why="skeleton scripts; the test cell is restored"),
+    },
+}
+
+
+def write_class(course_dir, assignment, students=None):
+    """submitted/<student>/<assignment>/ for each synthetic student, from the generated release."""
+    release = Path(course_dir) / "release" / assignment
+    if not release.is_dir():
+        raise SystemExit(f"no {release}: run `nbgrader generate_assignment {assignment}` in {course_dir} first")
+    notebooks = sorted(release.glob("*.ipynb"))
+    written = []
+    for student, sub in CLASSES[assignment].items():
+        if students and student not in students:
+            continue
+        folder = Path(course_dir) / "submitted" / student / assignment
+        if folder.exists():
+            shutil.rmtree(folder)
+        shutil.copytree(release, folder)
+        for path in notebooks:
+            nb = json.loads(path.read_text())
+            for grade_id, source in sub.answers.items():
+                cell(nb, grade_id)["source"] = source
+            if sub.edit:
+                sub.edit(nb)
+            (folder / path.name).write_text(json.dumps(nb))
+        for name, how in sub.scripts.items():
+            if how is None:
+                (folder / name).unlink()
+                continue
+            text = (COURSE_ROOT / "solutions" / name).read_text()
+            if isinstance(how, tuple):
+                old, new = how
+                if old not in text:
+                    raise ValueError(f"the planted mistake of {student!r} no longer applies to {name}: {old!r}")
+                text = text.replace(old, new)
+            (folder / name).write_text(text)
+        written.append(folder)
+    return written
