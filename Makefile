@@ -35,6 +35,11 @@ bench: setup
 	$(BIN)/handson bench multi-gpu --batchsize 128 --out results/bench
 	$(BIN)/handson bench multi-node --batchsize 32 --out results/bench
 	$(BIN)/handson bench multi-node --batchsize 128 --out results/bench
+	$(BIN)/handson bench allreduce --np 2 --model resnet50 --in-place --out results/bench
+	$(BIN)/handson bench allreduce --np 2 --sizes --in-place --out results/bench
+	$(BIN)/handson bench tuning --out results/bench
+	$(BIN)/handson bench large-batch --out results/bench
+	$(BIN)/handson bench report --out results/bench
 
 build: setup
 	$(BIN)/handson build

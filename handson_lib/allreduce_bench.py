@@ -8,6 +8,7 @@ allreduce of ResNet-50's L = 102,228,384 gradient bytes, counting the traffic of
   that runs on NumPy) on a Chainer link whose gradients fill L bytes; for a model that is the
   model itself, so one ``MPI_Allreduce`` per parameter array, as in training;
 - ``mpi4py``: one ``comm.Allreduce(sendbuf, recvbuf, op=MPI.SUM)`` over a float32 buffer of L bytes;
+- ``mpi4py-inplace`` (with ``--in-place``): the same with ``MPI.IN_PLACE``, as ChainerMN calls it;
 - ``p2p``: ping-pong ``Send`` / ``Recv`` of L bytes between ranks 0 and 1, bandwidth
   L / (round trip / 2): the limit the allreduce is compared with.
 
@@ -33,9 +34,12 @@ import sys
 from pathlib import Path
 
 PATHS = ("chainermn", "mpi4py", "p2p")
+#: Measured with --in-place only: nccl-tests reports in-place beside out-of-place too.
+IN_PLACE_PATH = "mpi4py-inplace"
 PATH_LABELS = {
     "chainermn": "ChainerMN naive multi_node_mean_grad",
     "mpi4py": "mpi4py Allreduce (one buffer)",
+    IN_PLACE_PATH: "mpi4py Allreduce IN_PLACE (one buffer)",
     "p2p": "point-to-point rank 0 <-> 1",
 }
 DEFAULT_MODEL = "resnet50"
@@ -270,6 +274,15 @@ def _mpi4py_path(mpi_comm, base, send, recv):
                  lambda: check_buffer(recv, want))
 
 
+def _in_place_path(mpi_comm, base, send, recv):
+    import numpy as np
+    from mpi4py import MPI
+    want = expected_sum(base, mpi_comm.size)
+    return _Path(IN_PLACE_PATH, base.size * 4, 1, lambda: np.copyto(recv, send),
+                 lambda: mpi_comm.Allreduce(MPI.IN_PLACE, recv, op=MPI.SUM),
+                 lambda: check_buffer(recv, want))
+
+
 def _p2p_path(mpi_comm, base, send, recv):
     """Ping-pong between ranks 0 and 1; each of them checks what arrived from the other."""
     import numpy as np
@@ -347,6 +360,7 @@ def run_worker(argv=None):
     parser.add_argument("--sizes", default=None)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--in-place", action="store_true")
     parser.add_argument("--result-file", default=None)
     args = parser.parse_args(argv)
 
@@ -363,18 +377,18 @@ def run_worker(argv=None):
         if comm.rank == 0:
             print(text, flush=True)
 
-    if args.sizes:
-        links = [(size, _flat_link(size)) for size in parse_sizes(args.sizes)]
-    elif args.bytes:
-        size = parse_size(args.bytes)
-        links = [(size, _flat_link(size))]
+    if args.sizes or args.bytes:
+        sizes = parse_sizes(args.sizes) if args.sizes else [parse_size(args.bytes)]
+        model_link = None
     else:
-        link = build_gradient_link(args.model or DEFAULT_MODEL)
-        links = [(sum(p.size * p.dtype.itemsize for p in link.params()), link)]
+        model_link = build_gradient_link(args.model or DEFAULT_MODEL)
+        sizes = [sum(p.size * p.dtype.itemsize for p in model_link.params())]
 
     hosts = mpi_comm.gather(_processor_name(), root=0)
+    load_at_start = list(os.getloadavg())
     results = []
-    for nbytes, link in links:
+    for nbytes in sizes:
+        link = model_link if model_link is not None else _flat_link(nbytes)
         say(f"[allreduce bench] {human_bytes(nbytes)} ({nbytes} bytes) on {comm.size} rank(s): "
             f"{args.warmup} warm-up + {args.iterations} timed rounds, one iteration of each path "
             f"per round")
@@ -383,24 +397,27 @@ def run_worker(argv=None):
         send = _contribution(base, comm.rank, corrupt)
         recv = np.empty_like(send)
         paths = [_chainermn_path(comm, link, base, corrupt), _mpi4py_path(mpi_comm, base, send, recv)]
+        if args.in_place:
+            paths.append(_in_place_path(mpi_comm, base, send, recv))
         if comm.size >= 2:
             paths.append(_p2p_path(mpi_comm, base, send, recv))
         else:
             say("[allreduce bench] one rank: no point-to-point partner, P2P skipped")
         _run_rounds(mpi_comm, paths, args.iterations, args.warmup)
         results += [_gather_path(mpi_comm, path, args.iterations, args.warmup) for path in paths]
-        del paths, base, send, recv
+        del paths, base, send, recv, link
 
     if comm.rank == 0:
         from mpi4py import MPI
         result = {
             "benchmark": "allreduce", "ranks": comm.size, "hosts": sorted(set(hosts)),
             "model": None if (args.sizes or args.bytes) else (args.model or DEFAULT_MODEL),
-            "bytes": None if args.sizes else links[0][0],
-            "sizes": [n for n, _ in links] if args.sizes else None,
+            "bytes": None if args.sizes else sizes[0],
+            "sizes": sizes if args.sizes else None,
             "iterations": args.iterations, "warmup": args.warmup,
             "communicator": "naive", "mpi_library": MPI.Get_library_version().strip().split("\n")[0],
-            "load_average": list(os.getloadavg()), "cpu_count": os.cpu_count(),
+            "load_average": load_at_start, "load_average_end": list(os.getloadavg()),
+            "cpu_count": os.cpu_count(),
             "corrupt_rank": corrupt,
             "units": {"GBps": "1e9 bytes/s", "Gibps": "2**30 bits/s",
                       "busbw": "algbw * 2(p-1)/p for allreduce; = algbw for p2p",
@@ -437,7 +454,8 @@ def ratios(result):
 
     return [{"bytes": size, "chainermn_over_mpi4py": ratio(bw, "chainermn", "mpi4py"),
              "chainermn_over_p2p": ratio(bw, "chainermn", "p2p"),
-             "mpi4py_over_p2p": ratio(bw, "mpi4py", "p2p")}
+             "mpi4py_over_p2p": ratio(bw, "mpi4py", "p2p"),
+             "chainermn_over_mpi4py_inplace": ratio(bw, "chainermn", IN_PLACE_PATH)}
             for size, bw in sorted(by_size.items())]
 
 
@@ -457,17 +475,19 @@ def format_table(result):
                      f"{allreduce_traffic_bytes(result['bytes'], result['ranks']):,.0f} bytes")
     if len(hosts) == 1:
         lines.append("all ranks share one host: the bytes move through shared memory, not a network")
-    load = result.get("load_average")
+    load, load_end = result.get("load_average"), result.get("load_average_end")
     if load:
-        lines.append(f"load average {load[0]:.2f} on {result.get('cpu_count')} CPU(s) at the start "
-                     f"(other processes make the times noisy)")
-    header = (f"{'path':10s} {'bytes':>12s} {'calls':>5s} {'iters':>5s} {'median ms':>10s} "
+        end = f", {load_end[0]:.2f} at the end" if load_end else ""
+        lines.append(f"load average {load[0]:.2f} at the start{end}, on {result.get('cpu_count')} "
+                     f"CPU(s): a load above the CPU count means other processes shared them and "
+                     f"the times are noisy")
+    header = (f"{'path':14s} {'bytes':>12s} {'calls':>5s} {'iters':>5s} {'median ms':>10s} "
               f"{'min ms':>9s} {'max ms':>9s} {'algbw GB/s':>10s} {'busbw GB/s':>10s} "
               f"{'busbw Gibit/s':>13s} {'correct':>7s}")
     lines += [header, "-" * len(header)]
     for r in result["results"]:
         lines.append(
-            f"{r['path']:10s} {r['bytes']:12d} {r['calls']:5d} {r['iterations']:5d} "
+            f"{r['path']:14s} {r['bytes']:12d} {r['calls']:5d} {r['iterations']:5d} "
             f"{r['time_s'] * 1e3:10.3f} {r['min_s'] * 1e3:9.3f} {r['max_s'] * 1e3:9.3f} "
             f"{r['algbw_GBps']:10.3f} {r['busbw_GBps']:10.3f} {r['busbw_Gibps']:13.3f} "
             f"{'yes' if r['correct'] else 'NO':>7s}")
@@ -477,7 +497,10 @@ def format_table(result):
         lines.append(f"{human_bytes(row['bytes']):>10s}: ChainerMN busbw / raw MPI busbw = "
                      f"{_fmt_ratio(row['chainermn_over_mpi4py'])}; busbw / P2P: ChainerMN "
                      f"{_fmt_ratio(row['chainermn_over_p2p'])}, raw MPI "
-                     f"{_fmt_ratio(row['mpi4py_over_p2p'])}")
+                     f"{_fmt_ratio(row['mpi4py_over_p2p'])}"
+                     + (f"; ChainerMN / raw MPI IN_PLACE = "
+                        f"{_fmt_ratio(row['chainermn_over_mpi4py_inplace'])}"
+                        if row.get("chainermn_over_mpi4py_inplace") is not None else ""))
     for r in result["results"]:
         if not r["correct"]:
             lines.append(f"ERROR: {r['path']} at {r['bytes']} bytes gave a wrong result in "
@@ -494,8 +517,9 @@ def bandwidth_figure(result, ax=None):
         fig = ax.figure
     styles = {"chainermn": {"marker": "o", "linestyle": "-", "color": "#4C72B0"},
               "mpi4py": {"marker": "s", "linestyle": "-", "color": "#DD8452"},
+              IN_PLACE_PATH: {"marker": "D", "linestyle": ":", "color": "#55A868"},
               "p2p": {"marker": "^", "linestyle": "--", "color": "black"}}
-    for path in PATHS:
+    for path in (*PATHS[:2], IN_PLACE_PATH, PATHS[2]):
         points = sorted((r["bytes"], r["busbw_GBps"], r["correct"])
                         for r in result["results"] if r["path"] == path)
         if not points:
@@ -503,7 +527,11 @@ def bandwidth_figure(result, ax=None):
         sizes = [s for s, _, _ in points]
         values = [v for _, v, _ in points]
         name = PATH_LABELS[path] + (" (bandwidth)" if path == "p2p" else " (busbw)")
-        ax.plot(sizes, values, label=name, **styles[path])
+        if path == "p2p" and len(sizes) == 1:
+            # One message size: the P2P limit as a line across, to read the points against.
+            ax.axhline(values[0], linestyle="--", color="black", label=name)
+        else:
+            ax.plot(sizes, values, label=name, **styles[path])
         wrong = [(s, v) for s, v, ok in points if not ok]
         if wrong:
             ax.plot(*zip(*wrong), "x", color="red", markersize=12, label=f"{path}: WRONG result")
@@ -513,6 +541,7 @@ def bandwidth_figure(result, ax=None):
         ax.set_xticks(sizes, [human_bytes(s).replace(".0 ", " ") for s in sizes], fontsize=8)
         ax.minorticks_off()
     ax.set_xlabel("message size")
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("bandwidth [GB/s]")
     ax.secondary_yaxis("right", functions=(gbps_to_gibitps, lambda g: g * 2 ** 30 / 8e9)) \
         .set_ylabel("[Gibit/s]")
@@ -547,12 +576,13 @@ def _size_argument(nbytes=None, model=None, sizes=None):
 
 
 def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, timeout=600,
-            echo=False):
+            echo=False, in_place=False):
     """Run the three paths on `np` local ranks under the watchdog; returns the result dict
     (keys: ranks, hosts, model, bytes, sizes, results, ratios, correct, ...).
 
     Exactly one of `nbytes` (int or '1M'), `model` ('resnet50' or a course model) or `sizes`
-    (list or '1K:64M') may be given; the default is ResNet-50's gradients (seed 001)."""
+    (list or '1K:64M') may be given; the default is ResNet-50's gradients (seed 001).
+    `in_place=True` adds the MPI.IN_PLACE allreduce (path 'mpi4py-inplace')."""
     import tempfile
 
     from handson_lib.mpi import run_mpi
@@ -565,6 +595,7 @@ def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, 
         result_file = Path(tmp, "result.json")
         argv = ["-m", "handson_lib.allreduce_bench", "--worker", *size_args,
                 "--iterations", str(int(iterations)), "--warmup", str(int(warmup)),
+                *(["--in-place"] if in_place else []),
                 "--result-file", str(result_file)]
         run = run_mpi(int(np), argv, timeout=timeout, echo=echo)
         if not run.ok or not result_file.exists():
@@ -584,11 +615,13 @@ def add_arguments(parser):
     what.add_argument("--sizes", nargs="?", const=DEFAULT_SWEEP, default=None,
                       help=f"sweep message sizes: FIRST:LAST[:FACTOR] or a comma list "
                            f"(alone: {DEFAULT_SWEEP}, powers of 4)")
+    parser.add_argument("--in-place", action="store_true",
+                        help="also time the raw MPI allreduce with MPI.IN_PLACE (as ChainerMN calls it)")
     parser.add_argument("--iterations", type=int, default=10, help="timed iterations per path")
     parser.add_argument("--warmup", type=int, default=3, help="untimed iterations first")
     parser.add_argument("--timeout", type=float, default=600,
                         help="seconds before the watchdog stops the run")
-    parser.add_argument("--out", default="results/bench", help="folder for allreduce_np{P}.json ('' = none)")
+    parser.add_argument("--out", default="results/bench", help="folder for allreduce_<what>_np{P}.json ('' = none)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
 
 
@@ -596,7 +629,7 @@ def main(args):
     try:
         result = measure(np=args.np, nbytes=args.bytes, model=args.model, sizes=args.sizes,
                          iterations=args.iterations, warmup=args.warmup, timeout=args.timeout,
-                         echo=not args.json)
+                         echo=not args.json, in_place=args.in_place)
     except ValueError as error:
         print(f"handson bench allreduce: {error}", file=sys.stderr)
         return 2
@@ -608,7 +641,8 @@ def main(args):
     else:
         print(format_table(result))
     if args.out:
-        path = Path(args.out, f"allreduce_np{result['ranks']}.json")
+        what = args.model or ("sweep" if args.sizes else f"{args.bytes}B" if args.bytes else "resnet50")
+        path = Path(args.out, f"allreduce_{what}_np{result['ranks']}.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=2))
         if not args.json:

@@ -73,7 +73,87 @@ def bench_multi_node(repeats=3, ranks=2, epoch=2, train_size=4000, batchsize=32,
                    out, f"multi_node_b{batchsize}.json", f"{ranks} ranks vs 1 (batch {batchsize})", print_fn)
 
 
+def _speedup_text(result):
+    lines = [f"{'configuration':45s} {'median img/s':>12s} {'min':>8s} {'max':>8s}"]
+    for name, summary in result["configs"].items():
+        lines.append(f"{name:45s} {summary['median']:12.1f} {summary['min']:8.1f} {summary['max']:8.1f}")
+    low, high = result["speedup_range"]
+    lines.append(f"speed-up: {result['speedup']:.2f}x (range {low:.2f}-{high:.2f} over the repeats)")
+    return "\n".join(lines)
+
+
+def _speedup_figure(result, title):
+    import matplotlib.pyplot as plt
+    names = list(result["configs"])
+    medians = [result["configs"][n]["median"] for n in names]
+    errors = [[m - result["configs"][n]["min"] for n, m in zip(names, medians)],
+              [result["configs"][n]["max"] - m for n, m in zip(names, medians)]]
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.bar(range(len(names)), medians, yerr=errors, capsize=4, color=["tab:gray", "tab:blue"][:len(names)])
+    ax.set_xticks(range(len(names)), names, fontsize=8)
+    ax.set_ylabel("images/sec. (median, min-max)")
+    ax.set_title(f"{title}: {result['speedup']:.2f}x")
+    fig.tight_layout()
+    return fig
+
+
+def _render(path, result):
+    """(title, text table, figure) of one benchmark's JSON, by the file's name."""
+    stem = path.stem
+    if stem.startswith(("multi_gpu", "multi_node")):
+        title = (f"Task #1 {result.get('workers')} workers vs 1 (backend {result.get('backend')})"
+                 if stem.startswith("multi_gpu") else f"Task #2 {result.get('ranks')} ranks vs 1")
+        title += f", batch {result.get('batchsize')}"
+        return title, _speedup_text(result), _speedup_figure(result, title)
+    if stem.startswith("allreduce"):
+        from handson_lib import allreduce_bench
+        return (f"allreduce on {result['ranks']} ranks ({result.get('model') or 'sizes'})",
+                allreduce_bench.format_table(result), allreduce_bench.bandwidth_figure(result))
+    if stem.startswith("tuning"):
+        from handson_lib import tuning
+        return "speed-up levers (seed 004)", tuning.table(result), tuning.bars_figure(result)
+    if stem.startswith("large_batch"):
+        from handson_lib import large_batch
+        return ("accuracy vs total batch (seed 003)", large_batch.format_table(result),
+                large_batch.accuracy_figure(result))
+    return None
+
+
+def report(out="results/bench", print_fn=print):
+    """One page for every benchmark in `out`: summary.md with each table and a PNG each."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    folder = Path(out)
+    sections = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            rendered = _render(path, json.loads(path.read_text()))
+        except (KeyError, TypeError, ValueError) as error:
+            print_fn(f"skipped {path.name}: not a benchmark result this version reads ({error!r})")
+            continue
+        if rendered is None:
+            continue
+        title, text, fig = rendered
+        png = path.with_suffix(".png")
+        fig.savefig(png, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        sections.append(f"## {title}\n\n`{path.name}`\n\n```\n{text}\n```\n\n![{title}]({png.name})\n")
+        print_fn(f"{path.name}: {title} -> {png.name}")
+    if not sections:
+        raise SystemExit(f"no benchmark results in {folder}: run `make bench` (or handson bench ...) first")
+    summary = folder / "summary.md"
+    summary.write_text("# Benchmarks of the course\n\nEach figure is a ratio to a reference measured in the "
+                       "same run (warm-up excluded, median and range of the repeats). Made by "
+                       "`handson bench report`.\n\n" + "\n".join(sections))
+    print_fn(f"summary: {summary}")
+    return summary
+
+
 def main(args):
+    if args.benchmark == "report":
+        report(args.out)
+        return 0
     if args.benchmark == "multi-gpu":
         bench_multi_gpu(repeats=args.repeats, batchsize=args.batchsize, out=args.out)
         return 0

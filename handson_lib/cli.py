@@ -107,6 +107,9 @@ def make_parser():
         q.add_argument("--batchsize", type=int, default=32)
         q.add_argument("--out", default="results/bench", help="folder for the JSON results")
         q.set_defaults(func=_bench)
+    q = bench_sub.add_parser("report", help="one page (summary.md) with every result's table and plot")
+    q.add_argument("--out", default="results/bench", help="folder of the JSON results")
+    q.set_defaults(func=_bench)
     for name, module, text in (
             ("allreduce", "allreduce_bench", "allreduce bus bandwidth: ChainerMN path vs raw MPI vs point-to-point"),
             ("tuning", "tuning", "the seed's speed-up levers, each switched on in turn"),

@@ -30,6 +30,10 @@ ASSIGNMENTS = {
     "task1": ("01_multi_gpu.ipynb", ["train_cifar_multi_gpu.py", "run_multi_gpu_training.sh"]),
     "task2": ("02_multi_node.ipynb", ["train_cifar_multi_node.py", "run_multi_node_training.sh",
                                       "train_mnist.py", "train_mnist_multi_node.py"]),
+    "profiling": ("03_profiling.ipynb", []),
+    "scaling": ("04_scaling.ipynb", []),
+    "tuning": ("05_tuning.ipynb", []),
+    "large_batch": ("06_large_batch.ipynb", []),
 }
 STUDENT_FILES = {name: files for name, (_, files) in ASSIGNMENTS.items()}
 CELL_TIMEOUT = 900       # seconds per cell (a grading cell runs several trainings)

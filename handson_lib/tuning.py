@@ -296,7 +296,6 @@ def _build_model(name, width, n_class, static):
 
 def _gpu_facts(gpu):
     import cupy
-
     from chainer.backends import cuda
     props = cupy.cuda.runtime.getDeviceProperties(gpu)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
@@ -307,9 +306,8 @@ def _gpu_facts(gpu):
 
 def _config_contexts(cfg, gpu, notes):
     """chainer.using_config(...) for every setting of `cfg` (restored when the run ends)."""
-    import numpy
-
     import chainer
+    import numpy
     settings = {"use_cudnn": cfg.use_cudnn, "autotune": cfg.autotune,
                 "dtype": chainer.mixed16 if cfg.dtype == "mixed16" else numpy.dtype(cfg.dtype)}
     if cfg.tensor_core:
@@ -337,9 +335,9 @@ def train_and_measure(levers=(), gpu=None, iterations=20, warmup=3, batchsize=32
     """
     import contextlib
 
+    import chainer
     import numpy
 
-    import chainer
     from handson_lib import throughput
     if iterations < 1 or warmup < 0 or batchsize < 1:
         raise ValueError("need iterations >= 1, warmup >= 0 and batchsize >= 1")
@@ -394,11 +392,12 @@ def train_and_measure(levers=(), gpu=None, iterations=20, warmup=3, batchsize=32
 
         @chainer.dataset.converter()
         def convert(examples, to_device):
+            # The batch is here: the time before this point was spent in iterator.next().
+            marks["data_ready"] = time.perf_counter()
+            marks["images"] = len(examples)
             x, t = chainer.dataset.concat_examples(examples, to_device)
             if x.dtype != compute_dtype:   # the loader is float32; the model may compute in fp16
                 x = x.astype(compute_dtype)
-            marks["data_ready"] = time.perf_counter()
-            marks["images"] = len(examples)
             return x, t
 
         updater = chainer.training.updaters.StandardUpdater(train_iter, optimizer, converter=convert,
@@ -417,7 +416,7 @@ def train_and_measure(levers=(), gpu=None, iterations=20, warmup=3, batchsize=32
             meter.step(marks["images"])
             if timed > 0:
                 data_seconds += marks["data_ready"] - started
-            losses.append(float(classifier.loss.array))
+            losses.append(classifier.loss.array)   # float() here would wait for the GPU
             if last:
                 break
         result = meter.result()
@@ -431,6 +430,7 @@ def train_and_measure(levers=(), gpu=None, iterations=20, warmup=3, batchsize=32
         if iterator_text == "MultiprocessIterator":
             iterator_text += f"(n_processes={train_iter.n_processes})"
         static_in_use = bool(cfg.static_graph and getattr(predictor, "schedule_manager", None))
+        losses = [float(loss) for loss in losses]
 
     if result is None:
         raise RuntimeError(f"no iteration was timed ({warmup} warm-up, {iterations} asked)")
@@ -600,7 +600,7 @@ def run_levers(levers=None, repeats=3, iterations=20, warmup=3, batchsize=32, de
                MKL_NUM_THREADS=str(threads))
     runs = {i: [] for i, step in enumerate(steps) if step["runnable"]}
     for repeat in range(repeats):
-        for i in runs:
+        for i, reports in runs.items():
             step = steps[i]
             cmd = worker_command(step["levers"], iterations, warmup, batchsize, device, model, width,
                                  image_size, source_size, n_processes, max_seconds, dataset)
@@ -609,7 +609,7 @@ def run_levers(levers=None, repeats=3, iterations=20, warmup=3, batchsize=32, de
             if not outcome.ok or report is None:
                 raise RuntimeError(f"step {step['label']!r} failed (exit {outcome.returncode}):\n"
                                    f"{outcome.tail(25)}")
-            runs[i].append(report)
+            reports.append(report)
             if print_fn:
                 print_fn(f"  run {repeat + 1}/{repeats} {step['label']:24s} "
                          f"{report['iterations_per_sec']:8.2f} it/s {report['images_per_sec']:9.1f} img/s")
@@ -811,8 +811,8 @@ def compare_iterators(make_iterator, repeats=3, iterations=10, warmup=2, batchsi
               "note": "SerialIterator"},
              {"label": label, "lever": "yours", "levers": ["yours"], "runnable": True, "note": ""}]
     runs = {0: [], 1: []}
-    common = dict(iterations=iterations, warmup=warmup, batchsize=batchsize, model="cnn", width=width,
-                  source_size=source_size, max_seconds=max_seconds, print_fn=None)
+    common = {"iterations": iterations, "warmup": warmup, "batchsize": batchsize, "model": "cnn",
+              "width": width, "source_size": source_size, "max_seconds": max_seconds, "print_fn": None}
     with threadpool_limits(threads):
         for repeat in range(repeats):
             for i, maker in ((0, None), (1, make_iterator)):

@@ -137,6 +137,12 @@ def test_bandwidth_figure_draws_each_path_and_marks_wrong_points():
     assert any("mpi4py" in label for label in labels)
     assert any("point-to-point" in label for label in labels)
     assert "chainermn: WRONG result" in labels
+    single = _fake_result()
+    single["results"] = single["results"][:3]
+    ax = ab.bandwidth_figure(single).axes[0]
+    assert ax.get_ylim()[0] == 0
+    p2p_line = next(line for line in ax.get_lines() if "point-to-point" in line.get_label())
+    assert list(p2p_line.get_ydata()) == [single["results"][2]["busbw_GBps"]] * 2   # a line across
 
 
 # ----------------------------------------------------------------------------- real runs
@@ -144,20 +150,22 @@ def test_bandwidth_figure_draws_each_path_and_marks_wrong_points():
 @pytest.mark.slow
 def test_two_rank_cli_run_reports_busbw_p2p_and_writes_json(run_handson, tmp_path):
     done = run_handson("bench", "allreduce", "--np", 2, "--bytes", "1M", "--iterations", 3,
-                       "--warmup", 1, "--out", tmp_path, "--timeout", 120, timeout=180)
+                       "--warmup", 1, "--in-place", "--out", tmp_path, "--timeout", 120, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
+    paths = (*ab.PATHS, ab.IN_PLACE_PATH)
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()
-            if line.split() and line.split()[0] in ab.PATHS}
-    assert set(rows) == set(ab.PATHS)
+            if line.split() and line.split()[0] in paths}
+    assert set(rows) == set(paths)
     assert all(row[1] == "1048576" and row[-1] == "yes" for row in rows.values())
     assert "ChainerMN busbw / raw MPI busbw =" in done.stdout
-    result = json.loads((tmp_path / "allreduce_np2.json").read_text())
+    result = json.loads((tmp_path / "allreduce_1MB_np2.json").read_text())
     assert result["ranks"] == 2 and result["correct"]
     for record in result["results"]:
         assert record["correct"] and record["checks"] > 0 and len(record["times_s"]) == 3
         assert record["busbw_GBps"] > 0
         assert record["time_s"] == sorted(record["times_s"])[1]          # the median
     assert result["ratios"][0]["chainermn_over_mpi4py"] > 0
+    assert result["ratios"][0]["chainermn_over_mpi4py_inplace"] > 0
 
 
 @pytest.mark.slow
@@ -167,7 +175,7 @@ def test_a_corrupted_contribution_is_reported_wrong_and_fails_the_run(run_handso
                        env={ab.CORRUPT_ENV: "1"})
     assert done.returncode == 1, done.stdout + done.stderr
     assert "ERROR: wrong allreduce result" in done.stderr
-    result = json.loads((tmp_path / "allreduce_np2.json").read_text())
+    result = json.loads((tmp_path / "allreduce_cnn_np2.json").read_text())
     assert result["model"] == "cnn" and result["bytes"] == ab.gradient_bytes("cnn")
     assert not result["correct"]
     assert [r["correct"] for r in result["results"]] == [False, False, False]

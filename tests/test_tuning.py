@@ -1,15 +1,16 @@
 """Seed 004's tuning levers: definitions, the CPU's honesty about GPU-only levers, real runs."""
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+
 from handson_lib import tuning
 
-TINY = dict(iterations=2, warmup=1, batchsize=8, width=4, source_size=40)
+TINY = {"iterations": 2, "warmup": 1, "batchsize": 8, "width": 4, "source_size": 40}
 
 
 def test_levers_follow_the_talk_and_flag_the_gpu_only_ones():
@@ -81,8 +82,8 @@ def test_loader_decodes_and_augments_in_float32():
 
 def _worker(*args, timeout=120):
     proc = subprocess.run([sys.executable, "-m", "handson_lib.tuning", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+                          capture_output=True, text=True, timeout=timeout, check=False,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     return proc, tuning.parse_report(proc.stdout)
 
 
@@ -194,3 +195,14 @@ def test_effects_call_a_lever_faster_only_when_every_run_agrees():
     assert lines[1].startswith("+ MultiprocessIterator: x1.19") and "faster in every run" in lines[1]
     assert "vs + MultiprocessIterator" in lines[2] and "the runs overlap" in lines[2]
     assert result["steps"][3]["speedup"] == pytest.approx(132.5 / 105)
+
+
+def test_gpu_flag_without_cupy_is_a_clear_error():
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("CuPy is installed here")
+    except ImportError:
+        pass
+    proc, report = _worker("--gpu", 0, "--levers", "cudnn")
+    assert proc.returncode == 2 and report is None
+    assert "--gpu needs CuPy" in proc.stderr
