@@ -160,3 +160,18 @@ def test_task2_throughput_plot_and_no_process_left(graded_task2_class):
         except psutil.Error:
             pass
     assert leftovers == []
+
+
+def test_every_assignment_releases_without_solutions(tmp_path):
+    """Every notebook of the course is an nbgrader assignment whose release leaks nothing."""
+    shutil.copy(ROOT / "course" / "nbgrader_config.py", tmp_path)
+    course.assemble(tmp_path)
+    for name, (notebook, files) in course.ASSIGNMENTS.items():
+        res = course.nbgrader("generate_assignment", name, "--force", course_dir=tmp_path)
+        assert res.ok, (name, res.output[-2000:])
+        release = tmp_path / "release" / name
+        assert sorted(p.name for p in release.iterdir()) == sorted([notebook, *files])
+        for path in release.iterdir():
+            text = path.read_text()
+            assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, path
+        assert "# PUT YOUR CODE HERE" in (release / notebook).read_text()
