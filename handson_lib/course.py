@@ -131,7 +131,7 @@ def graded_facts(course_dir, assignment, student):
                                     facts[f"{key}_ratio"] = round(float(value), 3)
                 elif out.get("output_type") == "error":
                     message = f"{out.get('ename')}: {out.get('evalue', '')}".strip().splitlines()[0]
-                    facts["first_error"] = facts["first_error"] or message[:200]
+                    facts["first_error"] = facts["first_error"] or message[:400]
                     if meta.get("grade") and meta.get("grade_id") not in facts["failed_cells"]:
                         facts["failed_cells"].append(meta["grade_id"])
     return facts
