@@ -1,11 +1,21 @@
 # nbgrader configuration of the course. Assignments are assembled from solutions/ by
 # `handson course assemble` (source/<assignment>/); run nbgrader's own CLI from this folder.
+import os
+
 from handson_lib import course
 from handson_lib.nbgrader_ext import HideHiddenTests
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import GetGrades
 
 c = get_config()  # noqa: F821 (nbgrader provides it)
+
+# The kernels nbgrader starts inherit these (`handson autograde --site/--run-timeout` override them):
+# only the scripts handed in next to the notebook count, the throughput thresholds and credit bands
+# of the site (handson_lib/grading.py: SITES), and the watchdog of one training run in seconds.
+os.environ.setdefault("HANDSON_GRADING", "1")
+os.environ.setdefault("HANDSON_SITE", "local")
+os.environ.setdefault("HANDSON_RUN_TIMEOUT", "300")
+
 c.CourseDirectory.course_id = "handson-distributed-dl"
 
 # The same stub as `handson build`.
