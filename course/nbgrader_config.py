@@ -23,6 +23,8 @@ c.ClearSolutions.code_stub = {"python": "# PUT YOUR CODE HERE"}
 
 # Task cells train networks and run the grader (reference + student runs): minutes, not 30 s.
 c.Execute.timeout = course.CELL_TIMEOUT
+# ... but a student's own answer cell gets a minute (an infinite loop there should not cost 15).
+c.Execute.timeout_func = course.cell_timeout
 c.Execute.interrupt_on_timeout = True
 c.Execute.allow_errors = True
 

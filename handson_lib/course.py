@@ -37,6 +37,7 @@ ASSIGNMENTS = {
 }
 STUDENT_FILES = {name: files for name, (_, files) in ASSIGNMENTS.items()}
 CELL_TIMEOUT = 900       # seconds per cell (a grading cell runs several trainings)
+ANSWER_CELL_TIMEOUT = 60  # seconds for a student's own cell (answers, small functions)
 RUN_TIMEOUT = 1800       # seconds per student and assignment, enforced by `handson autograde`
 
 
@@ -52,6 +53,16 @@ def assemble(course_dir=COURSE_DIR, root=COURSE_ROOT, assignments=None):
             shutil.copy2(root / "exercises" / f, dest / f)
         written.append(dest)
     return written
+
+
+def cell_timeout(cell):
+    """nbclient's per-cell limit: a student's answer cell runs in seconds, so an infinite loop
+    there is stopped after a minute; the course's cells train networks and get CELL_TIMEOUT.
+    HANDSON_CELL_TIMEOUT (`handson autograde --cell-timeout`) lowers both."""
+    limit = float(os.environ.get("HANDSON_CELL_TIMEOUT") or CELL_TIMEOUT)
+    if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+        return int(min(limit, ANSWER_CELL_TIMEOUT))
+    return int(limit)
 
 
 def nbgrader_env():
@@ -87,6 +98,7 @@ def students_of(course_dir, assignment):
 def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, env=None):
     started = time.monotonic()
     extra = [f"--Execute.timeout={int(cell_timeout)}"] if cell_timeout else []
+    env = {**(env or {}), **({"HANDSON_CELL_TIMEOUT": str(int(cell_timeout))} if cell_timeout else {})}
     res = nbgrader("autograde", assignment, "--student", student, "--force", *extra,
                    course_dir=course_dir, timeout=timeout, env=env)
     seconds = time.monotonic() - started
@@ -131,6 +143,8 @@ def graded_facts(course_dir, assignment, student):
                                     facts[f"{key}_ratio"] = round(float(value), 3)
                 elif out.get("output_type") == "error":
                     message = f"{out.get('ename')}: {out.get('evalue', '')}".strip().splitlines()[0]
+                    if out.get("ename") == "KeyboardInterrupt":  # nbgrader interrupts a cell at its limit
+                        message = "the cell ran past its time limit and was interrupted (an endless loop?)"
                     facts["first_error"] = facts["first_error"] or message[:400]
                     if meta.get("grade") and meta.get("grade_id") not in facts["failed_cells"]:
                         facts["failed_cells"].append(meta["grade_id"])

@@ -43,6 +43,13 @@ def test_each_submission_gets_its_expected_score(graded_class, student):
     assert rows[student]["status"].startswith(sub.status), rows[student]
 
 
+def test_feedback_lines_name_the_cause(graded_class):
+    _, rows = graded_class
+    assert "ran past its time limit" in rows["infinite_loop"]["feedback"]
+    assert "SystemExit: bye" in rows["sys_exit"]["feedback"]
+    assert rows["correct"]["feedback"] == ""
+
+
 def test_huge_output_is_cut_in_the_gradebook_copy(graded_class):
     course_dir, _ = graded_class
     nb = json.loads((course_dir / "autograded" / "huge_output" / "setup" / "00_setup.ipynb").read_text())
