@@ -13,21 +13,19 @@ from pathlib import Path
 from handson_lib import COURSE_ROOT, grading
 
 
-def _summary(rates):
-    return {"median": statistics.median(rates), "min": min(rates), "max": max(rates), "runs": rates}
+def spread_summary(values):
+    """Median, min, max and every value of repeated measurements."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": list(values)}
 
 
 def _finish(benchmark, rates, meta, out, filename, label, print_fn):
     """Table, speed-up of the second configuration over the first (median, and range), JSON file."""
     (base_name, base), (par_name, par) = rates.items()
     speedup = statistics.median(par) / statistics.median(base)
-    result = {"benchmark": benchmark, **meta, "configs": {n: _summary(r) for n, r in rates.items()},
+    result = {"benchmark": benchmark, **meta, "configs": {n: spread_summary(r) for n, r in rates.items()},
               "speedup": speedup, "speedup_range": [min(par) / max(base), max(par) / min(base)]}
-    print_fn(f"{'configuration':45s} {'median img/s':>12s} {'min':>8s} {'max':>8s}")
-    for name, summary in result["configs"].items():
-        print_fn(f"{name:45s} {summary['median']:12.1f} {summary['min']:8.1f} {summary['max']:8.1f}")
-    low, high = result["speedup_range"]
-    print_fn(f"speed-up {label}: {speedup:.2f}x (range {low:.2f}-{high:.2f})")
+    for line in _speedup_text(result, label).splitlines():
+        print_fn(line)
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
         Path(out, filename).write_text(json.dumps(result, indent=2))
@@ -73,12 +71,12 @@ def bench_multi_node(repeats=3, ranks=2, epoch=2, train_size=4000, batchsize=32,
                    out, f"multi_node_b{batchsize}.json", f"{ranks} ranks vs 1 (batch {batchsize})", print_fn)
 
 
-def _speedup_text(result):
+def _speedup_text(result, label=None):
     lines = [f"{'configuration':45s} {'median img/s':>12s} {'min':>8s} {'max':>8s}"]
     for name, summary in result["configs"].items():
         lines.append(f"{name:45s} {summary['median']:12.1f} {summary['min']:8.1f} {summary['max']:8.1f}")
     low, high = result["speedup_range"]
-    lines.append(f"speed-up: {result['speedup']:.2f}x (range {low:.2f}-{high:.2f} over the repeats)")
+    lines.append(f"speed-up{' ' + label if label else ''}: {result['speedup']:.2f}x (range {low:.2f}-{high:.2f})")
     return "\n".join(lines)
 
 

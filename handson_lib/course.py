@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -79,9 +80,9 @@ def nbgrader(*args, course_dir=COURSE_DIR, timeout=RUN_TIMEOUT, env=None):
 
 
 def grading_env(site=None, run_timeout=None):
-    """What the kernels of a grading run see: only handed-in scripts count, the site's
-    thresholds, and a per-run watchdog shorter than the cell limit."""
-    env = {"HANDSON_GRADING": "1"}
+    """What the kernels of a grading run see beyond nbgrader_config.py's defaults: the site's
+    thresholds and a per-run watchdog shorter than the cell limit."""
+    env = {}
     if site:
         grading.site_thresholds(site)  # an unknown site fails here, before any student runs
         env["HANDSON_SITE"] = site
@@ -97,9 +98,9 @@ def students_of(course_dir, assignment):
 
 def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, env=None):
     started = time.monotonic()
-    extra = [f"--Execute.timeout={int(cell_timeout)}"] if cell_timeout else []
-    env = {**(env or {}), **({"HANDSON_CELL_TIMEOUT": str(int(cell_timeout))} if cell_timeout else {})}
-    res = nbgrader("autograde", assignment, "--student", student, "--force", *extra,
+    if cell_timeout:  # read by cell_timeout(), the course config's Execute.timeout_func
+        env = {**(env or {}), "HANDSON_CELL_TIMEOUT": str(int(cell_timeout))}
+    res = nbgrader("autograde", assignment, "--student", student, "--force",
                    course_dir=course_dir, timeout=timeout, env=env)
     seconds = time.monotonic() - started
     if res.timed_out:
@@ -188,7 +189,6 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
         raise SystemExit(f"no submissions in {course_dir}/submitted/*/{assignment}")
     print_fn(f"Autograding {len(students)} submission(s) of {assignment!r}, {jobs} at a time ...")
     started = time.monotonic()
-    import tempfile
     with tempfile.TemporaryDirectory(prefix="handson-reference-") as cache, \
             ThreadPoolExecutor(max_workers=jobs) as pool:
         env = {**env, "HANDSON_REFERENCE_CACHE": cache}  # the reference is measured once per session

@@ -61,19 +61,27 @@ def student_limit(reference, timeout, factor=5.0, floor=60.0):
     return min(timeout, max(floor, factor * reference.seconds))
 
 
-def measure_reference(name, np, args, run):
-    """The reference solution's observation: `run()` once per grading session.
+def measure_reference(name, args, timeout, np=None):
+    """The reference solution `name` run with `args` (one process, or `np` MPI ranks): once per
+    grading session.
 
     `handson autograde` sets HANDSON_REFERENCE_CACHE to a folder of its own, so every student of a
     session is compared with the same measurement (and the reference is not re-run per student);
     elsewhere it is measured afresh."""
+    script = reference_script(name)
+
+    def run():
+        if np is None:
+            return run_observed(script, args, timeout)
+        return run_observed_mpi(script, np, args, timeout)
+
     cache = os.environ.get("HANDSON_REFERENCE_CACHE")
     if not cache:
         return run()
     import fcntl
     import hashlib
     import pickle
-    key = hashlib.sha256(repr((reference_script(name).read_bytes(), np, list(args))).encode()).hexdigest()[:16]
+    key = hashlib.sha256(repr((script.read_bytes(), np, list(args))).encode()).hexdigest()[:16]
     path = Path(cache) / f"reference-{key}.pickle"
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # students graded in parallel wait for the first measurement
@@ -288,8 +296,7 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
     say = print_fn or (lambda *_: None)
     if reference is None:
         say("Measuring the reference solution in this session ...")
-        reference = measure_reference("train_cifar_multi_gpu.py", 1, run_args, lambda: run_observed(
-            reference_script("train_cifar_multi_gpu.py"), run_args, timeout))
+        reference = measure_reference("train_cifar_multi_gpu.py", run_args, timeout)
     say(f"Running {script} under the grader's launcher ...")
     obs = run_observed(script, run_args, student_limit(reference, timeout))
     report = Report("multi-gpu", str(script), observed=obs.record, reference=reference.record,
@@ -454,8 +461,7 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     for n in counts:
         if n not in reference:
             say(f"Measuring the reference solution on {n} rank(s) in this session ...")
-            reference[n] = measure_reference(reference_name, n, args, lambda: run_observed_mpi(
-                reference_script(reference_name), n, args, timeout))
+            reference[n] = measure_reference(reference_name, args, timeout, np=n)
     say(f"Running {script} on {np} ranks under the grader's launcher ...")
     obs = run_observed_mpi(script, np, args, student_limit(reference[np], timeout))
     report = Report(task, str(script), observed=obs.ranks.get(0, {}),

@@ -33,23 +33,21 @@ def _without_out(args):
     return kept
 
 
-def _graded_limit(script, np, args, timeout, run_reference):
+def _graded_limit(script, args, timeout, np=None):
     """Under `handson autograde` (a reference cache for the session), a student's run may take
     5 times the reference's own run with the same arguments: a deadlock then costs about a minute."""
     import os
     name = os.path.basename(str(script))
     if not os.environ.get("HANDSON_REFERENCE_CACHE") or not grading.reference_script(name).exists():
         return timeout
-    reference = grading.measure_reference(name, np, args, run_reference)
+    reference = grading.measure_reference(name, _without_out(args), timeout, np=np)
     return grading.student_limit(reference, timeout)
 
 
 def run_script(script, args, label=None, timeout=600, show=12):
     """Run a course script under the grader's launcher; print its last lines; return the Observation."""
     args = [str(a) for a in args]
-    name = getattr(script, "name", str(script)).rsplit("/", 1)[-1]
-    timeout = _graded_limit(script, 1, _without_out(args), timeout, lambda: grading.run_observed(
-        grading.reference_script(name), _without_out(args), timeout=timeout))
+    timeout = _graded_limit(script, args, timeout)
     obs = grading.run_observed(script, args, timeout=timeout)
     lines = _readable(obs.output)
     print(f"--- {label or script} ({'finished' if obs.finished else 'did NOT finish'}, {obs.seconds:.1f} s)")
@@ -77,9 +75,7 @@ def print_table(rows, headers=("run", "images/s", "ratio")):
 def run_mpi_script(script, np, args, label=None, timeout=600, show=12):
     """Run a ChainerMN script on `np` local ranks under the launcher; print rank 0's last lines."""
     args = [str(a) for a in args]
-    name = getattr(script, "name", str(script)).rsplit("/", 1)[-1]
-    timeout = _graded_limit(script, np, _without_out(args), timeout, lambda: grading.run_observed_mpi(
-        grading.reference_script(name), np, _without_out(args), timeout=timeout))
+    timeout = _graded_limit(script, args, timeout, np=np)
     obs = grading.run_observed_mpi(script, np, args, timeout=timeout)
     rank0 = "\n".join(line.split(": ", 1)[-1] for line in obs.output.splitlines()
                       if line.startswith("[1,0]<stdout>"))

@@ -556,11 +556,6 @@ def plan_steps(levers=None, cumulative=True, gpu=False):
     return steps
 
 
-def _summary(values):
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "runs": list(values)}
-
-
 def worker_command(step_levers, iterations, warmup, batchsize, device=None, model=None, width=None,
                    image_size=32, source_size=64, n_processes=None, max_seconds=None, dataset="synthetic"):
     cmd = [sys.executable, "-m", "handson_lib.tuning", "--report", "--levers", ",".join(step_levers),
@@ -623,14 +618,15 @@ def run_levers(levers=None, repeats=3, iterations=20, warmup=3, batchsize=32, de
 
 
 def _assemble(steps, runs, meta):
+    from handson_lib import bench
     out = []
     for i, step in enumerate(steps):
         reports = runs.get(i, [])
         entry = dict(step, status="measured" if reports else step["note"] or "not run",
                      iterations_per_sec=None, images_per_sec=None, data_fraction=None, report=None)
         if reports:
-            entry["iterations_per_sec"] = _summary([r["iterations_per_sec"] for r in reports])
-            entry["images_per_sec"] = _summary([r["images_per_sec"] for r in reports])
+            entry["iterations_per_sec"] = bench.spread_summary([r["iterations_per_sec"] for r in reports])
+            entry["images_per_sec"] = bench.spread_summary([r["images_per_sec"] for r in reports])
             entry["data_fraction"] = statistics.median(r["data_fraction"] for r in reports)
             entry["report"] = reports[-1]
         out.append(entry)
@@ -708,11 +704,12 @@ TALK_STEPS = (
 
 def talk_result():
     """The seed's measurements in the form `run_levers` returns (one run each, no spread)."""
+    from handson_lib import bench
     steps = []
     for label, rate, batch, note in TALK_STEPS:
         steps.append({"label": label, "lever": None, "levers": [], "runnable": True, "note": note,
-                      "status": "measured", "iterations_per_sec": _summary([rate]),
-                      "images_per_sec": _summary([rate * batch]), "data_fraction": None,
+                      "status": "measured", "iterations_per_sec": bench.spread_summary([rate]),
+                      "images_per_sec": bench.spread_summary([rate * batch]), "data_fraction": None,
                       "report": {"batchsize": batch}})
     _add_speedups(steps)
     return {"benchmark": "tuning", "source": TALK_SOURCE, "device": "Tesla V100 (16GB)",
