@@ -11,6 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+#: Terminal control sequences (Chainer's ProgressBar writes `ESC[4A ESC[J` before the next line).
+ANSI_ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
+
 THROUGHPUT_RE = re.compile(
     r"^Throughput: (?P<rate>[-+0-9.eE]+) \[images/sec\.\] \((?P<n>\d+) / (?P<seconds>[-+0-9.eE]+)\)\s*$",
     re.MULTILINE)
@@ -21,7 +24,11 @@ def throughput_line(n_images, seconds):
 
 
 def parse_throughput(text):
-    """All throughput lines in `text` as dicts with rate, n, seconds (floats / int)."""
+    """All throughput lines in `text` as dicts with rate, n, seconds (floats / int).
+
+    Terminal control sequences are dropped first: with the progress bar on, the line is preceded by
+    the bar's cursor movements."""
+    text = ANSI_ESCAPE_RE.sub("", text)
     return [{"rate": float(m["rate"]), "n": int(m["n"]), "seconds": float(m["seconds"])}
             for m in THROUGHPUT_RE.finditer(text)]
 

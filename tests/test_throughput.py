@@ -1,6 +1,9 @@
 """Throughput: warm-up excluded, the seed's line format, and a real baseline run."""
 
 import json
+import subprocess
+
+from conftest import ROOT
 
 from handson_lib import throughput
 
@@ -38,6 +41,24 @@ def test_line_format_matches_the_seed_and_parses_back():
     assert [p["n"] for p in parsed] == [10000, 10000]
     assert abs(parsed[1]["rate"] - 87.6300597715253) < 1e-9
     assert throughput.parse_throughput("Throughput: fast") == []
+
+
+def test_line_after_the_progress_bar_parses():
+    """Chainer's ProgressBar moves the cursor up and clears before the next line is printed."""
+    text = "\x1b[4A\x1b[J2  0.79  0.66\n\x1b[JThroughput: 619.30 [images/sec.] (7872 / 12.711)\n"
+    assert throughput.parse_throughput(text) == [{"rate": 619.30, "n": 7872, "seconds": 12.711}]
+
+
+def test_make_demo_as_the_readme_writes_it():
+    """The README's first command, default path: full size, progress bar on."""
+    res = subprocess.run(["make", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "\x1b[J" in res.stdout, "the progress bar was not on"
+    lines = throughput.parse_throughput(res.stdout)
+    assert len(lines) == 3 and all(l["rate"] > 0 for l in lines), res.stdout[-3000:]
+    last = res.stdout.rstrip().splitlines()[-1]
+    assert throughput.THROUGHPUT_RE.fullmatch(last) and throughput.parse_throughput(last) == [lines[1]]
+    assert "Task #1, two devices" in res.stdout
 
 
 def test_demo_runs_task1_and_ends_with_the_throughput_line(run_handson):
