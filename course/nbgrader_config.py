@@ -2,8 +2,8 @@
 # `handson course assemble` (source/<assignment>/); run nbgrader's own CLI from this folder.
 import os
 
-from handson_lib import course
-from handson_lib.nbgrader_ext import HideHiddenTests
+from handson_lib.grading import nbgrader_course
+from handson_lib.grading.nbgrader_ext import HideHiddenTests
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import GetGrades
 
@@ -22,9 +22,9 @@ c.CourseDirectory.course_id = "handson-distributed-dl"
 c.ClearSolutions.code_stub = {"python": "# PUT YOUR CODE HERE"}
 
 # Task cells train networks and run the grader (reference + student runs): minutes, not 30 s.
-c.Execute.timeout = course.CELL_TIMEOUT
+c.Execute.timeout = nbgrader_course.CELL_TIMEOUT
 # ... but a student's own answer cell gets a minute (an infinite loop there should not cost 15).
-c.Execute.timeout_func = course.cell_timeout
+c.Execute.timeout_func = nbgrader_course.cell_timeout
 c.Execute.interrupt_on_timeout = True
 c.Execute.allow_errors = True
 
@@ -33,7 +33,7 @@ c.LimitOutput.max_lines = 500
 c.LimitOutput.max_traceback = 60
 
 # The scripts handed in with the notebook are the ones graded, not the instructor's copies.
-c.Autograde.exclude_overwriting = course.STUDENT_FILES
+c.Autograde.exclude_overwriting = nbgrader_course.STUDENT_FILES
 
 # Feedback without hidden-test source (nbgrader shows it by default).
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -15,8 +15,8 @@ import chainer
 from chainer import training
 from chainer.training import extensions
 
-from handson_lib import models, multigpu, throughput
-from handson_lib import training as course
+from handson_lib.runtime import models, multigpu, throughput
+from handson_lib.runtime import training as course
 
 # Chainer's updater where GPUs and NCCL exist, the CPU stand-in elsewhere (said on screen).
 multigpu.install()

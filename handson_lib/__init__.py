@@ -1,7 +1,7 @@
 """handson_lib: the one library that the course's notebooks, scripts and graders import.
 
 Modules are imported lazily by their users so that `import handson_lib` stays cheap
-(it must not import CuPy: MultiprocessParallelUpdater forks, see handson_lib.mpi).
+(it must not import CuPy: MultiprocessParallelUpdater forks, see handson_lib.runtime.mpi).
 """
 
 import os

@@ -15,8 +15,9 @@ import chainermn
 from chainer import training
 from chainer.training import extensions
 
-from handson_lib import models, mpi, throughput
-from handson_lib import training as course
+from handson_lib.runtime import models, throughput
+from handson_lib.runtime import mpi
+from handson_lib.runtime import training as course
 
 
 def main():

@@ -14,8 +14,8 @@ import chainer
 from chainer import training
 from chainer.training import extensions
 
-from handson_lib import models, throughput
-from handson_lib import training as course
+from handson_lib.runtime import models, throughput
+from handson_lib.runtime import training as course
 
 
 def main():

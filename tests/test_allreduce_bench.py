@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from handson_lib import allreduce_bench as ab
+from handson_lib.experiments import allreduce as ab
 
 SEED_RESNET50_BYTES = 102_228_384   # seed 001: "RetNet50での結果は102228384[byte]"
 

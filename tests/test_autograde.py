@@ -10,7 +10,7 @@ import shutil
 import psutil
 import pytest
 
-from handson_lib import classroom, course
+from handson_lib.grading import classroom, nbgrader_course
 from conftest import ROOT
 
 SETUP_CLASS = classroom.CLASSES["setup"]
@@ -20,11 +20,11 @@ SETUP_CLASS = classroom.CLASSES["setup"]
 def graded_class(tmp_path_factory):
     course_dir = tmp_path_factory.mktemp("course")
     shutil.copy(ROOT / "course" / "nbgrader_config.py", course_dir)
-    course.assemble(course_dir, assignments=["setup"])
-    res = course.nbgrader("generate_assignment", "setup", "--force", course_dir=course_dir)
+    nbgrader_course.assemble(course_dir, assignments=["setup"])
+    res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=course_dir)
     assert res.ok, res.output
     classroom.write_class(course_dir, "setup")
-    rows, seconds = course.autograde("setup", course_dir, jobs=2, timeout=120, cell_timeout=15)
+    rows, seconds = nbgrader_course.autograde("setup", course_dir, jobs=2, timeout=120, cell_timeout=15)
     return course_dir, {r["student"]: r for r in rows}
 
 
@@ -59,7 +59,7 @@ def test_huge_output_is_cut_in_the_gradebook_copy(graded_class):
 
 def test_feedback_hides_hidden_tests_and_export_has_every_student(graded_class):
     course_dir, rows = graded_class
-    res = course.nbgrader("generate_feedback", "setup", "--force", course_dir=course_dir)
+    res = nbgrader_course.nbgrader("generate_feedback", "setup", "--force", course_dir=course_dir)
     assert res.ok, res.output
     page = (course_dir / "feedback" / "skeleton" / "setup" / "00_setup.html").read_text()
     text = html.unescape(re.sub(r"<[^>]+>", "", page))  # what the student reads
@@ -67,7 +67,7 @@ def test_feedback_hides_hidden_tests_and_export_has_every_student(graded_class):
     assert 'needed_parallelism == "model"' not in text and "total_batch_size(128, 8)" not in text
     assert "AssertionError   (traceback not shown in feedback)" in text
     assert "NameError: name 'needed_parallelism' is not defined" in text
-    res = course.nbgrader("export", course_dir=course_dir)
+    res = nbgrader_course.nbgrader("export", course_dir=course_dir)
     assert res.ok, res.output
     with (course_dir / "grades.csv").open() as f:
         exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f)}
@@ -91,8 +91,8 @@ def test_task1_grades_the_scripts_each_student_handed_in(tmp_path):
     """The assignment's source holds the skeleton scripts; the student's own scripts must be the
     ones run (Autograde.exclude_overwriting), with throughput scored against the reference."""
     shutil.copy(ROOT / "course" / "nbgrader_config.py", tmp_path)
-    course.assemble(tmp_path, assignments=["task1"])
-    res = course.nbgrader("generate_assignment", "task1", "--force", course_dir=tmp_path)
+    nbgrader_course.assemble(tmp_path, assignments=["task1"])
+    res = nbgrader_course.nbgrader("generate_assignment", "task1", "--force", course_dir=tmp_path)
     assert res.ok, res.output
     release = tmp_path / "release" / "task1"
     assert "# PUT YOUR CODE HERE" in (release / "train_cifar_multi_gpu.py").read_text()
@@ -104,7 +104,7 @@ def test_task1_grades_the_scripts_each_student_handed_in(tmp_path):
     (correct / "01_multi_gpu.ipynb").write_text(json.dumps(nb))
     for name in ("train_cifar_multi_gpu.py", "run_multi_gpu_training.sh"):
         shutil.copy(ROOT / "solutions" / name, correct / name)
-    rows, _ = course.autograde("task1", tmp_path, jobs=1, timeout=600)
+    rows, _ = nbgrader_course.autograde("task1", tmp_path, jobs=1, timeout=600)
     scores = {r["student"]: (r["score"], r["max_score"]) for r in rows}
     assert scores == {"correct": (7.0, 7.0), "skeleton": (0.0, 7.0)}, rows
 
@@ -117,11 +117,11 @@ def graded_task2_class(tmp_path_factory):
     """The instructor guide's commands on a class of synthetic task2 submissions (MPI runs)."""
     course_dir = tmp_path_factory.mktemp("course-task2")
     shutil.copy(ROOT / "course" / "nbgrader_config.py", course_dir)
-    course.assemble(course_dir, assignments=["task2"])
-    res = course.nbgrader("generate_assignment", "task2", "--force", course_dir=course_dir)
+    nbgrader_course.assemble(course_dir, assignments=["task2"])
+    res = nbgrader_course.nbgrader("generate_assignment", "task2", "--force", course_dir=course_dir)
     assert res.ok, res.output
     classroom.write_class(course_dir, "task2")
-    rows, seconds = course.autograde("task2", course_dir, jobs=2, run_timeout=60)
+    rows, seconds = nbgrader_course.autograde("task2", course_dir, jobs=2, run_timeout=60)
     return course_dir, {r["student"]: r for r in rows}
 
 
@@ -162,7 +162,7 @@ def test_task2_throughput_plot_and_no_process_left(graded_task2_class):
     for proc in psutil.process_iter(["cmdline", "cwd"]):
         try:
             cmd = " ".join(proc.info["cmdline"] or [])
-            if "handson_lib.observe" in cmd or str(course_dir) in cmd + (proc.info["cwd"] or ""):
+            if "handson_lib.grading.observe" in cmd or str(course_dir) in cmd + (proc.info["cwd"] or ""):
                 leftovers.append(cmd)
         except psutil.Error:
             pass
@@ -172,9 +172,9 @@ def test_task2_throughput_plot_and_no_process_left(graded_task2_class):
 def test_every_assignment_releases_without_solutions(tmp_path):
     """Every notebook of the course is an nbgrader assignment whose release leaks nothing."""
     shutil.copy(ROOT / "course" / "nbgrader_config.py", tmp_path)
-    course.assemble(tmp_path)
-    for name, (notebook, files) in course.ASSIGNMENTS.items():
-        res = course.nbgrader("generate_assignment", name, "--force", course_dir=tmp_path)
+    nbgrader_course.assemble(tmp_path)
+    for name, (notebook, files) in nbgrader_course.ASSIGNMENTS.items():
+        res = nbgrader_course.nbgrader("generate_assignment", name, "--force", course_dir=tmp_path)
         assert res.ok, (name, res.output[-2000:])
         release = tmp_path / "release" / name
         assert sorted(p.name for p in release.iterdir()) == sorted([notebook, *files])

@@ -11,8 +11,11 @@ import chainermn
 import numpy
 import pytest
 
-from handson_lib import breakdown, cli, mpi
-from handson_lib.models import get_model
+from handson_lib import cli
+from handson_lib.experiments import breakdown
+from handson_lib.runtime import phases
+from handson_lib import launch
+from handson_lib.runtime.models import get_model
 
 from conftest import ROOT
 
@@ -93,7 +96,7 @@ def test_instrumentation_leaves_training_unchanged(multi_node):
     timed_updater, timed_model, comm = make_updater(multi_node)
     assert all(numpy.array_equal(a, b) for a, b in
                zip(params_of(plain_model).values(), params_of(timed_model).values()))
-    rec = breakdown.instrument(timed_updater, nvtx=False)
+    rec = phases.instrument(timed_updater, nvtx=False)
     for _ in range(steps):
         plain_updater.update()
         timed_updater.update()
@@ -129,7 +132,7 @@ def test_instrumentation_leaves_training_unchanged(multi_node):
 
 def test_an_optimizer_alone_is_one_iteration_per_update():
     updater, model, _ = make_updater()
-    rec = breakdown.instrument(updater.get_optimizer("main"), nvtx=False)
+    rec = phases.instrument(updater.get_optimizer("main"), nvtx=False)
     updater.update()
     updater.update()
     assert [set(r) for r in rec.iterations] == [{"forward", "backward", "update", "iteration"}] * 2
@@ -140,18 +143,18 @@ def test_an_optimizer_alone_is_one_iteration_per_update():
 
 def test_instrumenting_twice_or_a_wrong_object_is_refused():
     updater, _, _ = make_updater()
-    breakdown.instrument(updater, nvtx=False)
+    phases.instrument(updater, nvtx=False)
     with pytest.raises(RuntimeError, match="already instrumented"):
-        breakdown.instrument(updater, nvtx=False)
+        phases.instrument(updater, nvtx=False)
     with pytest.raises(TypeError, match="updater or optimizer"):
-        breakdown.instrument(object())
+        phases.instrument(object())
 
 
 def test_nvtx_ranges_carry_the_phase_names(monkeypatch):
     nvtx = FakeNvtx()
     inject_fake_cupy(monkeypatch, nvtx)
     updater, _, _ = make_updater(multi_node=True)
-    rec = breakdown.instrument(updater)  # nvtx=None: CuPy's when it imports (the fake here)
+    rec = phases.instrument(updater)  # nvtx=None: CuPy's when it imports (the fake here)
     assert rec.nvtx is not None
     for _ in range(2):
         updater.update()
@@ -168,7 +171,7 @@ def test_nvtx_ranges_carry_the_phase_names(monkeypatch):
 def test_a_failing_nvtx_library_switches_nvtx_off_not_the_training(monkeypatch):
     inject_fake_cupy(monkeypatch, FakeNvtx(fail=True))
     updater, _, _ = make_updater()
-    rec = breakdown.instrument(updater)
+    rec = phases.instrument(updater)
     updater.update()
     updater.update()
     assert rec.nvtx is None and "libnvToolsExt" in rec.nvtx_error
@@ -178,7 +181,7 @@ def test_a_failing_nvtx_library_switches_nvtx_off_not_the_training(monkeypatch):
 def test_the_device_is_synchronised_before_every_clock_reading():
     ticks, syncs = [], []
     clock = iter(range(1000))
-    rec = breakdown.PhaseRecorder(nvtx=False, sync=lambda: syncs.append(len(ticks)),
+    rec = phases.PhaseRecorder(nvtx=False, sync=lambda: syncs.append(len(ticks)),
                                   clock=lambda: ticks.append(1) or next(clock))
     rec.begin_iteration()
     rec.push("forward")
@@ -192,7 +195,7 @@ def test_the_device_is_synchronised_before_every_clock_reading():
 def test_range_bookkeeping_survives_an_exception_in_forward():
     nvtx = FakeNvtx()
     updater, model, _ = make_updater()
-    rec = breakdown.instrument(updater, nvtx=nvtx)
+    rec = phases.instrument(updater, nvtx=nvtx)
 
     def broken_forward(*args, **kwargs):
         raise ZeroDivisionError("planted")
@@ -211,19 +214,19 @@ def test_summary_medians_and_other():
     iterations = [{"forward": 1.0, "backward": 2.0, "iteration": 4.0},
                   {"forward": 3.0, "backward": 2.0, "allreduce": 1.0, "iteration": 7.0},
                   {"forward": 2.0, "backward": 4.0, "allreduce": 1.0, "iteration": 8.0}]
-    s = breakdown.summarize(iterations, warmup=1)
+    s = phases.summarize(iterations, warmup=1)
     assert s["phases_s"] == {"forward": 2.0, "backward": 2.0, "allreduce": 1.0, "other": 1.0}
     assert s["iteration_s"] == 7.0 and s["total_s"] == 19.0 and s["timed_iterations"] == 3
 
 
 def test_environment_switch(tmp_path):
     updater, _, _ = make_updater()
-    assert breakdown.enable_from_environment(updater, environ={}) is None
-    assert breakdown.enable_from_environment(updater, environ={"HANDSON_PHASES": "0"}) is None
+    assert phases.enable_from_environment(updater, environ={}) is None
+    assert phases.enable_from_environment(updater, environ={"HANDSON_PHASES": "0"}) is None
     with pytest.raises(ValueError, match="HANDSON_PHASES='sometimes'"):
-        breakdown.enable_from_environment(updater, environ={"HANDSON_PHASES": "sometimes"})
+        phases.enable_from_environment(updater, environ={"HANDSON_PHASES": "sometimes"})
     printed = []
-    rec = breakdown.enable_from_environment(updater, out=tmp_path, warmup=1, print_fn=printed.append,
+    rec = phases.enable_from_environment(updater, out=tmp_path, warmup=1, print_fn=printed.append,
                                             environ={"HANDSON_PHASES": "1"}, at_exit=False)
     for _ in range(3):
         updater.update()
@@ -236,7 +239,7 @@ def test_environment_switch(tmp_path):
 
 
 def test_training_helper_is_a_no_op_without_the_variable(monkeypatch):
-    from handson_lib import training
+    from handson_lib.runtime import training
     monkeypatch.delenv("HANDSON_PHASES", raising=False)
     updater, _, _ = make_updater()
     assert training.instrument_phases(updater) is None
@@ -249,13 +252,12 @@ def test_training_helper_is_a_no_op_without_the_variable(monkeypatch):
 def measured(tmp_path_factory):
     """`handson profile breakdown --np 1 2` on tiny settings, through the CLI."""
     out = tmp_path_factory.mktemp("breakdown")
-    args = cli.make_parser().parse_args(
-        ["profile", "breakdown", "--np", "1", "2", "--batchsize", str(BATCH), "--iterations",
-         str(ITERATIONS), "--warmup", str(WARMUP), "--json", str(out / "r.json"),
-         "--plot", str(out / "phases.png"), "--timeout", "240"])
+    argv = ["profile", "breakdown", "--np", "1", "2", "--batchsize", str(BATCH), "--iterations",
+            str(ITERATIONS), "--warmup", str(WARMUP), "--json", str(out / "r.json"),
+            "--plot", str(out / "phases.png"), "--timeout", "240"]
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
-        rc = args.func(args)
+        rc = cli.main(argv)
     assert rc == 0, text.getvalue()
     results = {int(k): v for k, v in json.loads((out / "r.json").read_text()).items()}
     return results, text.getvalue(), out
@@ -273,10 +275,10 @@ def test_every_rank_times_every_phase_after_the_warmup(measured):
         assert "allreduce" not in rank["per_iteration"][0]
         for record in rank["per_iteration"][WARMUP:]:
             phases = {k: v for k, v in record.items() if k != "iteration"}
-            assert set(phases) == set(breakdown.PHASES)
+            assert set(phases) == set(phases.PHASES)
             assert all(v > 0 for v in phases.values())
             assert sum(phases.values()) <= record["iteration"] * (1 + 1e-9)
-        assert set(rank["phases_s"]) == set(breakdown.PHASES) | {"other"}
+        assert set(rank["phases_s"]) == set(phases.PHASES) | {"other"}
         assert rank["phases_s"]["allreduce"] > 0
         timed = rank["per_iteration"][WARMUP:]
         assert rank["total_s"] == pytest.approx(sum(r["iteration"] for r in timed))
@@ -335,7 +337,7 @@ def test_phase_figure_stacks_the_measured_phases(measured):
     results, _, _ = measured
     fig = breakdown.phase_figure(results)
     bars = fig.axes[0].patches
-    assert len(bars) == len(results) * (len(breakdown.PHASES) + 1)
+    assert len(bars) == len(results) * (len(phases.PHASES) + 1)
     for i, p in enumerate(sorted(results)):
         column = bars[i::len(results)]
         assert sum(b.get_height() for b in column) == pytest.approx(
@@ -352,7 +354,7 @@ def test_bad_arguments_are_refused_before_any_run():
 @pytest.mark.slow
 def test_training_script_reports_phases_when_switched_on(tmp_path):
     out = tmp_path / "p2"
-    run = mpi.run_mpi(2, [ROOT / "solutions" / "train_cifar_multi_node.py", "--epoch", 1,
+    run = launch.run_mpi(2, [ROOT / "solutions" / "train_cifar_multi_node.py", "--epoch", 1,
                           "--train-size", 192, "--test-size", 32, "--batchsize", 16, "--no-progress",
                           "--out", out], timeout=240, env={**__import__("os").environ,
                                                           "HANDSON_PHASES": "1"})
@@ -361,6 +363,6 @@ def test_training_script_reports_phases_when_switched_on(tmp_path):
     for rank in (0, 1):
         assert f"Phases (rank {rank}, median ms/iteration" in run.output
         saved = json.loads((out / f"phases_rank{rank}.json").read_text())
-        assert set(saved["phases_s"]) == set(breakdown.PHASES) | {"other"}
+        assert set(saved["phases_s"]) == set(phases.PHASES) | {"other"}
     swept = breakdown.load_sweep(tmp_path)
     assert list(swept) == [2] and swept[2]["throughput"] > 0 and swept[2]["gradient_bytes"] > 0

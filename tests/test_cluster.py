@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from handson_lib import cluster
+from handson_lib.sites import cluster
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 
@@ -149,7 +149,7 @@ def test_ranks_are_placed_two_per_node(up, tmp_path):
     script = job_script(tmp_path, "ranks.sh", "#PBS -N ranks\nset -eu\ncd \"$PBS_O_WORKDIR\"\n"
                         "echo \"mpiexec: $(command -v mpiexec)\"\necho \"python: $(command -v python)\"\n"
                         "echo \"nodefile: $(tr '\\n' ' ' < \"$PBS_NODEFILE\")\"\n"
-                        "mpiexec -n 4 python -m handson_lib.ranks\n",
+                        "mpiexec -n 4 python -m handson_lib.runtime.ranks\n",
                         select="2:mpiprocs=2:ompthreads=1")
     jobid = cluster.qsub(script, tmp_path, "-j", "oe", env=login_env())
     state = cluster.wait_job(jobid, timeout=120)

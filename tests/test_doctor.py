@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from handson_lib import doctor
+from handson_lib.tools import doctor
 
 COMPONENTS = ["Python", "platform", "setuptools", "NumPy", "Chainer", "ChainerMN", "mpi4py",
               "MPI library", "mpiexec", "user", "CPU cores", "CuPy", "cuDNN", "NCCL", "GPUs",
@@ -167,7 +167,7 @@ def test_wrong_chainer_and_numpy_versions_block_cpu_course(monkeypatch, capsys):
     import numpy
     monkeypatch.setattr(chainer, "__version__", "6.7.0")
     monkeypatch.setattr(numpy, "__version__", "1.26.4")
-    rc = doctor.main()
+    rc = doctor.run()
     out = capsys.readouterr().out
     assert rc == 1
     assert row(out, "Chainer").startswith("  [err!] * Chainer         6.7.0")

@@ -2,7 +2,8 @@
 
 import pytest
 
-from handson_lib import grading, multigpu
+from handson_lib.grading import checks
+from handson_lib.runtime import multigpu
 from conftest import ROOT
 
 pytestmark = pytest.mark.gpu
@@ -11,14 +12,14 @@ pytestmark = pytest.mark.gpu
 def test_real_multiprocess_parallel_updater_is_chosen_and_passes():
     usable, reason = multigpu.nccl_status()
     assert usable, reason
-    report = grading.check_multi_gpu(ROOT / "solutions" / "train_cifar_multi_gpu.py",
+    report = checks.check_multi_gpu(ROOT / "solutions" / "train_cifar_multi_gpu.py",
                                      gpus=min(2, multigpu._gpu_count()))
     assert report.observed["backend"] == "chainer", report.text()
     assert report.ok, report.text()
 
 
 def test_chainermn_pure_nccl_on_one_gpu_rank():
-    obs = grading.run_observed_mpi(ROOT / "solutions" / "train_cifar_multi_node.py", 1,
-                                   ["--gpu", *grading.MULTI_NODE_ARGS], timeout=600)
+    obs = checks.run_observed_mpi(ROOT / "solutions" / "train_cifar_multi_node.py", 1,
+                                   ["--gpu", *checks.MULTI_NODE_ARGS], timeout=600)
     assert obs.finished, obs.output[-3000:]
     assert "Using pure_nccl communicator" in obs.output

@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from handson_lib import jobscript
-from handson_lib.jobscript import lint
+from handson_lib.sites import jobscript
+from handson_lib.sites.jobscript import lint
 
 from conftest import ROOT
 
@@ -279,13 +279,13 @@ def test_lint_command_line(run_handson, tmp_path):
 def test_lint_template_option(capsys):
     """`--template` (site templates): the placeholder is a warning, nothing else is allowed."""
     files = [str(p) for p in SITE_SCRIPTS]
-    args = argparse.Namespace(jobscript_command="lint", file=files, site=None, template=True)
-    assert jobscript.main(args) == 0
+    args = argparse.Namespace(file=files, site=None, template=True)
+    assert jobscript.lint_command(args) == 0
     out = capsys.readouterr().out
     assert "0 error(s), 12 warning(s)" in out
     assert out.count(": warning: ") == 12 and ": error: " not in out
     args.template = False
-    assert jobscript.main(args) == 1
+    assert jobscript.lint_command(args) == 1
     flagged = [line for line in capsys.readouterr().out.splitlines() if ": error: " in line]
     assert len(flagged) == 4 * 3 and all("is a placeholder" in line for line in flagged)
 

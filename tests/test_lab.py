@@ -1,6 +1,6 @@
 """`make lab`: JupyterLab on the course, with nbgrader's menu and no news pop-up.
 
-Starts the server that `handson lab` starts (handson_lib.lab.lab_command) on a free loopback
+Starts the server that `handson lab` starts (handson_lib.tools.lab.lab_command) on a free loopback
 port, loads it in Debian's headless Chromium through Playwright, and checks what a student
 sees: the course's folders, the notebooks in notebooks/, the "Nbgrader" menu, no news toast.
 The screenshot is kept in tmp_path and copied to .handson/screenshots/lab.png for a human.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from handson_lib import lab
+from handson_lib.tools import lab
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOT_COPY = ROOT / ".handson" / "screenshots" / "lab.png"

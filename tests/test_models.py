@@ -4,7 +4,7 @@ import chainer
 import numpy
 import pytest
 
-from handson_lib import models
+from handson_lib.runtime import models
 
 
 @pytest.mark.parametrize("name,shape", [("cnn", (3, 32, 32)), ("cnn-bn", (3, 32, 32)),

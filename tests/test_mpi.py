@@ -7,7 +7,8 @@ import time
 import psutil
 import pytest
 
-from handson_lib import mpi
+from handson_lib import launch
+from handson_lib.runtime import mpi
 
 
 def _script(tmp_path, name, body):
@@ -28,10 +29,10 @@ def _leftovers(marker):
 
 
 def test_mpiexec_is_the_venvs_and_oversubscribes_only_when_needed():
-    cmd = mpi.mpiexec_command(1, ["x.py"])
-    assert cmd[0] == str(mpi.venv_bin() / "mpiexec")
+    cmd = launch.mpiexec_command(1, ["x.py"])
+    assert cmd[0] == str(launch.venv_bin() / "mpiexec")
     assert "--oversubscribe" not in cmd and cmd[-2:] == [sys.executable, "x.py"]
-    many = mpi.mpiexec_command(mpi.cpu_count() + 1, ["x.py"])
+    many = launch.mpiexec_command(launch.cpu_count() + 1, ["x.py"])
     assert "--oversubscribe" in many
 
 
@@ -42,19 +43,19 @@ def test_two_ranks_run_and_see_each_other(tmp_path):
         total = comm.allreduce(comm.rank + 1)
         print(f"rank {comm.rank} of {comm.size} sum {total}", flush=True)
     """)
-    res = mpi.run_mpi(2, [script], timeout=60)
+    res = launch.run_mpi(2, [script], timeout=60)
     assert res.ok, res.output
     assert "rank 0 of 2 sum 3" in res.output and "rank 1 of 2 sum 3" in res.output
 
 
 def test_chainermn_start_up_with_more_ranks_than_cores(tmp_path):
     script = _script(tmp_path, "mn.py", """
-        from handson_lib.mpi import start_multi_node
+        from handson_lib.runtime.mpi import start_multi_node
         comm = start_multi_node("naive")
         print(f"rank={comm.rank} intra_rank={comm.intra_rank} size={comm.size}", flush=True)
     """)
-    np = mpi.cpu_count() + 1
-    res = mpi.run_mpi(np, [script], timeout=120)
+    np = launch.cpu_count() + 1
+    res = launch.run_mpi(np, [script], timeout=120)
     assert res.ok, res.output
     for rank in range(np):
         assert f"rank={rank} intra_rank={rank} size={np}" in res.output
@@ -64,7 +65,7 @@ def test_exception_on_one_rank_aborts_the_job_instead_of_hanging(tmp_path):
     script = _script(tmp_path, "crash.py", """
         import time
         from mpi4py import MPI
-        from handson_lib.mpi import install_abort_hook
+        from handson_lib.runtime.mpi import install_abort_hook
         install_abort_hook()
         comm = MPI.COMM_WORLD
         if comm.rank == 1:
@@ -73,7 +74,7 @@ def test_exception_on_one_rank_aborts_the_job_instead_of_hanging(tmp_path):
         comm.barrier()  # rank 0 would wait here forever without the hook
     """)
     started = time.monotonic()
-    res = mpi.run_mpi(2, [script], timeout=60)
+    res = launch.run_mpi(2, [script], timeout=60)
     assert not res.timed_out, res.output
     assert res.returncode != 0
     assert time.monotonic() - started < 45
@@ -92,7 +93,7 @@ def test_watchdog_kills_a_deadlock_and_leaves_no_process(tmp_path):
             comm.barrier()
     """)
     started = time.monotonic()
-    res = mpi.run_mpi(2, [script], timeout=10)
+    res = launch.run_mpi(2, [script], timeout=10)
     elapsed = time.monotonic() - started
     assert res.timed_out and not res.ok
     assert elapsed < 10 + 15, f"watchdog took {elapsed:.1f} s"
@@ -111,8 +112,8 @@ def test_removed_and_gpu_only_communicators_are_refused_clearly():
 
 
 def test_local_env_allows_root_and_puts_the_venv_first():
-    env = mpi.local_mpi_env({"PATH": "/usr/bin"})
-    assert env["PATH"].split(":")[0] == str(mpi.venv_bin())
+    env = launch.local_mpi_env({"PATH": "/usr/bin"})
+    assert env["PATH"].split(":")[0] == str(launch.venv_bin())
     assert env["OMP_NUM_THREADS"] == "1"
     if psutil.Process().uids().effective == 0:
         assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1" and env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"

@@ -4,7 +4,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from handson_lib import build
+from handson_lib.grading import build
 from conftest import ROOT
 
 SOURCES = sorted(source for source, kind in build.plan(ROOT).values() if kind == "notebook")

@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from handson_lib import cli, profiling
+from handson_lib import cli
+from handson_lib import profiling
 from conftest import VENV_BIN
 
 SAMPLE = profiling.sample_profile()

@@ -51,6 +51,6 @@ def test_ci_installs_and_runs_the_readme_test_command():
 def test_lab_settings_silence_the_news_popup():
     import json
 
-    from handson_lib import lab
+    from handson_lib.tools import lab
     settings = json.loads(lab.overrides_path().read_text())
     assert settings["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"

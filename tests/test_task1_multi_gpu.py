@@ -9,7 +9,9 @@ import numpy
 import pytest
 from chainer import training
 
-from handson_lib import data, grading, models, multigpu
+from handson_lib import data
+from handson_lib.grading import checks
+from handson_lib.runtime import models, multigpu
 from conftest import ROOT, failed_checks, mutant
 
 SOLUTION = ROOT / "solutions" / "train_cifar_multi_gpu.py"
@@ -21,13 +23,13 @@ UPDATER_LINE = "updater = training.updaters.MultiprocessParallelUpdater(train_it
 @pytest.fixture(scope="module")
 def reference():
     """The reference solution, measured once for the whole module (same session)."""
-    obs = grading.run_observed(SOLUTION, ["--gpus", "0", "1", *grading.MULTI_GPU_ARGS], timeout=300)
+    obs = checks.run_observed(SOLUTION, ["--gpus", "0", "1", *checks.MULTI_GPU_ARGS], timeout=300)
     assert obs.finished, obs.output[-3000:]
     return obs
 
 
 def test_reference_solution_passes_every_check(reference):
-    report = grading.check_multi_gpu(SOLUTION, reference=reference)
+    report = checks.check_multi_gpu(SOLUTION, reference=reference)
     assert report.ok, report.text()
     names = [c.name for c in report.checks]
     assert names == ["runs to the end", "uses MultiprocessParallelUpdater", "one worker process per device",
@@ -39,7 +41,7 @@ def test_reference_solution_passes_every_check(reference):
 
 
 def test_skeleton_fails_with_not_implemented(reference):
-    report = grading.check_multi_gpu(SKELETON, reference=reference)
+    report = checks.check_multi_gpu(SKELETON, reference=reference)
     failed = failed_checks(report)
     assert not report.ok
     assert failed["runs to the end"].startswith("not implemented yet: Task #1 is not complete")
@@ -48,7 +50,7 @@ def test_skeleton_fails_with_not_implemented(reference):
 
 def test_whole_dataset_on_every_worker_fails_on_shards(reference, tmp_path):
     script = mutant(SOLUTION, tmp_path, SPLIT_LINE, "parts = [train] * len(args.gpus)")
-    report = grading.check_multi_gpu(script, reference=reference)
+    report = checks.check_multi_gpu(script, reference=reference)
     failed = failed_checks(report)
     assert set(failed) == {"shards are disjoint"}, report.text()
     assert "every worker gets the same images" in failed["shards are disjoint"]
@@ -56,7 +58,7 @@ def test_whole_dataset_on_every_worker_fails_on_shards(reference, tmp_path):
 
 def test_standard_updater_fails_on_the_updater_and_the_workers(reference, tmp_path):
     script = mutant(SOLUTION, tmp_path, UPDATER_LINE, "updater = training.StandardUpdater(train_iters[0], optimizer)")
-    report = grading.check_multi_gpu(script, reference=reference)
+    report = checks.check_multi_gpu(script, reference=reference)
     failed = failed_checks(report)
     assert "the trainer ran StandardUpdater: one process did all the work" in failed["uses MultiprocessParallelUpdater"]
     assert "1 process(es) computed gradients, 2 expected" in failed["one worker process per device"] \
@@ -66,7 +68,7 @@ def test_standard_updater_fails_on_the_updater_and_the_workers(reference, tmp_pa
 
 def test_infinite_loop_is_stopped_by_the_watchdog(reference, tmp_path):
     script = mutant(SOLUTION, tmp_path, "    trainer.run()\n", "    while True:\n        pass\n")
-    report = grading.check_multi_gpu(script, reference=reference, timeout=20)
+    report = checks.check_multi_gpu(script, reference=reference, timeout=20)
     failed = failed_checks(report)
     assert "stopped by the watchdog" in failed["runs to the end"]
 

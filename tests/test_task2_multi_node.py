@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from handson_lib import grading
+from handson_lib.grading import checks
 from conftest import ROOT, failed_checks, mutant
 
 SOLUTION = ROOT / "solutions" / "train_cifar_multi_node.py"
@@ -20,14 +20,14 @@ RUN = "    trainer.run()\n"
 @pytest.fixture(scope="module")
 def reference():
     """The reference solution on 1 and 2 ranks, measured once for the module (same session)."""
-    runs = {n: grading.run_observed_mpi(SOLUTION, n, grading.MULTI_NODE_ARGS, timeout=300) for n in (1, 2)}
+    runs = {n: checks.run_observed_mpi(SOLUTION, n, checks.MULTI_NODE_ARGS, timeout=300) for n in (1, 2)}
     for n, obs in runs.items():
         assert obs.finished, f"{n} rank(s):\n{obs.output[-3000:]}"
     return runs
 
 
 def test_reference_passes_with_scaling(reference):
-    report = grading.check_multi_node(SOLUTION, reference=reference)
+    report = checks.check_multi_node(SOLUTION, reference=reference)
     assert report.ok, report.text()
     assert [c.name for c in report.checks][-1] == "scaling 1 -> 2 ranks vs the reference"
     banner = reference[2].output
@@ -36,13 +36,13 @@ def test_reference_passes_with_scaling(reference):
 
 
 def test_skeleton_fails_not_implemented(reference):
-    report = grading.check_multi_node(SKELETON, reference=reference, scaling=False)
+    report = checks.check_multi_node(SKELETON, reference=reference, scaling=False)
     assert failed_checks(report)["runs to the end"].startswith(
         "not implemented yet: Task #2 is not complete: `comm` is still None")
 
 
 def test_without_scatter_dataset_fails_on_the_shards_only(reference, tmp_path):
-    report = grading.check_multi_node(mutant(SOLUTION, tmp_path, SCATTER, "    pass\n"), reference=reference,
+    report = checks.check_multi_node(mutant(SOLUTION, tmp_path, SCATTER, "    pass\n"), reference=reference,
                                       scaling=False)
     failed = failed_checks(report)
     assert set(failed) == {"shards are disjoint"}, report.text()
@@ -51,7 +51,7 @@ def test_without_scatter_dataset_fails_on_the_shards_only(reference, tmp_path):
 
 def test_plain_optimizer_fails_on_the_parameters_only(reference, tmp_path):
     script = mutant(SOLUTION, tmp_path, OPTIMIZER, "optimizer = chainer.optimizers.MomentumSGD(lr=args.lr)")
-    report = grading.check_multi_node(script, reference=reference, scaling=False)
+    report = checks.check_multi_node(script, reference=reference, scaling=False)
     failed = failed_checks(report)
     assert set(failed) == {"parameters identical on every rank"}, report.text()
     assert "create_multi_node_optimizer" in failed["parameters identical on every rank"]
@@ -59,7 +59,7 @@ def test_plain_optimizer_fails_on_the_parameters_only(reference, tmp_path):
 
 def test_plain_evaluator_fails_on_the_aggregation_only(reference, tmp_path):
     script = mutant(SOLUTION, tmp_path, EVALUATOR, "evaluator = extensions.Evaluator(test_iter, model, device=device)")
-    report = grading.check_multi_node(script, reference=reference, scaling=False)
+    report = checks.check_multi_node(script, reference=reference, scaling=False)
     failed = failed_checks(report)
     assert set(failed) == {"evaluator aggregated over ranks"}, report.text()
     assert "create_multi_node_evaluator" in failed["evaluator aggregated over ranks"]
@@ -68,7 +68,7 @@ def test_plain_evaluator_fails_on_the_aggregation_only(reference, tmp_path):
 def test_reports_on_every_rank_fail_on_reporting(reference, tmp_path):
     script = mutant(SOLUTION, tmp_path, "    if comm.rank == 0:\n        course.add_report_extensions",
                      "    if True:\n        course.add_report_extensions")
-    report = grading.check_multi_node(script, reference=reference, scaling=False)
+    report = checks.check_multi_node(script, reference=reference, scaling=False)
     failed = failed_checks(report)
     assert set(failed) == {"reports only on rank 0"}, report.text()
     assert "ranks [1] also run" in failed["reports only on rank 0"]
@@ -77,7 +77,7 @@ def test_reports_on_every_rank_fail_on_reporting(reference, tmp_path):
 def test_deadlock_on_one_rank_is_stopped_within_the_time_limit(reference, tmp_path):
     script = mutant(SOLUTION, tmp_path, RUN, "    if comm.rank == 1:\n        comm.mpi_comm.recv(source=0)\n" + RUN)
     started = time.monotonic()
-    report = grading.check_multi_node(script, reference=reference, scaling=False, timeout=25)
+    report = checks.check_multi_node(script, reference=reference, scaling=False, timeout=25)
     assert time.monotonic() - started < 25 + 20
     message = failed_checks(report)["runs to the end"]
     assert message.startswith("deadlock: the 2-rank run did not finish within 25 s"), message
@@ -87,14 +87,14 @@ def test_deadlock_on_one_rank_is_stopped_within_the_time_limit(reference, tmp_pa
 def test_crash_on_one_rank_is_reported_and_aborts_the_others(reference, tmp_path):
     script = mutant(SOLUTION, tmp_path, RUN, "    if comm.rank == 1:\n        raise RuntimeError('rank one fell over')\n" + RUN)
     started = time.monotonic()
-    report = grading.check_multi_node(script, reference=reference, scaling=False, timeout=120)
+    report = checks.check_multi_node(script, reference=reference, scaling=False, timeout=120)
     assert time.monotonic() - started < 60
     message = failed_checks(report)["runs to the end"]
     assert "rank 1 crashed with RuntimeError: rank one fell over" in message, message
 
 
 def test_removed_communicator_gets_a_clear_message(tmp_path):
-    from handson_lib import mpi
-    res = mpi.run_mpi(1, [SOLUTION, "--communicator", "hierarchical", "--epoch", "1"], timeout=60)
+    from handson_lib import launch
+    res = launch.run_mpi(1, [SOLUTION, "--communicator", "hierarchical", "--epoch", "1"], timeout=60)
     assert res.returncode != 0
     assert "communicator 'hierarchical' was removed in Chainer 7" in res.output

@@ -5,7 +5,7 @@ import subprocess
 
 from conftest import ROOT
 
-from handson_lib import throughput
+from handson_lib.runtime import throughput
 
 
 class FakeClock:

@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from handson_lib import tuning
+from handson_lib.experiments import tuning
 
 TINY = {"iterations": 2, "warmup": 1, "batchsize": 8, "width": 4, "source_size": 40}
 
@@ -81,7 +81,7 @@ def test_loader_decodes_and_augments_in_float32():
 
 
 def _worker(*args, timeout=120):
-    proc = subprocess.run([sys.executable, "-m", "handson_lib.tuning", *map(str, args)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "handson_lib.experiments.tuning", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout, check=False,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     return proc, tuning.parse_report(proc.stdout)

@@ -48,7 +48,7 @@ SIZES="$SIZES $NP"
 
 # HANDSON_PHASES=1 (qsub -v HANDSON_PHASES=1): every rank also times forward / backward /
 # allreduce / update into $OUT/p<ranks>/phases_rank<r>.json (seed 001's breakdown), read by
-# handson_lib.breakdown.load_sweep("$OUT"); it synchronises the GPU at each phase boundary.
+# handson_lib.experiments.breakdown.load_sweep("$OUT"); it synchronises the GPU at each phase boundary.
 export HANDSON_PHASES=${HANDSON_PHASES:-0}
 
 for p in $SIZES; do

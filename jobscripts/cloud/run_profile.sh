@@ -58,7 +58,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
   fi
   echo "profiling with: ${PROFILER[*]}"
   # NVTX ranges forward / backward / allreduce / update on the timeline and their times in the
-  # log (handson_lib.breakdown). 1 synchronises the GPU at each phase boundary; nvtx: ranges only.
+  # log (handson_lib.experiments.breakdown). 1 synchronises the GPU at each phase boundary; nvtx: ranges only.
   export HANDSON_PHASES=${HANDSON_PHASES:-1}
 else
   echo "PROFILE is not 1: plain run (PROFILE=1 to profile)"

@@ -7,7 +7,7 @@ bonus, a bigger batch. This module holds
 
 * the levers as data (`LEVERS`): the talk's exact lines, the lines this course runs on
   Chainer 7.8.1, whether the lever needs a GPU, and a function that switches it on in a `RunConfig`;
-* one training script (`python -m handson_lib.tuning --levers cudnn,autotune,...`) that trains
+* one training script (`python -m handson_lib.experiments.tuning --levers cudnn,autotune,...`) that trains
   with a set of levers and reports iterations/sec and images/sec with the warm-up excluded;
 * `run_levers()`: every cumulative step in a fresh process, repeats alternating (A B C A B C),
   median and spread; `table()` and `bars_figure()`; `talk_result()` holds the seed's numbers in the
@@ -268,7 +268,7 @@ def _build_model(name, width, n_class, static):
     import chainer
     import chainer.links as L
 
-    from handson_lib import models
+    from handson_lib.runtime import models
     if width is not None:
         if name not in ("cnn", "cnn-bn"):
             raise ValueError(f"--width applies to the cnn models only, not {name!r}")
@@ -338,7 +338,7 @@ def train_and_measure(levers=(), gpu=None, iterations=20, warmup=3, batchsize=32
     import chainer
     import numpy
 
-    from handson_lib import throughput
+    from handson_lib.runtime import throughput
     if iterations < 1 or warmup < 0 or batchsize < 1:
         raise ValueError("need iterations >= 1, warmup >= 0 and batchsize >= 1")
     cfg, applied, not_applied = configure(levers, gpu is not None)
@@ -482,7 +482,7 @@ def _check_iterator(iterator, batchsize):
 
 def _worker_parser():
     parser = argparse.ArgumentParser(
-        prog="python -m handson_lib.tuning",
+        prog="python -m handson_lib.experiments.tuning",
         description="Train with some of seed 004's levers switched on; print iterations/sec.")
     parser.add_argument("--levers", default="",
                         help=f"comma-separated, from {','.join(LEVER_NAMES)} (empty: the baseline)")
@@ -558,7 +558,7 @@ def plan_steps(levers=None, cumulative=True, gpu=False):
 
 def worker_command(step_levers, iterations, warmup, batchsize, device=None, model=None, width=None,
                    image_size=32, source_size=64, n_processes=None, max_seconds=None, dataset="synthetic"):
-    cmd = [sys.executable, "-m", "handson_lib.tuning", "--report", "--levers", ",".join(step_levers),
+    cmd = [sys.executable, "-m", "handson_lib.experiments.tuning", "--report", "--levers", ",".join(step_levers),
            "--iterations", str(iterations), "--warmup", str(warmup), "--batchsize", str(batchsize),
            "--model", _default_model(model, device), "--dataset", dataset,
            "--image-size", str(image_size), "--source-size", str(source_size)]
@@ -587,7 +587,7 @@ def run_levers(levers=None, repeats=3, iterations=20, warmup=3, batchsize=32, de
     process (on a CPU the other cores are left to the MultiprocessIterator workers). Returns the
     result dict that `table()` and `bars_figure()` show (and `handson bench tuning` saves).
     """
-    from handson_lib import mpi
+    from handson_lib import launch
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
     steps = plan_steps(levers, cumulative, gpu=device is not None)
@@ -599,7 +599,7 @@ def run_levers(levers=None, repeats=3, iterations=20, warmup=3, batchsize=32, de
             step = steps[i]
             cmd = worker_command(step["levers"], iterations, warmup, batchsize, device, model, width,
                                  image_size, source_size, n_processes, max_seconds, dataset)
-            outcome = mpi.run_watched(cmd, timeout=timeout, env=env)
+            outcome = launch.run_watched(cmd, timeout=timeout, env=env)
             report = parse_report(outcome.output)
             if not outcome.ok or report is None:
                 raise RuntimeError(f"step {step['label']!r} failed (exit {outcome.returncode}):\n"
@@ -618,15 +618,15 @@ def run_levers(levers=None, repeats=3, iterations=20, warmup=3, batchsize=32, de
 
 
 def _assemble(steps, runs, meta):
-    from handson_lib import bench
+    from handson_lib.experiments import speedup
     out = []
     for i, step in enumerate(steps):
         reports = runs.get(i, [])
         entry = dict(step, status="measured" if reports else step["note"] or "not run",
                      iterations_per_sec=None, images_per_sec=None, data_fraction=None, report=None)
         if reports:
-            entry["iterations_per_sec"] = bench.spread_summary([r["iterations_per_sec"] for r in reports])
-            entry["images_per_sec"] = bench.spread_summary([r["images_per_sec"] for r in reports])
+            entry["iterations_per_sec"] = speedup.spread_summary([r["iterations_per_sec"] for r in reports])
+            entry["images_per_sec"] = speedup.spread_summary([r["images_per_sec"] for r in reports])
             entry["data_fraction"] = statistics.median(r["data_fraction"] for r in reports)
             entry["report"] = reports[-1]
         out.append(entry)
@@ -704,12 +704,12 @@ TALK_STEPS = (
 
 def talk_result():
     """The seed's measurements in the form `run_levers` returns (one run each, no spread)."""
-    from handson_lib import bench
+    from handson_lib.experiments import speedup
     steps = []
     for label, rate, batch, note in TALK_STEPS:
         steps.append({"label": label, "lever": None, "levers": [], "runnable": True, "note": note,
-                      "status": "measured", "iterations_per_sec": bench.spread_summary([rate]),
-                      "images_per_sec": bench.spread_summary([rate * batch]), "data_fraction": None,
+                      "status": "measured", "iterations_per_sec": speedup.spread_summary([rate]),
+                      "images_per_sec": speedup.spread_summary([rate * batch]), "data_fraction": None,
                       "report": {"batchsize": batch}})
     _add_speedups(steps)
     return {"benchmark": "tuning", "source": TALK_SOURCE, "device": "Tesla V100 (16GB)",

@@ -875,6 +875,11 @@ def job_output(workdir, jobid):
 # ----------------------------------------------------------------------------- CLI
 
 
+def add_arguments(parser):
+    parser.add_argument("action", choices=["up", "down", "status"])
+    parser.add_argument("--nodes", type=int, default=2, help="number of slurmd nodes (up)")
+
+
 def main(args):
     action = getattr(args, "action", "status")
     try:

@@ -10,7 +10,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, grading
+from handson_lib import COURSE_ROOT
+from handson_lib.grading import checks
 
 
 def spread_summary(values):
@@ -42,7 +43,7 @@ def bench_multi_gpu(repeats=3, workers=2, epoch=2, train_size=4000, batchsize=32
     backend = None
     for i in range(repeats):
         for name, extra in configs.items():
-            obs = grading.run_observed(script, [*extra, *common], timeout=900)
+            obs = checks.run_observed(script, [*extra, *common], timeout=900)
             if not obs.finished:
                 raise RuntimeError(f"{name} failed:\n{obs.output[-2000:]}")
             rates[name].append(obs.throughput)
@@ -61,7 +62,7 @@ def bench_multi_node(repeats=3, ranks=2, epoch=2, train_size=4000, batchsize=32,
     rates = {1: [], ranks: []}
     for i in range(repeats):
         for n in rates:
-            obs = grading.run_observed_mpi(script, n, common, timeout=900)
+            obs = checks.run_observed_mpi(script, n, common, timeout=900)
             if not obs.finished:
                 raise RuntimeError(f"{n} rank(s) failed:\n{obs.output[-2000:]}")
             rates[n].append(obs.throughput)
@@ -104,14 +105,14 @@ def _render(path, result):
         title += f", batch {result.get('batchsize')}"
         return title, _speedup_text(result), _speedup_figure(result, title)
     if stem.startswith("allreduce"):
-        from handson_lib import allreduce_bench
+        from handson_lib.experiments import allreduce
         return (f"allreduce on {result['ranks']} ranks ({result.get('model') or 'sizes'})",
-                allreduce_bench.format_table(result), allreduce_bench.bandwidth_figure(result))
+                allreduce.format_table(result), allreduce.bandwidth_figure(result))
     if stem.startswith("tuning"):
-        from handson_lib import tuning
+        from handson_lib.experiments import tuning
         return "speed-up levers (seed 004)", tuning.table(result), tuning.bars_figure(result)
     if stem.startswith("large_batch"):
-        from handson_lib import large_batch
+        from handson_lib.experiments import large_batch
         return ("accuracy vs total batch (seed 003)", large_batch.format_table(result),
                 large_batch.accuracy_figure(result))
     return None
@@ -148,15 +149,26 @@ def report(out="results/bench", print_fn=print):
     return summary
 
 
-def main(args):
-    if args.benchmark == "report":
-        report(args.out)
-        return 0
-    if args.benchmark == "multi-gpu":
-        bench_multi_gpu(repeats=args.repeats, batchsize=args.batchsize, out=args.out)
-        return 0
-    if args.benchmark == "multi-node":
-        bench_multi_node(repeats=args.repeats, batchsize=args.batchsize, out=args.out)
-        return 0
-    print(f"unknown benchmark {args.benchmark!r}", file=sys.stderr)
-    return 2
+def add_multi_gpu_arguments(parser):
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batchsize", type=int, default=32)
+    parser.add_argument("--out", default="results/bench", help="folder for the JSON results")
+
+
+add_multi_node_arguments = add_multi_gpu_arguments
+
+
+def add_report_arguments(parser):
+    parser.add_argument("--out", default="results/bench", help="folder of the JSON results")
+
+
+def multi_gpu_main(args):
+    bench_multi_gpu(repeats=args.repeats, batchsize=args.batchsize, out=args.out)
+
+
+def multi_node_main(args):
+    bench_multi_node(repeats=args.repeats, batchsize=args.batchsize, out=args.out)
+
+
+def report_main(args):
+    report(args.out)

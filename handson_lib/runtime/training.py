@@ -6,6 +6,8 @@ Flags follow Chainer's examples (`--batchsize`, `--epoch`, `--dataset`, `--out`,
 import argparse
 import os
 
+from handson_lib.runtime import phases
+
 # Plots are written to files; batch jobs and CI have no display.
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -81,8 +83,6 @@ def require_done(task, **values):
             f"part that sets {'it' if len(missing) == 1 else 'them'}.")
 
 
-PHASES_ENV = "HANDSON_PHASES"
-
 
 def instrument_phases(updater_or_optimizer, out=None, warmup=2, print_fn=print):
     """Time forward / backward / allreduce / update of every iteration, as NVTX ranges too.
@@ -91,8 +91,4 @@ def instrument_phases(updater_or_optimizer, out=None, warmup=2, print_fn=print):
     `out/phases*.json`, plus NVTX ranges when CuPy imports) or HANDSON_PHASES=nvtx (NVTX ranges
     only). The profiling job scripts (jobscripts/*/run_profile.sh) set it when PROFILE=1.
     """
-    if os.environ.get(PHASES_ENV, "").strip().lower() in ("", "0", "off", "no", "false"):
-        return None
-    from handson_lib import breakdown
-    return breakdown.enable_from_environment(updater_or_optimizer, out=out, warmup=warmup,
-                                             print_fn=print_fn)
+    return phases.enable_from_environment(updater_or_optimizer, out=out, warmup=warmup, print_fn=print_fn)

@@ -2,7 +2,7 @@
 
 import re
 
-from handson_lib import grading
+from handson_lib.grading import checks
 
 _NOISE = re.compile(r"DeprecationWarning|^\s*$|numpy.distutils|distutils_status_migration")
 
@@ -38,22 +38,22 @@ def _graded_limit(script, args, timeout, np=None):
     5 times the reference's own run with the same arguments: a deadlock then costs about a minute."""
     import os
     name = os.path.basename(str(script))
-    if not os.environ.get("HANDSON_REFERENCE_CACHE") or not grading.reference_script(name).exists():
+    if not os.environ.get("HANDSON_REFERENCE_CACHE") or not checks.reference_script(name).exists():
         return timeout
-    reference = grading.measure_reference(name, _without_out(args), timeout, np=np)
-    return grading.student_limit(reference, timeout)
+    reference = checks.measure_reference(name, _without_out(args), timeout, np=np)
+    return checks.student_limit(reference, timeout)
 
 
 def run_script(script, args, label=None, timeout=600, show=12):
     """Run a course script under the grader's launcher; print its last lines; return the Observation."""
     args = [str(a) for a in args]
     timeout = _graded_limit(script, args, timeout)
-    obs = grading.run_observed(script, args, timeout=timeout)
+    obs = checks.run_observed(script, args, timeout=timeout)
     lines = _readable(obs.output)
     print(f"--- {label or script} ({'finished' if obs.finished else 'did NOT finish'}, {obs.seconds:.1f} s)")
     print("\n".join(lines[-show:]))
     if not obs.finished:
-        print(f"!!! {grading._why_it_stopped(obs, timeout)}")
+        print(f"!!! {checks._why_it_stopped(obs, timeout)}")
     return obs
 
 
@@ -76,13 +76,13 @@ def run_mpi_script(script, np, args, label=None, timeout=600, show=12):
     """Run a ChainerMN script on `np` local ranks under the launcher; print rank 0's last lines."""
     args = [str(a) for a in args]
     timeout = _graded_limit(script, args, timeout, np=np)
-    obs = grading.run_observed_mpi(script, np, args, timeout=timeout)
+    obs = checks.run_observed_mpi(script, np, args, timeout=timeout)
     rank0 = "\n".join(line.split(": ", 1)[-1] for line in obs.output.splitlines()
                       if line.startswith("[1,0]<stdout>"))
     print(f"--- {label or script} ({'finished' if obs.finished else 'did NOT finish'}, {obs.seconds:.1f} s)")
     print("\n".join(_readable(rank0)[-show:]))
     if not obs.finished:
-        print(f"!!! {grading._why_ranks_stopped(obs, timeout)}")
+        print(f"!!! {checks._why_ranks_stopped(obs, timeout)}")
     return obs
 
 
@@ -109,7 +109,7 @@ def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-s
     import tempfile
     from pathlib import Path
 
-    from handson_lib import cluster, jobscript
+    from handson_lib.sites import cluster, jobscript
     findings = jobscript.lint(Path(job_script).read_text(), "reedbush", template=True)
     for finding in findings:
         print(f"lint: {finding}")

@@ -62,7 +62,7 @@ def sample_profile():
     path = Path(__file__).resolve().parent / "sample_profiles" / SAMPLE_NAME
     if not path.is_file():
         raise FileNotFoundError(f"the sample profile {path} is missing: reinstall the course "
-                                "(`make setup`), it ships in handson_lib/sample_profiles/")
+                                "(`make setup`), it ships in handson_lib/profiling/sample_profiles/")
     return path
 
 

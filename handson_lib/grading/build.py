@@ -294,8 +294,13 @@ def check_tree(root: Path = COURSE_ROOT) -> Report:
     return report
 
 
-def main(check=False, root: Path = COURSE_ROOT):
-    if not check:
+def add_arguments(parser):
+    parser.add_argument("--check", action="store_true",
+                        help="do not write; exit 1 when the committed student copies are stale or leak")
+
+
+def main(args, root: Path = COURSE_ROOT):
+    if not args.check:
         written, removed = build(root)
         print(f"Built {len(written)} student files from solutions/:")
         for rel in written:

@@ -1,6 +1,6 @@
 """The instrumenting launcher: run a student's training script and record what really happened.
 
-    python -m handson_lib.observe OUTDIR SCRIPT [ARGS...]
+    python -m handson_lib.grading.observe OUTDIR SCRIPT [ARGS...]
 
 The grader does not trust the script's printout. Before the script runs, hooks are put on the
 course's data loader and on `chainer.training.Trainer`; after `trainer.run()` the launcher
@@ -79,8 +79,8 @@ class Recorder:
                                   "n_class": info.n_class}
 
     def on_trainer(self, trainer):
-        from handson_lib import multigpu
-        from handson_lib.throughput import ThroughputMeter
+        from handson_lib.runtime import multigpu
+        from handson_lib.runtime.throughput import ThroughputMeter
         self.record["trainers"] += 1
         self.trainer = trainer
         updater = trainer.updater

@@ -189,7 +189,7 @@ def lr_trace(extension_factory=reference_warmup_factory, base_lr=0.1, base_batch
 def _make_model(name, n_class, hidden_units):
     import chainer.links as L
 
-    from handson_lib import models
+    from handson_lib.runtime import models
     if name == "mlp":
         return L.Classifier(models.MLP(n_units=hidden_units, n_class=n_class))
     return models.get_model(name, n_class)
@@ -228,7 +228,7 @@ def train_once(train, test, batch, lr, epochs, seed=0, model="mlp", hidden_units
     import chainer
     from chainer import training
 
-    from handson_lib.training import seed_everything
+    from handson_lib.runtime.training import seed_everything
     if batch > len(train):
         raise ValueError(f"batch {batch} is larger than the training set ({len(train)} examples)")
     seed_everything(seed)
@@ -542,7 +542,7 @@ def _error_text(exc):
 
 def _probe_worker():
     """Try the pure_nccl-only options here and report what Chainer answers (one rank)."""
-    from handson_lib.mpi import prepare_rank
+    from handson_lib.runtime.mpi import prepare_rank
     prepare_rank("naive", gpu=False, forkserver=False)
     import chainer
     import chainermn
@@ -587,8 +587,8 @@ def try_gpu_options(timeout=120):
 
     Returns ``{"attempts": [{"call", "ok", "error"}], "gpus", "cupy_error"}``: on a CPU host the
     pure_nccl calls fail with Chainer's own error, which is the demonstration."""
-    from handson_lib import mpi
-    result = mpi.run_mpi(1, ["-m", "handson_lib.large_batch", "--probe-gpu-options"], timeout=timeout)
+    from handson_lib import launch
+    result = launch.run_mpi(1, ["-m", "handson_lib.experiments.large_batch", "--probe-gpu-options"], timeout=timeout)
     return _parse(result, "the pure_nccl option probe")
 
 
@@ -601,7 +601,7 @@ def print_gpu_options(probe, print_fn=print):
 
 def _gpu_train_worker(iterations=30, batch=64):
     """FP16 allreduce + double buffering for real: pure_nccl, one GPU per rank (GPU hosts only)."""
-    from handson_lib.mpi import prepare_rank
+    from handson_lib.runtime.mpi import prepare_rank
     prepare_rank("pure_nccl", gpu=True, forkserver=False)
     import chainer
     import chainermn
@@ -635,8 +635,8 @@ def _gpu_train_worker(iterations=30, batch=64):
 
 def run_gpu_options(ranks=1, iterations=30, timeout=600):
     """Train a few iterations with pure_nccl, FP16 allreduce and double buffering (GPU hosts)."""
-    from handson_lib import mpi
-    result = mpi.run_mpi(ranks, ["-m", "handson_lib.large_batch", "--gpu-train",
+    from handson_lib import launch
+    result = launch.run_mpi(ranks, ["-m", "handson_lib.experiments.large_batch", "--gpu-train",
                                  "--iterations", str(iterations)], timeout=timeout)
     return _parse(result, "the pure_nccl FP16 / double-buffering run")
 
@@ -659,7 +659,7 @@ def _used_statistics(x, y, eps):
 
 def _bn_worker(local_batch=4, channels=3, seed=0):
     """Each rank normalizes its own rows of one global batch with local BN and MultiNodeBN."""
-    from handson_lib.mpi import start_multi_node
+    from handson_lib.runtime.mpi import start_multi_node
     comm = start_multi_node("naive", forkserver=False)
     import chainer
     import chainer.links as L
@@ -702,10 +702,10 @@ def bn_compare(ranks=2, local_batch=4, channels=3, seed=0, timeout=120):
     ``["multi_node_bn"]``, each ``{"mean": [...], "var": [...]}`` per channel), the plain NumPy
     statistics of its own rows (``own_rows``) and of the whole batch (``whole_batch``), and those of
     one process running ``L.BatchNormalization`` on the concatenated batch (``single_process``)."""
-    from handson_lib import mpi
+    from handson_lib import launch
     if ranks < 2:
         raise ValueError("the comparison needs at least 2 ranks")
-    result = mpi.run_mpi(ranks, ["-m", "handson_lib.large_batch", "--bn-compare",
+    result = launch.run_mpi(ranks, ["-m", "handson_lib.experiments.large_batch", "--bn-compare",
                                  "--local-batch", str(local_batch), "--channels", str(channels),
                                  "--seed", str(seed)], timeout=timeout)
     return _parse(result, "the batch-normalization comparison")
@@ -791,7 +791,7 @@ def main(args):
 
 def _worker_main(argv=None):
     import argparse
-    parser = argparse.ArgumentParser(description="MPI workers of handson_lib.large_batch")
+    parser = argparse.ArgumentParser(description="MPI workers of handson_lib.experiments.large_batch")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--bn-compare", action="store_true")
     mode.add_argument("--probe-gpu-options", action="store_true")

@@ -835,7 +835,7 @@ def local_nodefile_lines(req, host="localhost"):
 
 def job_environment(script, req, jobid, nodefile, base=None):
     """The environment a PBS job sees, plus what Open MPI needs on this one machine."""
-    from handson_lib import mpi
+    from handson_lib import launch
     env = dict(os.environ if base is None else base)
     workdir = str(Path(script).resolve().parent)
     name = req.name or Path(script).name
@@ -856,7 +856,7 @@ def job_environment(script, req, jobid, nodefile, base=None):
                      or req.ompthreads or 1),
         # PBS Pro sets OMP_NUM_THREADS from ompthreads; one thread per rank otherwise (here).
         "OMP_NUM_THREADS": str(req.ompthreads or 1),
-        "PATH": f"{mpi.venv_bin()}{os.pathsep}{env.get('PATH', '')}",
+        "PATH": f"{launch.venv_bin()}{os.pathsep}{env.get('PATH', '')}",
         "PYTHONUNBUFFERED": "1",
     })
     if os.geteuid() == 0:
@@ -873,7 +873,7 @@ def job_environment(script, req, jobid, nodefile, base=None):
 
 def run_main(path, timeout=None, site=None, out=None):
     """`handson jobscript run FILE`: 0 or the script's exit code; 2 refused; 124 walltime."""
-    from handson_lib import mpi
+    from handson_lib import launch
     out = out or sys.stdout
     script = Path(path)
     if not script.is_file():
@@ -903,7 +903,7 @@ def run_main(path, timeout=None, site=None, out=None):
     else:
         output = workdir / f"{name}.o{seq}"
     limit = float(timeout) if timeout else float(req.walltime)
-    cores = mpi.cpu_count()
+    cores = launch.cpu_count()
     fd, nodefile = tempfile.mkstemp(prefix=f"pbs_nodefile.{seq}.", text=True)
     with os.fdopen(fd, "w") as handle:
         handle.write("\n".join(local_nodefile_lines(req)) + "\n")
@@ -926,7 +926,7 @@ def run_main(path, timeout=None, site=None, out=None):
     print(f"  output     {output} (stdout and stderr, like -j oe)", file=out)
     out.flush()
     try:
-        result = mpi.run_watched(["bash", str(script.resolve())], limit, env=env, cwd=str(workdir),
+        result = launch.run_watched(["bash", str(script.resolve())], limit, env=env, cwd=str(workdir),
                                  echo=True)
     finally:
         os.unlink(nodefile)
@@ -945,14 +945,26 @@ def run_main(path, timeout=None, site=None, out=None):
     return result.returncode
 
 
-def main(args):
-    command = getattr(args, "jobscript_command", None)
-    if command == "lint":
-        files = args.file if isinstance(args.file, (list, tuple)) else [args.file]
-        return lint_main(files, site=getattr(args, "site", None),
-                         template=getattr(args, "template", False))
-    if command == "run":
-        return run_main(args.file, timeout=getattr(args, "timeout", None),
-                        site=getattr(args, "site", None))
-    print(f"handson jobscript: unknown action {command!r} (lint or run)", file=sys.stderr)
-    return 2
+SITE_HELP = ("reedbush, miyabi, abci or cloud (default: the script's '# handson-site:' line, its path "
+             "jobscripts/<site>/, else reedbush)")
+
+
+def add_lint_arguments(parser):
+    parser.add_argument("file", nargs="+")
+    parser.add_argument("--site", default=None, help=SITE_HELP)
+    parser.add_argument("--template", action="store_true",
+                        help="site templates: a group placeholder left in is a warning, not an error")
+
+
+def add_run_arguments(parser):
+    parser.add_argument("file")
+    parser.add_argument("--site", default=None, help=SITE_HELP)
+    parser.add_argument("--timeout", type=float, default=None, help="seconds (default: the script's walltime)")
+
+
+def lint_command(args):
+    return lint_main(args.file, site=args.site, template=args.template)
+
+
+def run_command(args):
+    return run_main(args.file, timeout=args.timeout, site=args.site)

@@ -8,7 +8,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, mpi, throughput
+from handson_lib import COURSE_ROOT
+from handson_lib.runtime import throughput
+from handson_lib import launch
 
 TASK1 = COURSE_ROOT / "solutions" / "train_cifar_multi_gpu.py"
 
@@ -18,11 +20,15 @@ def _run(label, args, out, timeout=1800):
     print(f"handson demo: {label}")
     print("=" * 72, flush=True)
     cmd = [sys.executable, str(TASK1), *args, "--out", str(out)]
-    res = mpi.run_watched(cmd, timeout, env=mpi.local_mpi_env(omp_threads=None), echo=True)
+    res = launch.run_watched(cmd, timeout, env=launch.local_mpi_env(omp_threads=None), echo=True)
     lines = throughput.parse_throughput(res.output)
     if not res.ok or not lines:
         raise SystemExit(f"demo run '{label}' failed (exit code {res.returncode})")
     return lines[-1]
+
+
+def add_arguments(parser):
+    parser.add_argument("--quick", action="store_true", help="a few iterations only (tests)")
 
 
 def main(args):

@@ -24,7 +24,7 @@ Test hook: ``HANDSON_BENCH_CORRUPT_RANK=R`` makes rank R add 1000 to the first e
 array it contributes, so that the checks can be seen to fail.
 
 Worker mode (what ``main`` / ``measure`` launch under the watchdog):
-``mpiexec -n P python -m handson_lib.allreduce_bench --worker [--model M | --bytes N | --sizes S]``.
+``mpiexec -n P python -m handson_lib.experiments.allreduce --worker [--model M | --bytes N | --sizes S]``.
 """
 
 import json
@@ -148,7 +148,7 @@ def build_gradient_link(model_name, input_shape=COURSE_INPUT_SHAPE, n_class=10):
     if model_name == "resnet50":
         import chainer.links as L
         return L.ResNet50Layers(pretrained_model=None)
-    from handson_lib.models import MODELS, get_model
+    from handson_lib.runtime.models import MODELS, get_model
     if model_name not in MODELS:
         raise ValueError(f"unknown model {model_name!r}; choose resnet50 or one of {', '.join(MODELS)}")
     model = get_model(model_name, n_class=n_class)
@@ -353,7 +353,7 @@ def _gather_path(mpi_comm, path, iterations, warmup):
 def run_worker(argv=None):
     """Inside `mpiexec -n P`: measure every path, rank 0 writes JSON (or prints the table)."""
     import argparse
-    parser = argparse.ArgumentParser(prog="python -m handson_lib.allreduce_bench")
+    parser = argparse.ArgumentParser(prog="python -m handson_lib.experiments.allreduce")
     parser.add_argument("--worker", action="store_true")
     parser.add_argument("--model", default=None)
     parser.add_argument("--bytes", default=None)
@@ -366,7 +366,7 @@ def run_worker(argv=None):
 
     import numpy as np
 
-    from handson_lib.mpi import prepare_rank
+    from handson_lib.runtime.mpi import prepare_rank
     prepare_rank("naive", gpu=False)
     import chainermn
     comm = chainermn.create_communicator("naive")
@@ -569,7 +569,7 @@ def _size_argument(nbytes=None, model=None, sizes=None):
         return ["--bytes", str(parse_size(nbytes))]
     model = model or DEFAULT_MODEL
     if model != "resnet50":
-        from handson_lib.models import MODELS
+        from handson_lib.runtime.models import MODELS
         if model not in MODELS:
             raise ValueError(f"unknown model {model!r}; choose resnet50 or one of {', '.join(MODELS)}")
     return ["--model", model]
@@ -585,7 +585,7 @@ def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, 
     `in_place=True` adds the MPI.IN_PLACE allreduce (path 'mpi4py-inplace')."""
     import tempfile
 
-    from handson_lib.mpi import run_mpi
+    from handson_lib.launch import run_mpi
     if int(np) < 1:
         raise ValueError(f"np must be at least 1, got {np!r}")
     if int(iterations) < 1 or int(warmup) < 0:
@@ -593,7 +593,7 @@ def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, 
     size_args = _size_argument(nbytes, model, sizes)
     with tempfile.TemporaryDirectory(prefix="allreduce_bench_") as tmp:
         result_file = Path(tmp, "result.json")
-        argv = ["-m", "handson_lib.allreduce_bench", "--worker", *size_args,
+        argv = ["-m", "handson_lib.experiments.allreduce", "--worker", *size_args,
                 "--iterations", str(int(iterations)), "--warmup", str(int(warmup)),
                 *(["--in-place"] if in_place else []),
                 "--result-file", str(result_file)]

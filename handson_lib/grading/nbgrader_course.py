@@ -9,7 +9,7 @@
 An assignment's source holds the instructor notebook (with its markers, for nbgrader) and the
 *student skeletons* of its scripts: nbgrader copies non-notebook files unchanged into the
 release, so it must never see the solution scripts. The grade cells run the student's scripts
-through handson_lib.grading, which measures the reference solution from solutions/ itself.
+through handson_lib.grading.checks, which measures the reference solution from solutions/ itself.
 """
 
 import csv
@@ -22,7 +22,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, grading, mpi
+from handson_lib import COURSE_ROOT
+from handson_lib.grading import checks
+from handson_lib import launch
 
 COURSE_DIR = COURSE_ROOT / "course"
 #: assignment -> (instructor notebook in solutions/, student files from exercises/)
@@ -76,7 +78,7 @@ def nbgrader_env():
 
 def nbgrader(*args, course_dir=COURSE_DIR, timeout=RUN_TIMEOUT, env=None):
     cmd = [str(Path(sys.executable).parent / "nbgrader"), *map(str, args)]
-    return mpi.run_watched(cmd, timeout, env={**nbgrader_env(), **(env or {})}, cwd=str(course_dir))
+    return launch.run_watched(cmd, timeout, env={**nbgrader_env(), **(env or {})}, cwd=str(course_dir))
 
 
 def grading_env(site=None, run_timeout=None):
@@ -84,7 +86,7 @@ def grading_env(site=None, run_timeout=None):
     thresholds and a per-run watchdog shorter than the cell limit."""
     env = {}
     if site:
-        grading.site_thresholds(site)  # an unknown site fails here, before any student runs
+        checks.site_thresholds(site)  # an unknown site fails here, before any student runs
         env["HANDSON_SITE"] = site
     if run_timeout:
         env["HANDSON_RUN_TIMEOUT"] = str(int(run_timeout))
@@ -137,8 +139,8 @@ def graded_facts(course_dir, assignment, student):
             for out in cell.get("outputs", []):
                 if out.get("output_type") == "stream":
                     for line in "".join(out.get("text", "")).splitlines():
-                        if line.startswith(grading.RATIO_TAG):
-                            for item in line[len(grading.RATIO_TAG):].split():
+                        if line.startswith(checks.RATIO_TAG):
+                            for item in line[len(checks.RATIO_TAG):].split():
                                 key, _, value = item.partition("=")
                                 if key in ("throughput", "scaling") and value != "nan":
                                     facts[f"{key}_ratio"] = round(float(value), 3)
@@ -183,7 +185,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     """One `nbgrader autograde` process per student, at most `jobs` at once; a CSV report and,
     when throughput was graded, a plot of the ratios."""
     env = grading_env(site, run_timeout)
-    jobs = jobs or mpi.cpu_count()
+    jobs = jobs or launch.cpu_count()
     students = students_of(course_dir, assignment)
     if not students:
         raise SystemExit(f"no submissions in {course_dir}/submitted/*/{assignment}")
@@ -217,16 +219,36 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     print_fn(f"{len(students)} submission(s) in {total:.1f} s with {jobs} at a time; report: {report}")
     if any(r["throughput_ratio"] is not None or r["scaling_ratio"] is not None for r in rows):
         plot = report.with_name(f"autograde_{assignment}_throughput.png")
-        bands = grading.site_thresholds(site)["throughput_bands"]
+        bands = checks.site_thresholds(site)["throughput_bands"]
         throughput_figure(rows, bands, f"{assignment}: throughput ratios ({site or os.environ.get('HANDSON_SITE', 'local')} bands)").savefig(plot, dpi=100)
         print_fn(f"throughput ratios plotted in {plot}")
     return rows, total
 
 
-def main(args):
+def add_course_arguments(parser):
+    parser.add_argument("action", choices=["assemble", "synthetic-class"])
+    parser.add_argument("assignments", nargs="*",
+                        help="assignments (default: all; synthetic-class: setup or task2)")
+    parser.add_argument("--course", default=str(COURSE_ROOT / "course"))
+
+
+def add_autograde_arguments(parser):
+    parser.add_argument("assignment")
+    parser.add_argument("--jobs", type=int, default=None, help="students graded at once (default: cores)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per student before the watchdog")
+    parser.add_argument("--cell-timeout", type=float, default=None,
+                        help="seconds per cell (default: course/nbgrader_config.py's Execute.timeout)")
+    parser.add_argument("--site", default=None, help="throughput thresholds and bands: local, reedbush, "
+                        "cluster (default: HANDSON_SITE, else local)")
+    parser.add_argument("--run-timeout", type=float, default=300,
+                        help="seconds one training run may take before the watchdog kills it (deadlocks)")
+    parser.add_argument("--course", default=str(COURSE_ROOT / "course"))
+
+
+def course_main(args):
     course_dir = Path(args.course)
-    if args.command == "course" and args.action == "synthetic-class":
-        from handson_lib import classroom
+    if args.action == "synthetic-class":
+        from handson_lib.grading import classroom
         for name in args.assignments or ["task2"]:
             if name not in classroom.CLASSES:
                 raise SystemExit(f"no synthetic class for {name!r}; there is one for {', '.join(classroom.CLASSES)}")
@@ -234,10 +256,12 @@ def main(args):
                 sub = classroom.CLASSES[name][folder.parent.name]
                 print(f"wrote {folder}  (expected score {sub.expected:g}{': ' + sub.why if sub.why else ''})")
         return 0
-    if args.command == "course":
-        for dest in assemble(course_dir, assignments=args.assignments or None):
-            print(f"assembled {dest}")
-        return 0
-    rows, _ = autograde(args.assignment, course_dir, jobs=args.jobs, timeout=args.timeout,
+    for dest in assemble(course_dir, assignments=args.assignments or None):
+        print(f"assembled {dest}")
+    return 0
+
+
+def autograde_main(args):
+    autograde(args.assignment, Path(args.course), jobs=args.jobs, timeout=args.timeout,
                         cell_timeout=args.cell_timeout, site=args.site, run_timeout=args.run_timeout)
     return 0

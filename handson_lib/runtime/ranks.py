@@ -1,8 +1,8 @@
-"""Print what ChainerMN tells each rank: `mpiexec -n 4 python -m handson_lib.ranks`."""
+"""Print what ChainerMN tells each rank: `mpiexec -n 4 python -m handson_lib.runtime.ranks`."""
 
 import socket
 
-from handson_lib.mpi import start_multi_node
+from handson_lib.runtime.mpi import start_multi_node
 
 
 def main():

@@ -1,6 +1,6 @@
 """Grading core shared by `handson check`, the notebooks' hidden tests and the autograder.
 
-A student's script is run under the instrumenting launcher (handson_lib.observe) with a
+A student's script is run under the instrumenting launcher (handson_lib.grading.observe) with a
 watchdog; each check reads what the launcher observed, never the script's own printout.
 Throughput is scored as a ratio to the reference solution measured in the same session.
 """
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy
 
-from handson_lib import COURSE_ROOT, mpi
+from handson_lib import COURSE_ROOT
+from handson_lib import launch
 
 #: Thresholds per site; choose with `--site` or HANDSON_SITE. A laptop or CI machine is noisy,
 #: a reserved cluster node is not.
@@ -193,9 +194,9 @@ def run_observed(script, args, timeout=300, env=None):
         full_env = dict(os.environ if env is None else env)
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         full_env.setdefault("MPLBACKEND", "Agg")
-        cmd = [sys.executable, "-m", "handson_lib.observe", str(outdir), str(Path(script).resolve()),
+        cmd = [sys.executable, "-m", "handson_lib.grading.observe", str(outdir), str(Path(script).resolve()),
                *args, "--out", str(workdir / "result")]
-        res = mpi.run_watched(cmd, timeout, env=full_env, cwd=str(workdir))
+        res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir))
         record = {}
         if (outdir / "observed.json").exists():
             record = json.loads((outdir / "observed.json").read_text())
@@ -383,9 +384,9 @@ def run_observed_mpi(script, np, args, timeout=300):
         outdir = Path(tmp) / "observed"
         workdir = Path(tmp) / "run"
         workdir.mkdir()
-        argv = ["-m", "handson_lib.observe", str(outdir), str(Path(script).resolve()), *args,
+        argv = ["-m", "handson_lib.grading.observe", str(outdir), str(Path(script).resolve()), *args,
                 "--out", str(workdir / "result")]
-        res = mpi.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
+        res = launch.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
                           env={**os.environ, "MPLBACKEND": "Agg"})
         ranks, params = {}, {}
         for path in sorted(outdir.glob("observed-rank*.json")) if outdir.exists() else []:
@@ -568,6 +569,17 @@ def throughput_credit(report, points, site=None, print_fn=print):
 
 TASKS = {"multi-gpu": check_multi_gpu, "multi-node": check_multi_node,
          "mnist-multi-node": check_mnist_multi_node}
+
+
+def add_arguments(parser):
+    parser.add_argument("task", help="multi-gpu, multi-node or mnist-multi-node")
+    parser.add_argument("file", help="your script, e.g. exercises/train_cifar_multi_gpu.py")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds before the watchdog stops a run")
+    parser.add_argument("--site", default=None, help="thresholds of a site: local, reedbush, cluster")
+    parser.add_argument("--min-throughput-ratio", type=float, default=None,
+                        help="throughput needed, as a fraction of the reference solution's")
+    parser.add_argument("--np", type=int, default=2, help="ranks for multi-node (also run on 1 for scaling)")
+    parser.add_argument("--json", action="store_true", help="machine-readable report")
 
 
 def main(args):

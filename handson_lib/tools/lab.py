@@ -46,6 +46,14 @@ def lab_command(port=8888, ip="127.0.0.1", open_browser=True, token=None, root=C
     return cmd
 
 
+def add_arguments(parser):
+    parser.add_argument("--install-settings", action="store_true",
+                        help="only write the lab settings (no news pop-up) into the environment")
+    parser.add_argument("--port", type=int, default=8888)
+    parser.add_argument("--ip", default="127.0.0.1")
+    parser.add_argument("--no-browser", action="store_true")
+
+
 def main(args):
     path = install_settings()
     if args.install_settings:

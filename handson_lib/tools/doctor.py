@@ -258,7 +258,7 @@ def _probe_cuda_subprocess(timeout=None) -> dict:
     timeout = CUDA_PROBE_TIMEOUT if timeout is None else timeout
     pkg_parent = str(Path(__file__).resolve().parent.parent)
     code = ("import json, sys; sys.path.insert(0, %r); "
-            "from handson_lib.doctor import _cuda_probe; print('JSON ' + json.dumps(_cuda_probe()))"
+            "from handson_lib.tools.doctor import _cuda_probe; print('JSON ' + json.dumps(_cuda_probe()))"
             % pkg_parent)
     rc, out = _run([sys.executable, "-c", code], timeout=timeout)
     for line in out.splitlines():
@@ -785,7 +785,16 @@ def format_table(checks, width=100) -> str:
     return "\n".join(lines)
 
 
-def main(as_json: bool = False) -> int:
+def add_arguments(parser):
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def main(args) -> int:
+    return run(as_json=args.json)
+
+
+def run(as_json: bool = False) -> int:
+    """Print the table and the verdicts; 0 when the CPU course can run."""
     checks = run_checks()
     v = verdict(checks)
     rc = 0 if v.cpu_ready else 1
@@ -803,4 +812,7 @@ def main(as_json: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(as_json="--json" in sys.argv[1:]))
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m handson_lib.tools.doctor")
+    add_arguments(parser)
+    sys.exit(main(parser.parse_args()))

@@ -1,0 +1,2 @@
+"""Experiments and benchmarks: speed-up, allreduce, tuning levers, large batch, phase breakdown.
+"""

@@ -1,0 +1,2 @@
+"""Tools for everyone: the environment doctor, JupyterLab, the demo.
+"""
