@@ -11,7 +11,7 @@ c = get_config()  # noqa: F821 (nbgrader provides it)
 
 # The kernels nbgrader starts inherit these (`handson autograde --site/--run-timeout` override them):
 # only the scripts handed in next to the notebook count, the throughput thresholds and credit bands
-# of the site (handson_lib/grading.py: SITES), and the watchdog of one training run in seconds.
+# of the site (handson_lib/sites/table.py), and the watchdog of one training run in seconds.
 os.environ.setdefault("HANDSON_GRADING", "1")
 os.environ.setdefault("HANDSON_SITE", "local")
 os.environ.setdefault("HANDSON_RUN_TIMEOUT", "300")

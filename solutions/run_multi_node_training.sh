@@ -15,29 +15,39 @@
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 
-# Compute nodes do not see HOME on Reedbush: Lustre serves as HOME (seed: env.sh).
-if [ -d "/lustre/$(id -ng)/${USER:-$(id -un)}" ]; then
-  export HOME="/lustre/$(id -ng)/${USER:-$(id -un)}"
-fi
-if [ -f "${HOME}/env.sh" ]; then . "${HOME}/env.sh"; fi
-export PYTHONUSERBASE=${PYTHONUSERBASE:-${HOME}/.local}
+# The site's environment (HOME the compute nodes see, PYTHONUSERBASE, modules, COURSE): env.sh.
+ENV_SH=${ENV_SH:-/lustre/$(id -ng)/${USER:-$(id -un)}/env.sh}
+if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+# One OpenMP thread per process unless the request says otherwise (PBS Pro sets it from ompthreads).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
 # EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 
+TASK=train_cifar_multi_node.py
+# Your script in the folder you submit from; without one, the course's reference (said loudly).
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
+  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
+  TASK=$COURSE/solutions/$TASK
+fi
+[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
+
 # One rank per line of the node file (select x mpiprocs); NP elsewhere (default 2).
-if [ -n "${PBS_NODEFILE:-}" ] && [ -f "${PBS_NODEFILE}" ]; then NP=$(wc -l < "${PBS_NODEFILE}"); fi
+if [ -n "${PBS_NODEFILE:-}" ] && [ -f "$PBS_NODEFILE" ]; then NP=$(wc -l < "$PBS_NODEFILE"); fi
 NP=${NP:-2}
 
 # Versions first, as the seed's job.sh does.
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
-  "$PYTHON" -c "import cupy; print('cupy', cupy.__version__, 'nccl', cupy.cuda.nccl.get_version())"
   GPU_FLAG="--gpu"
 else
   echo "no usable GPU/NCCL here: CPU ranks with the naive communicator"
 fi
 
-mpiexec -n "$NP" -x PYTHONUSERBASE -x PATH -x OMP_NUM_THREADS=1 \
-  "$PYTHON" train_cifar_multi_node.py $GPU_FLAG --dataset "$DATASET" --no-progress --out result/multi_node ${EXTRA_ARGS:-}
+# -x passes the variables to the ranks on the other node (seed 000's job.sh); Reedbush's
+# Open MPI reads the nodes from PBS itself.
+mpiexec -n "$NP" \
+  -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS \
+  "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress --out result/multi_node ${EXTRA_ARGS:-}

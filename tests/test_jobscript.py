@@ -11,7 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from handson_lib.sites import jobscript
+from handson_lib.grading import checks
+from handson_lib.sites import cluster, generate, jobscript, table
 from handson_lib.sites.jobscript import lint
 
 from conftest import ROOT
@@ -417,3 +418,87 @@ def test_run_site_task2_templates(run_handson, tmp_path, site, select):
     output = _output_file(tmp_path, "multi_node").read_text()
     assert "Num process (COMM_WORLD): 4" in output
     assert re.search(r"^Throughput: [\d.]+ \[images/sec\.\]", output, re.M), output[-3000:]
+
+
+# ------------------------------------------------------------------------------ one site table
+
+def _body(text):
+    """A job script from its first command on."""
+    lines = text.splitlines()
+    return lines[jobscript.header_end(lines):]
+
+
+@pytest.mark.parametrize("name", ["run_multi_gpu_training.sh", "run_multi_node_training.sh"])
+def test_exercise_job_scripts_share_the_reedbush_body(name):
+    solution = (ROOT / "solutions" / name).read_text()
+    site_copy = (ROOT / "jobscripts" / "reedbush" / name).read_text()
+    assert _body(solution) == _body(site_copy)
+    assert len(_body(solution)) > 20
+    # The request the student writes is the one the site's script makes.
+    assert jobscript.parse_request(solution).select == jobscript.parse_request(site_copy).select
+
+
+def test_build_check_reports_a_hand_edited_job_script(tmp_path):
+    assert generate.write(tmp_path)                       # a fresh tree gets every file
+    assert generate.stale(tmp_path) == []
+    assert generate.write(tmp_path) == []                 # and a second write changes nothing
+    edited = tmp_path / "jobscripts" / "abci" / "run_multi_node_training.sh"
+    edited.write_text(edited.read_text().replace("walltime=00:15:00", "walltime=00:20:00"))
+    (tmp_path / "solutions" / "run_multi_gpu_training.sh").unlink()
+    stale = dict(generate.stale(tmp_path))
+    assert set(stale) == {Path("jobscripts/abci/run_multi_node_training.sh"),
+                          Path("solutions/run_multi_gpu_training.sh")}
+    assert "differs from the site table" in stale[Path("jobscripts/abci/run_multi_node_training.sh")]
+    assert "missing" in stale[Path("solutions/run_multi_gpu_training.sh")]
+    assert set(generate.write(tmp_path)) == set(stale)
+    assert generate.stale(tmp_path) == []
+
+
+def test_generated_files_are_all_the_site_folders_hold():
+    generated = {rel for rel in generate.generated_files() if rel.parts[0] == "jobscripts"}
+    on_disk = {p.relative_to(ROOT) for p in (ROOT / "jobscripts").rglob("*") if p.is_file()}
+    assert generated == on_disk
+
+
+def test_template_placeholders_are_all_filled():
+    for rel, text in generate.generated_files().items():
+        assert "{{" not in text and "#%" not in text, rel
+    with pytest.raises(generate.TemplateError, match="no value for {{NOPE}}"):
+        generate.fill("echo {{NOPE}}\n", {}, "x.sh")
+
+
+def test_every_site_carries_grading_thresholds():
+    keys = {"min_throughput_ratio", "min_accuracy", "min_scaling_ratio", "throughput_bands",
+            "speedup_bands"}
+    for name in table.SITES:
+        limits = checks.site_thresholds(name)
+        assert set(limits) == keys, name
+        assert limits["min_throughput_ratio"] == limits["throughput_bands"][0][0]
+    local = checks.site_thresholds("local")
+    assert local["throughput_bands"] == ((0.7, 1.0), (0.4, 0.5)) and local["min_scaling_ratio"] == 0.75
+    assert local["speedup_bands"] == ((1.25, 1.0), (1.05, 0.5))
+    reedbush = checks.site_thresholds("reedbush")
+    assert reedbush["throughput_bands"] == ((0.85, 1.0), (0.6, 0.5))
+    assert reedbush["speedup_bands"] == ((1.6, 1.0), (1.3, 0.5)) and reedbush["min_scaling_ratio"] == 0.9
+    with pytest.raises(ValueError, match="choose one of reedbush, miyabi, abci, cloud, local"):
+        checks.site_thresholds("fugaku")
+
+
+def test_thresholds_default_to_handson_site(monkeypatch):
+    monkeypatch.delenv("HANDSON_SITE", raising=False)
+    assert checks.site_thresholds()["min_scaling_ratio"] == 0.75
+    monkeypatch.setenv("HANDSON_SITE", "abci")
+    assert checks.site_thresholds()["min_scaling_ratio"] == 0.9
+
+
+def test_local_cluster_partitions_come_from_the_table(tmp_path):
+    assert cluster.SITE.queues == table.get_site("reedbush").queues
+    conf = cluster.render_slurm_conf(cluster.Paths(tmp_path), 3)
+    partitions = dict(re.findall(r"^PartitionName=(\S+) .*MaxNodes=(\d+)", conf, re.M))
+    assert partitions == {"h-debug": "3", "h-short": "3", "h-small": "3", "h-regular": "3"}
+    assert "PartitionName=h-debug Nodes=n[1-3] Default=YES MaxTime=00:30:00" in conf
+    assert "PartitionName=h-regular Nodes=n[1-3] Default=NO MaxTime=2-00:00:00" in conf
+    big = dict((q.name, n) for q, n in cluster.partitions(8))
+    assert big == {"h-debug": 4, "h-short": 8, "h-small": 8, "h-regular": 8}
+    # The linter of the local site applies Reedbush-H's limits.
+    assert jobscript.lint(solution_text(), "local") == []

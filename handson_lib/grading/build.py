@@ -3,6 +3,8 @@
 solutions/*.ipynb          -> notebooks/*.ipynb   (nbgrader's own release preprocessors)
 solutions/**/*.py, *.sh    -> exercises/...        (the same nbgrader marker logic, one file = one cell)
 solutions/** other files   -> exercises/...        (copied as they are)
+site table + templates     -> jobscripts/<site>/*, jobscripts/README.md, solutions/run_*.sh
+                              (handson_lib.sites.generate; written first: exercises/ derive from them)
 
 The stub is `# PUT YOUR CODE HERE`, a comment in both Python and bash. `check_tree` is the
 test's oracle: it rebuilds into a temporary folder and reports stale copies, leaked solution
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
+from handson_lib.sites import generate as jobscripts
 
 STUB = "# PUT YOUR CODE HERE"
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
@@ -118,7 +121,9 @@ def _generated_dirs():
 
 
 def build(root: Path = COURSE_ROOT):
-    """Regenerate notebooks/ and exercises/ in place; remove student files whose source is gone."""
+    """Regenerate the job scripts, then notebooks/ and exercises/ in place; remove student files
+    whose source is gone."""
+    jobscripts.write(root)
     expected = set(build_into(root, root))
     removed = []
     for top in _generated_dirs():
@@ -290,26 +295,31 @@ def check_tree(root: Path = COURSE_ROOT) -> Report:
             rel = path.relative_to(root)
             if rel not in expected:
                 report.problems.append(Problem(rel.as_posix(), "has no source in solutions/"))
+    for rel, why in jobscripts.stale(root):
+        report.problems.append(Problem(rel.as_posix(), why))
     check_leaks(root, report)
     return report
 
 
 def add_arguments(parser):
     parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 when the committed student copies are stale or leak")
+                        help="do not write; exit 1 when the committed student copies or job scripts "
+                        "are stale, or a student copy leaks")
 
 
 def main(args, root: Path = COURSE_ROOT):
     if not args.check:
         written, removed = build(root)
-        print(f"Built {len(written)} student files from solutions/:")
+        print(f"Built {len(written)} student files from solutions/ (and the job scripts from "
+              f"handson_lib/sites/):")
         for rel in written:
             print(f"  {rel}")
         for rel in removed:
             print(f"  removed {rel} (its source is gone)")
     report = check_tree(root)
     if report.ok:
-        print("Student copies are in sync with solutions/ and leak nothing.")
+        print("Student copies are in sync with solutions/ and leak nothing; job scripts are in sync "
+              "with the site table.")
         return 0
     print(f"{len(report.problems)} problem(s):", file=sys.stderr)
     for problem in report.problems:

@@ -17,8 +17,10 @@ $HANDSON_CLUSTER_DIR, logs in its log/ folder):
   `SlurmdParameters=config_overrides`. Slurm cannot declare GPUs without device files: the two
   P100 per node are not declared; the course's CPU stand-in replaces them (one worker process per
   "GPU"), and every job gets whole nodes (OverSubscribe=EXCLUSIVE) as with PBS Pro on Reedbush.
-- Partitions named after the course's queues, with plausible limits (see QUEUES), checked when a job
-  is submitted (EnforcePartLimits=ALL): qsub refuses too long a walltime or too many nodes.
+- Partitions named after the course's queues, with the limits of the `local` site in the site table
+  (handson_lib/sites/table.py: Reedbush-H's queues), each queue's node limit capped by the nodes the
+  cluster has; checked when a job is submitted (EnforcePartLimits=ALL): qsub refuses too long a
+  walltime or too many nodes.
 - Differences from PBS Pro, smoothed: `PBS_O_WORKDIR` and friends come from the spank_pbs plugin;
   `PBS_NODEFILE` is written by the TaskProlog of the batch step (one line per MPI process, as PBS
   Pro writes it); the TaskProlog also puts the course's virtual environment first on `PATH` (the
@@ -51,6 +53,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from handson_lib.launch import venv_bin
+from handson_lib.sites.table import format_walltime, get_site
+
 #: Debian packages: controller, node daemon, client commands, PBS wrappers, authentication.
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurm-wlm-torque", "munge")
 #: commands that must exist after the installation
@@ -67,28 +72,26 @@ DAEMON_NAMES = ("slurmctld", "slurmd", "slurmstepd", "munged")
 CLONE_NEWUTS = 0x04000000
 
 
-@dataclass(frozen=True)
-class Queue:
-    name: str
-    max_minutes: int
-    max_nodes: int
-    default: bool = False
-
-    @property
-    def max_time(self):
-        days, minutes = divmod(self.max_minutes, 24 * 60)
-        hours, minutes = divmod(minutes, 60)
-        return f"{days}-{hours:02d}:{minutes:02d}:00" if days else f"{hours:02d}:{minutes:02d}:00"
+#: The site this cluster stands for: its queues (Reedbush-H's) become the partitions.
+SITE = get_site("local")
 
 
-#: Reedbush-H's queues with plausible limits (the site's own table changed over the years; these
-#: keep the course's point: h-debug is short and small, the others take longer and larger jobs).
-QUEUES = (
-    Queue("h-debug", 30, 2, default=True),
-    Queue("h-short", 2 * 60, 8),
-    Queue("h-small", 24 * 60, 16),
-    Queue("h-regular", 48 * 60, 32),
-)
+def slurm_time(seconds):
+    """Slurm's `[D-]HH:MM:SS` for a walltime in seconds."""
+    days, rest = divmod(int(seconds), 24 * 3600)
+    return f"{days}-{format_walltime(rest)}" if days else format_walltime(rest)
+
+
+def partitions(nodes):
+    """(queue, its node limit here): the site's limit, capped by the nodes this cluster has, so that
+    qsub refuses at submission what could never start (Slurm would queue it forever)."""
+    return [(q, min(q.max_nodes, nodes)) for q in SITE.queues.values()]
+
+
+def default_queue():
+    return next(iter(SITE.queues.values()))
+
+
 #: one Reedbush-H node: 2 x Intel Xeon E5-2695 v4 (18 cores), 256 GB; its 2 P100 are not declared.
 NODE_RESOURCES = "CPUs=36 Boards=1 SocketsPerBoard=2 CoresPerSocket=18 ThreadsPerCore=1 RealMemory=245760"
 
@@ -162,11 +165,6 @@ def state_dir() -> Path:
 
 def paths() -> Paths:
     return Paths(state_dir())
-
-
-def venv_bin() -> Path:
-    """The course's virtual environment (the one running this code)."""
-    return Path(sys.executable).parent
 
 
 def node_names(count):
@@ -302,10 +300,11 @@ def render_slurm_conf(p: Paths, nodes: int) -> str:
         lines.append(f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 "
                      f"Port={SLURMD_BASE_PORT + i} {NODE_RESOURCES} State=UNKNOWN")
     lines.append("")
-    for q in QUEUES:
-        lines.append(f"PartitionName={q.name} Nodes={node_list} Default={'YES' if q.default else 'NO'} "
-                     f"MaxTime={q.max_time} DefaultTime={q.max_time} MaxNodes={q.max_nodes} "
-                     f"OverSubscribe=EXCLUSIVE State=UP")
+    for q, max_nodes in partitions(nodes):
+        lines.append(f"PartitionName={q.name} Nodes={node_list} "
+                     f"Default={'YES' if q is default_queue() else 'NO'} "
+                     f"MaxTime={slurm_time(q.max_walltime)} DefaultTime={slurm_time(q.max_walltime)} "
+                     f"MaxNodes={max_nodes} OverSubscribe=EXCLUSIVE State=UP")
     return "\n".join(lines) + "\n"
 
 
@@ -718,9 +717,10 @@ def _port_free(port):
 
 def print_summary(p: Paths, names, out=print):
     out("queues (EnforcePartLimits=ALL: qsub refuses what a queue does not allow):")
-    for q in QUEUES:
-        out(f"  {q.name:<10s} max walltime {q.max_time:>11s}  max nodes {q.max_nodes:>3d}"
-            f"{'  (default)' if q.default else ''}")
+    for q, max_nodes in partitions(len(names)):
+        capped = f" (the queue allows {q.max_nodes})" if max_nodes < q.max_nodes else ""
+        out(f"  {q.name:<10s} max walltime {slurm_time(q.max_walltime):>11s}  max nodes {max_nodes:>3d}"
+            f"{capped}{'  (default)' if q is default_queue() else ''}")
     out(f"nodes: {', '.join(names)} (each declares {NODE_RESOURCES.split()[0]}, whole nodes per job; "
         f"no GPUs: the CPU stand-in replaces them)")
     if SYSTEM_CONF.is_symlink() and Path(os.readlink(SYSTEM_CONF)) == p.conf:

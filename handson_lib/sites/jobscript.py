@@ -26,8 +26,9 @@ Warnings (the job runs, but probably not as meant): no `cd $PBS_O_WORKDIR`, no `
 
 The site's rules come from `--site`, else a `# handson-site: NAME` line in the script (the
 templates in jobscripts/<site>/ carry one), else the path `jobscripts/<site>/...`, else
-Reedbush-H (the course's site; the local Slurm cluster mimics its queues). The limits are in
-one table, SITE_TABLE, below: the course's assumptions, to be checked against the site's guide.
+Reedbush-H (the course's site; `--site local`, this machine and its Slurm cluster, has the same
+queues). The limits are in the one site table, handson_lib/sites/table.py: the course's
+assumptions, to be checked against the site's guide. Each rule is one function (LINT_RULES).
 
 `handson jobscript run FILE` is the fallback without a scheduler: lint (refuse on any error),
 then run `bash FILE` with the environment a PBS job sees (PBS_O_WORKDIR, PBS_JOBID,
@@ -46,102 +47,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# ============================================================================================
-# Sites: the course's assumptions.
-#
-# ONE table. The numbers are what the course assumes from the sites' public user guides
-# (Reedbush-H retired in 2021; queue limits change every fiscal year and differ per contract):
-# check `qstat -Q` / the site's guide and edit this table, not the rules below.
-#   gpus     GPUs per node: at most one MPI process per GPU (`mpiprocs`).
-#   group    how a job names the group charged: "group_list" (`#PBS -W group_list=G`),
-#            "P" (`#PBS -P G`) or None (nothing to charge).
-#   mpi      options every multi-rank `mpiexec`/`mpirun` must carry on the site:
-#            "export:VAR" (passes VAR to remote ranks: `-x VAR`, `-genv VAR`, `-genvlist VAR`),
-#            "hostfile" (`-hostfile $PBS_NODEFILE`, `-machinefile`), "np" (`-np N` / `-n N`),
-#            "ppr" (`--map-by ppr:N:node`).
-#   queues   name: (max nodes, max walltime, GPUs per node if not the site's).
-# ============================================================================================
-SITE_TABLE = {
-    "reedbush": dict(
-        title="Reedbush-H", scheduler="PBS Pro", gpus=2, gpu_model="P100", group="group_list",
-        placeholder="gt00", mpi=("export:PYTHONUSERBASE",), queue_required=True,
-        profiler="nvprof", home="Lustre (/lustre/$(id -ng)/$USER) is HOME on compute nodes",
-        queues={
-            "h-debug": (4, "00:30:00"),
-            "h-short": (8, "02:00:00"),
-            "h-small": (16, "24:00:00"),
-            "h-regular": (64, "48:00:00"),
-        }),
-    "miyabi": dict(
-        title="Miyabi-G", scheduler="PBS Pro", gpus=1, gpu_model="GH200", group="group_list",
-        placeholder="xx00", mpi=(), queue_required=True,
-        profiler="nsys", home="/work/$(id -ng)/$USER (no /home on compute nodes)",
-        queues={
-            "debug-g": (8, "00:30:00"),
-            "regular-g": (256, "48:00:00"),
-        }),
-    "abci": dict(
-        title="ABCI 3.0", scheduler="PBS Pro", gpus=8, gpu_model="H200", group="P",
-        placeholder="grpname", mpi=("hostfile", "np"), queue_required=True,
-        profiler="nsys", home="HOME is shared with the compute nodes",
-        queues={
-            "rt_HF": (32, "168:00:00"),          # full nodes, 8 GPUs each
-            "rt_HG": (1, "168:00:00", 1),       # one GPU of a shared node
-        }),
-    "cloud": dict(
-        title="hostfile cloud cluster (seed 001)", scheduler="none, or OpenPBS", gpus=4,
-        gpu_model="TITAN X (Pascal)", group=None, placeholder=None, mpi=("hostfile", "ppr"),
-        queue_required=False, profiler="nsys", home="HOME shared over NFS",
-        queues={
-            "workq": (4, "24:00:00"),             # OpenPBS's default queue, if one runs there
-        }),
-}
-
-SITE_ALIASES = {"reedbush-h": "reedbush", "rb": "reedbush", "local": "reedbush",
-                "cluster": "reedbush", "miyabi-g": "miyabi", "abci3": "abci", "abci-3": "abci",
-                "abci-3.0": "abci", "abci3.0": "abci", "hostfile": "cloud", "sakura": "cloud"}
-DEFAULT_SITE = "reedbush"
-
-
-@dataclass(frozen=True)
-class Queue:
-    name: str
-    max_nodes: int
-    max_walltime: int           # seconds
-    gpus: int                   # GPUs per node in this queue
-
-
-@dataclass(frozen=True)
-class Site:
-    key: str
-    title: str
-    scheduler: str
-    gpus: int
-    gpu_model: str
-    group: str
-    placeholder: str
-    mpi: tuple
-    queue_required: bool
-    profiler: str
-    home: str
-    queues: dict
-
-
-def _make_site(key, spec):
-    queues = {}
-    for name, row in spec["queues"].items():
-        gpus = row[2] if len(row) > 2 else spec["gpus"]
-        queues[name] = Queue(name, row[0], parse_walltime(row[1]), gpus)
-    return Site(key=key, **{**spec, "queues": queues})
-
-
-def get_site(name=None):
-    """A :class:`Site` by name or alias (default: Reedbush-H, the course's site)."""
-    key = (name or DEFAULT_SITE).strip().lower()
-    key = SITE_ALIASES.get(key, key)
-    if key not in SITE_TABLE:
-        raise ValueError(f"unknown site {name!r}: choose one of {', '.join(SITE_TABLE)}")
-    return _make_site(key, SITE_TABLE[key])
+from handson_lib import launch
+from handson_lib.sites.table import (DEFAULT_SITE, SITES, Queue, Site, format_walltime, get_site,
+                                     parse_walltime, site_key)
 
 
 def site_for_path(path, default=DEFAULT_SITE):
@@ -149,9 +57,10 @@ def site_for_path(path, default=DEFAULT_SITE):
     parts = Path(os.path.abspath(path)).parts
     for i, part in enumerate(parts[:-1]):
         if part == "jobscripts" and i + 1 < len(parts) - 1:
-            key = SITE_ALIASES.get(parts[i + 1].lower(), parts[i + 1].lower())
-            if key in SITE_TABLE:
-                return key
+            try:
+                return site_key(parts[i + 1])
+            except ValueError:
+                continue
     return default
 
 
@@ -186,30 +95,6 @@ def errors(findings):
 # ============================================================================================
 # Parsing
 # ============================================================================================
-
-WALLTIME_RE = re.compile(r"^\d+(:\d+){0,2}(\.\d+)?$")
-
-
-def parse_walltime(value):
-    """PBS walltime `[[hours:]minutes:]seconds` in seconds; ValueError when malformed."""
-    value = str(value).strip()
-    if not WALLTIME_RE.match(value):
-        raise ValueError(f"walltime {value!r} is not [[HH:]MM:]SS")
-    parts = value.split(".")[0].split(":")
-    numbers = [int(p) for p in parts]
-    for later in numbers[1:]:
-        if later >= 60:
-            raise ValueError(f"walltime {value!r}: minutes and seconds must be below 60")
-    seconds = 0
-    for n in numbers:
-        seconds = seconds * 60 + n
-    return seconds
-
-
-def format_walltime(seconds):
-    seconds = int(seconds)
-    return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
 
 @dataclass
 class Chunk:
@@ -525,85 +410,113 @@ def _exports(call):
 
 
 # ============================================================================================
-# The linter
+# The linter: one function per rule
 # ============================================================================================
 
-def lint(text, site=None, template=False):
-    """Findings for a job script `text` on `site` (name or :class:`Site`); errors first by line.
+@dataclass
+class LintContext:
+    """What every rule reads: the script, its #PBS request and the site; `add` records a finding."""
+    lines: list
+    end: int                    # index of the first command: #PBS lines count only above it
+    site: Site
+    req: JobRequest
+    template: bool
+    anchor: int                 # where a missing directive is reported: the last #PBS line
+    stubs: list                 # line numbers of `# PUT YOUR CODE HERE`
+    header_stub: int            # the stub among the #PBS lines, or None
+    queue: Queue                # the requested queue on the site, or None
+    gpus: int                   # GPUs per node in that queue
+    text: str = ""
+    found: list = field(default_factory=list)
 
-    With `template=True` a placeholder group/project is a warning (site templates)."""
-    site = site if isinstance(site, Site) else get_site(site)
+    def add(self, line, severity, code, message):
+        lines = self.lines
+        self.found.append(Finding(line, severity, code, message,
+                                  lines[line - 1] if 0 < line <= len(lines) else ""))
+
+
+def lint_context(text, site, template):
     lines = text.splitlines()
     end = header_end(lines)
-    found = []
-
-    def add(line, severity, code, message):
-        found.append(Finding(line, severity, code, message,
-                             lines[line - 1] if 0 < line <= len(lines) else ""))
-
     req = parse_request(text)
     directive_lines = sorted({d.line for d in req.directives})
-    anchor = directive_lines[-1] if directive_lines else (end if end else 1)
     stubs = [i + 1 for i, line in enumerate(lines) if STUB_RE.search(line)]
-    header_stub = next((n for n in stubs if n <= end), None)
+    queue = site.queues.get(req.queue) if req.queue is not None else None
+    return LintContext(
+        lines=lines, end=end, site=site, req=req, template=template, text=text,
+        anchor=directive_lines[-1] if directive_lines else (end if end else 1),
+        stubs=stubs, header_stub=next((n for n in stubs if n <= end), None),
+        queue=queue, gpus=queue.gpus if queue else site.gpus)
 
-    # --- shape of the header --------------------------------------------------------------
-    if not lines or not lines[0].startswith("#!"):
-        add(1, "warning", "shebang", "no `#!/bin/bash` on the first line: PBS runs the script "
-            "with your login shell")
-    for i, line in enumerate(lines):
+
+def rule_shebang(ctx):
+    if not ctx.lines or not ctx.lines[0].startswith("#!"):
+        ctx.add(1, "warning", "shebang", "no `#!/bin/bash` on the first line: PBS runs the script "
+                "with your login shell")
+
+
+def rule_directive_lines(ctx):
+    """#PBS lines qsub ignores or misreads: after the first command, en dashes, shell variables,
+    `# PBS` comments that look like directives."""
+    for i, line in enumerate(ctx.lines):
         number = i + 1
         if DIRECTIVE_RE.match(line):
-            if i >= end:
-                add(number, "error", "late-directive",
-                    f"qsub ignores #PBS lines after the first command (line {end + 1}): "
-                    f"move this line up to the other #PBS lines")
-            if any(ch in _strip_comment(line) for ch in DASHES):
-                add(number, "error", "dash", "an en dash (copied from the slides?) instead of "
-                    "an ASCII hyphen: type `-` again")
             body = _strip_comment(line)
+            if i >= ctx.end:
+                ctx.add(number, "error", "late-directive",
+                        f"qsub ignores #PBS lines after the first command (line {ctx.end + 1}): "
+                        f"move this line up to the other #PBS lines")
+            if any(ch in body for ch in DASHES):
+                ctx.add(number, "error", "dash", "an en dash (copied from the slides?) instead of "
+                        "an ASCII hyphen: type `-` again")
             if "$" in body or "`" in body:
-                add(number, "error", "variable", "qsub does not expand shell variables in #PBS "
-                    "lines: write the value itself")
-        elif LOOSE_DIRECTIVE_RE.match(line) and i < end:
-            add(number, "warning", "not-a-directive", "this is a comment, not a directive: "
-                "write `#PBS` (no space, upper case, at the start of the line)")
-    for n in stubs:
-        if n == header_stub:
-            missing = []
-            if req.queue is None:
-                missing.append(f"the queue (`#PBS -q {_example_queue(site)}`)")
-            if "select" not in req.lines:
-                missing.append("the nodes and processes (`#PBS -l select=N:mpiprocs=M`)")
-            if req.walltime is None and "walltime" not in req.lines:
-                missing.append("the walltime (`#PBS -l walltime=HH:MM:SS`)")
-            what = ("; missing: " + ", ".join(missing)) if missing else ""
-            add(n, "error", "stub", f"unfinished skeleton: complete the #PBS lines here{what}")
-        else:
-            add(n, "error", "stub", "unfinished: `# PUT YOUR CODE HERE` is still in the script")
+                ctx.add(number, "error", "variable", "qsub does not expand shell variables in #PBS "
+                        "lines: write the value itself")
+        elif LOOSE_DIRECTIVE_RE.match(line) and i < ctx.end:
+            ctx.add(number, "warning", "not-a-directive", "this is a comment, not a directive: "
+                    "write `#PBS` (no space, upper case, at the start of the line)")
 
-    # --- queue ----------------------------------------------------------------------------
-    queue = None
+
+def rule_stubs(ctx):
+    req = ctx.req
+    for n in ctx.stubs:
+        if n != ctx.header_stub:
+            ctx.add(n, "error", "stub", "unfinished: `# PUT YOUR CODE HERE` is still in the script")
+            continue
+        missing = []
+        if req.queue is None:
+            missing.append(f"the queue (`#PBS -q {_example_queue(ctx.site)}`)")
+        if "select" not in req.lines:
+            missing.append("the nodes and processes (`#PBS -l select=N:mpiprocs=M`)")
+        if req.walltime is None and "walltime" not in req.lines:
+            missing.append("the walltime (`#PBS -l walltime=HH:MM:SS`)")
+        what = ("; missing: " + ", ".join(missing)) if missing else ""
+        ctx.add(n, "error", "stub", f"unfinished skeleton: complete the #PBS lines here{what}")
+
+
+def rule_queue(ctx):
+    req, site = ctx.req, ctx.site
     if req.queue is not None:
-        queue = site.queues.get(req.queue)
-        if queue is None:
+        if ctx.queue is None:
             close = difflib.get_close_matches(req.queue, list(site.queues), n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]}?" if close else ""
-            add(req.lines["queue"], "error", "queue-unknown",
-                f"unknown queue `{req.queue}` on {site.title}: use one of "
-                f"{', '.join(site.queues)}{hint}")
-    elif header_stub is None:
+            ctx.add(req.lines["queue"], "error", "queue-unknown",
+                    f"unknown queue `{req.queue}` on {site.title}: use one of "
+                    f"{', '.join(site.queues)}{hint}")
+    elif ctx.header_stub is None:
         if site.queue_required:
-            add(anchor, "error", "queue-missing",
-                f"no queue: add `#PBS -q {_example_queue(site)}` (queues on {site.title}: "
-                f"{', '.join(site.queues)})")
+            ctx.add(ctx.anchor, "error", "queue-missing",
+                    f"no queue: add `#PBS -q {_example_queue(site)}` (queues on {site.title}: "
+                    f"{', '.join(site.queues)})")
         else:
-            add(anchor, "warning", "queue-missing", "no `#PBS -q`: the server's default queue "
-                "is used")
-    gpus = queue.gpus if queue else site.gpus
+            ctx.add(ctx.anchor, "warning", "queue-missing", "no `#PBS -q`: the server's default "
+                    "queue is used")
 
-    # --- select ---------------------------------------------------------------------------
-    for d in req.directives:
+
+def rule_resource_syntax(ctx):
+    """Malformed `select` / `walltime` values, Torque's `nodes=N:ppn=M`."""
+    site = ctx.site
+    for d in ctx.req.directives:
         if d.option != "-l":
             continue
         for res in d.value.split(","):
@@ -612,100 +525,132 @@ def lint(text, site=None, template=False):
                 try:
                     parse_select(val)
                 except ValueError as exc:
-                    add(d.line, "error", "select-malformed",
-                        f"malformed `select={val}`: {exc}")
+                    ctx.add(d.line, "error", "select-malformed", f"malformed `select={val}`: {exc}")
             elif key in ("nodes", "ppn"):
-                add(d.line, "error", "select-torque", f"`{res}` is Torque syntax; {site.title} "
-                    f"({site.scheduler}) takes `-l select=N:mpiprocs=M`")
+                ctx.add(d.line, "error", "select-torque", f"`{res}` is Torque syntax; {site.title} "
+                        f"({site.scheduler}) takes `-l select=N:mpiprocs=M`")
             elif key == "walltime":
                 try:
                     if parse_walltime(val) <= 0:
-                        add(d.line, "error", "walltime-malformed", "walltime of zero seconds")
+                        ctx.add(d.line, "error", "walltime-malformed", "walltime of zero seconds")
                 except ValueError as exc:
-                    add(d.line, "error", "walltime-malformed",
-                        f"malformed walltime: {exc} (write HH:MM:SS, e.g. 00:15:00)")
-    if "select" not in req.lines and header_stub is None:
-        add(anchor, "error", "select-missing", f"no node request: add `#PBS -l select=N:mpiprocs=M` "
-            f"(M at most {gpus}: one MPI process per GPU of a {site.title} node)")
-    if req.select:
-        line = req.lines["select"]
-        for chunk in req.select:
-            if chunk.mpiprocs > gpus:
-                add(line, "error", "mpiprocs",
+                    ctx.add(d.line, "error", "walltime-malformed",
+                            f"malformed walltime: {exc} (write HH:MM:SS, e.g. 00:15:00)")
+
+
+def rule_select_missing(ctx):
+    if "select" not in ctx.req.lines and ctx.header_stub is None:
+        ctx.add(ctx.anchor, "error", "select-missing", f"no node request: add `#PBS -l "
+                f"select=N:mpiprocs=M` (M at most {ctx.gpus}: one MPI process per GPU of a "
+                f"{ctx.site.title} node)")
+
+
+def rule_select_limits(ctx):
+    """More processes or GPUs per node than a node has, more nodes than the queue allows."""
+    req, site, queue, gpus = ctx.req, ctx.site, ctx.queue, ctx.gpus
+    if not req.select:
+        return
+    line = req.lines["select"]
+    for chunk in req.select:
+        if chunk.mpiprocs > gpus:
+            ctx.add(line, "error", "mpiprocs",
                     f"mpiprocs={chunk.mpiprocs} but a {site.title} node"
                     f"{' in ' + queue.name if queue and queue.gpus != site.gpus else ''} has "
                     f"{gpus} GPU{'s' if gpus != 1 else ''}: at most one MPI process per GPU "
                     f"(mpiprocs={gpus}, and more nodes for more ranks)")
-            ngpus = chunk.resources.get("ngpus")
-            if ngpus is not None and int(ngpus) > gpus:
-                add(line, "error", "ngpus", f"ngpus={ngpus} but a {site.title} node has {gpus}")
-            if chunk.mpiprocs == 0 and len(req.select) == 1:
-                add(line, "error", "select-malformed", "mpiprocs=0: no process would start")
-        if queue and req.nodes > queue.max_nodes:
-            add(line, "error", "nodes-limit",
+        ngpus = chunk.resources.get("ngpus")
+        if ngpus is not None and int(ngpus) > gpus:
+            ctx.add(line, "error", "ngpus", f"ngpus={ngpus} but a {site.title} node has {gpus}")
+        if chunk.mpiprocs == 0 and len(req.select) == 1:
+            ctx.add(line, "error", "select-malformed", "mpiprocs=0: no process would start")
+    if queue and req.nodes > queue.max_nodes:
+        ctx.add(line, "error", "nodes-limit",
                 f"{req.nodes} nodes but queue {queue.name} allows at most {queue.max_nodes} "
                 f"(course assumption for {site.title})")
 
-    # --- walltime -------------------------------------------------------------------------
+
+def rule_walltime(ctx):
+    req, queue = ctx.req, ctx.queue
     if "walltime" not in req.lines:
-        if header_stub is None:
-            add(anchor, "error", "walltime-missing", "no walltime: add `#PBS -l walltime=HH:MM:SS` "
-                "(the job is killed when it runs longer)")
+        if ctx.header_stub is None:
+            ctx.add(ctx.anchor, "error", "walltime-missing", "no walltime: add `#PBS -l "
+                    "walltime=HH:MM:SS` (the job is killed when it runs longer)")
     elif req.walltime is not None and queue and req.walltime > queue.max_walltime:
-        add(req.lines["walltime"], "error", "walltime-limit",
-            f"walltime {format_walltime(req.walltime)} is over the limit of queue {queue.name}: "
-            f"{format_walltime(queue.max_walltime)} (course assumption for {site.title})")
+        ctx.add(req.lines["walltime"], "error", "walltime-limit",
+                f"walltime {format_walltime(req.walltime)} is over the limit of queue {queue.name}: "
+                f"{format_walltime(queue.max_walltime)} (course assumption for {ctx.site.title})")
 
-    # --- group ----------------------------------------------------------------------------
-    placeholder_severity = "warning" if template else "error"
-    if site.group == "group_list":
-        if req.project is not None:
-            add(req.lines["project"], "error", "group-option", f"{site.title} takes the group as "
-                f"`#PBS -W group_list=GROUP`, not `-P`")
-        if req.group is None:
-            if req.project is None:
-                add(anchor, "error", "group-missing", "no group: add `#PBS -W group_list=GROUP` "
-                    "with your group (`id -ng` on the login node)")
-        else:
-            why = placeholder_reason(req.group)
-            if why:
-                add(req.lines["group"], placeholder_severity, "placeholder",
-                    f"group `{req.group}` is a placeholder ({why}): replace it with your own "
-                    f"group (`id -ng` on the login node) before qsub")
-    elif site.group == "P":
-        if req.group is not None:
-            add(req.lines["group"], "error", "group-option", f"{site.title} takes the group as "
-                f"`#PBS -P GROUP`, not `-W group_list=`")
-        if req.project is None:
-            if req.group is None:
-                add(anchor, "error", "group-missing", "no group: add `#PBS -P GROUP` with your "
-                    "ABCI group (`groups` on the login node shows it)")
-        else:
-            why = placeholder_reason(req.project)
-            if why:
-                add(req.lines["project"], placeholder_severity, "placeholder",
-                    f"group `{req.project}` is a placeholder ({why}): replace it with your own "
-                    f"group before qsub")
 
+def rule_group(ctx):
+    """The group charged, in the site's own option, and not a placeholder."""
+    if ctx.site.group == "group_list":
+        _group_rule(ctx, own=("group", "-W group_list=GROUP"), other=("project", "-P"),
+                    how="your group (`id -ng` on the login node)")
+    elif ctx.site.group == "P":
+        _group_rule(ctx, own=("project", "-P GROUP"), other=("group", "-W group_list="),
+                    how="your ABCI group (`groups` on the login node shows it)")
+
+
+def _group_rule(ctx, own, other, how):
+    """`own`: (request field, option) the site takes; `other`: the one it does not."""
+    req, site = ctx.req, ctx.site
+    own_field, own_option = own
+    other_field, other_option = other
+    value = getattr(req, own_field)
+    if getattr(req, other_field) is not None:
+        ctx.add(req.lines[other_field], "error", "group-option", f"{site.title} takes the group as "
+                f"`#PBS {own_option}`, not `{other_option}`")
+    if value is None:
+        if getattr(req, other_field) is None:
+            ctx.add(ctx.anchor, "error", "group-missing", f"no group: add `#PBS {own_option}` with "
+                    f"{how}")
+        return
+    why = placeholder_reason(value)
+    if why:
+        ctx.add(req.lines[own_field], "warning" if ctx.template else "error", "placeholder",
+                f"group `{value}` is a placeholder ({why}): replace it with your own group"
+                f"{' (`id -ng` on the login node)' if site.group == 'group_list' else ''} before qsub")
+
+
+def rule_job_name(ctx):
+    req = ctx.req
     if req.name is not None and not re.match(r"^[A-Za-z][^\s/:@]*$", req.name):
-        add(req.lines["name"], "warning", "name", "a job name starts with a letter and has no "
-            "spaces, `/`, `:` or `@`")
+        ctx.add(req.lines["name"], "warning", "name", "a job name starts with a letter and has no "
+                "spaces, `/`, `:` or `@`")
 
-    # --- the commands ---------------------------------------------------------------------
-    calls = find_launchers(text)
-    ranks = req.ranks
+
+def rule_launchers(ctx):
+    """Every mpiexec / mpirun with the site's options; several nodes but no launcher."""
+    req = ctx.req
+    calls = find_launchers(ctx.text)
     for call in calls:
-        _check_launcher(call, site, req, gpus, ranks, add)
+        _check_launcher(call, ctx.site, req, ctx.gpus, req.ranks, ctx.add)
     if req.select and req.nodes > 1 and not calls:
-        add(req.lines["select"], "warning", "no-mpiexec", f"{req.nodes} nodes but no mpiexec/mpirun: "
-            f"the script runs on the first node only")
-    if not re.search(r"^\s*cd\s+[^#\n]*PBS_O_WORKDIR", text, re.M) and end < len(lines):
-        add(end + 1, "warning", "workdir", "no `cd \"$PBS_O_WORKDIR\"`: the job starts in your "
-            "HOME, not in the folder you ran qsub in, and relative paths point there")
+        ctx.add(req.lines["select"], "warning", "no-mpiexec", f"{req.nodes} nodes but no "
+                f"mpiexec/mpirun: the script runs on the first node only")
 
-    order = {"error": 0, "warning": 1}
-    found.sort(key=lambda f: (f.line, order[f.severity]))
-    return found
+
+def rule_workdir(ctx):
+    if not re.search(r"^\s*cd\s+[^#\n]*PBS_O_WORKDIR", ctx.text, re.M) and ctx.end < len(ctx.lines):
+        ctx.add(ctx.end + 1, "warning", "workdir", "no `cd \"$PBS_O_WORKDIR\"`: the job starts in "
+                "your HOME, not in the folder you ran qsub in, and relative paths point there")
+
+
+LINT_RULES = (rule_shebang, rule_directive_lines, rule_stubs, rule_queue, rule_resource_syntax,
+              rule_select_missing, rule_select_limits, rule_walltime, rule_group, rule_job_name,
+              rule_launchers, rule_workdir)
+SEVERITY_ORDER = {"error": 0, "warning": 1}
+
+
+def lint(text, site=None, template=False):
+    """Findings for a job script `text` on `site` (name or :class:`Site`); errors first by line.
+
+    With `template=True` a placeholder group/project is a warning (site templates)."""
+    site = site if isinstance(site, Site) else get_site(site)
+    ctx = lint_context(text, site, template)
+    for rule in LINT_RULES:
+        rule(ctx)
+    return sorted(ctx.found, key=lambda f: (f.line, SEVERITY_ORDER[f.severity]))
 
 
 def _example_queue(site):
@@ -835,7 +780,6 @@ def local_nodefile_lines(req, host="localhost"):
 
 def job_environment(script, req, jobid, nodefile, base=None):
     """The environment a PBS job sees, plus what Open MPI needs on this one machine."""
-    from handson_lib import launch
     env = dict(os.environ if base is None else base)
     workdir = str(Path(script).resolve().parent)
     name = req.name or Path(script).name
@@ -873,7 +817,6 @@ def job_environment(script, req, jobid, nodefile, base=None):
 
 def run_main(path, timeout=None, site=None, out=None):
     """`handson jobscript run FILE`: 0 or the script's exit code; 2 refused; 124 walltime."""
-    from handson_lib import launch
     out = out or sys.stdout
     script = Path(path)
     if not script.is_file():
@@ -892,61 +835,96 @@ def run_main(path, timeout=None, site=None, out=None):
               f"first, as qsub on {site_obj.title} would need (`handson jobscript lint {path}`)",
               file=out)
         return 2
-    req = parse_request(script.read_text(errors="replace"))
-    seq = os.getpid()
-    jobid = f"{seq}.local"
-    name = req.name or script.name
-    workdir = script.resolve().parent
-    if req.output:
-        output = Path(req.output)
-        output = output if output.is_absolute() else workdir / output
-    else:
-        output = workdir / f"{name}.o{seq}"
-    limit = float(timeout) if timeout else float(req.walltime)
-    cores = launch.cpu_count()
-    fd, nodefile = tempfile.mkstemp(prefix=f"pbs_nodefile.{seq}.", text=True)
-    with os.fdopen(fd, "w") as handle:
-        handle.write("\n".join(local_nodefile_lines(req)) + "\n")
-    env = job_environment(script, req, jobid, nodefile)
-    chunks = " + ".join(f"{c.count} node{'s' if c.count != 1 else ''} x {c.mpiprocs} mpiprocs"
-                        for c in req.select)
-    print(f"handson jobscript run: no scheduler here: running {script.name} as a PBS job would "
-          f"run ({site_obj.title} rules)", file=out)
-    print(f"  job id     {jobid}", file=out)
-    print(f"  job name   {name}", file=out)
-    print(f"  queue      {req.queue or '(default)'} (not queued: runs here now)", file=out)
-    print(f"  nodes      {chunks} = {req.ranks} rank(s), all on this machine "
-          f"({cores} core{'s' if cores != 1 else ''}"
-          f"{'; oversubscribed' if req.ranks > cores else ''})", file=out)
-    if req.ompthreads:
-        print(f"  ompthreads {req.ompthreads}", file=out)
-    print(f"  walltime   {format_walltime(req.walltime)}"
-          f"{f' (watchdog: {limit:g} s from --timeout)' if timeout else ' (watchdog)'}", file=out)
-    print(f"  workdir    {workdir} ($PBS_O_WORKDIR)", file=out)
-    print(f"  output     {output} (stdout and stderr, like -j oe)", file=out)
-    out.flush()
-    try:
-        result = launch.run_watched(["bash", str(script.resolve())], limit, env=env, cwd=str(workdir),
-                                 echo=True)
-    finally:
-        os.unlink(nodefile)
-    text = result.output
-    if result.timed_out:
-        text += (f"=>> PBS: job killed: walltime {result.seconds:.0f} exceeded limit "
-                 f"{limit:.0f}\n")
-    output.write_text(text)
-    if result.timed_out:
-        print(f"handson jobscript run: walltime exceeded: killed after {result.seconds:.0f} s "
-              f"(limit {format_walltime(limit)}); {len(result.killed)} process(es) stopped; "
-              f"output in {output}", file=out)
-        return 124
-    print(f"handson jobscript run: job {jobid} finished with exit status {result.returncode} "
-          f"in {result.seconds:.1f} s; output in {output}", file=out)
-    return result.returncode
+    job = LocalJob.of(script, timeout)
+    job.describe(site_obj, timeout, out)
+    return job.run(out)
 
 
-SITE_HELP = ("reedbush, miyabi, abci or cloud (default: the script's '# handson-site:' line, its path "
-             "jobscripts/<site>/, else reedbush)")
+@dataclass
+class LocalJob:
+    """A job script run here as PBS would run it: its request, id, output file and watchdog."""
+    script: Path
+    req: JobRequest
+    seq: int
+    limit: float                # seconds: --timeout, else the walltime
+
+    @classmethod
+    def of(cls, script, timeout=None):
+        req = parse_request(script.read_text(errors="replace"))
+        return cls(script, req, os.getpid(), float(timeout) if timeout else float(req.walltime))
+
+    @property
+    def jobid(self):
+        return f"{self.seq}.local"
+
+    @property
+    def name(self):
+        return self.req.name or self.script.name
+
+    @property
+    def workdir(self):
+        return self.script.resolve().parent
+
+    @property
+    def output(self):
+        """`-o FILE` (relative to the work folder), else `<job name>.o<sequence>` as PBS names it."""
+        if self.req.output:
+            output = Path(self.req.output)
+            return output if output.is_absolute() else self.workdir / output
+        return self.workdir / f"{self.name}.o{self.seq}"
+
+    def describe(self, site, timeout, out):
+        req, cores = self.req, launch.cpu_count()
+        chunks = " + ".join(f"{c.count} node{'s' if c.count != 1 else ''} x {c.mpiprocs} mpiprocs"
+                            for c in req.select)
+        print(f"handson jobscript run: no scheduler here: running {self.script.name} as a PBS job "
+              f"would run ({site.title} rules)", file=out)
+        print(f"  job id     {self.jobid}", file=out)
+        print(f"  job name   {self.name}", file=out)
+        print(f"  queue      {req.queue or '(default)'} (not queued: runs here now)", file=out)
+        print(f"  nodes      {chunks} = {req.ranks} rank(s), all on this machine "
+              f"({cores} core{'s' if cores != 1 else ''}"
+              f"{'; oversubscribed' if req.ranks > cores else ''})", file=out)
+        if req.ompthreads:
+            print(f"  ompthreads {req.ompthreads}", file=out)
+        print(f"  walltime   {format_walltime(req.walltime)}"
+              f"{f' (watchdog: {self.limit:g} s from --timeout)' if timeout else ' (watchdog)'}",
+              file=out)
+        print(f"  workdir    {self.workdir} ($PBS_O_WORKDIR)", file=out)
+        print(f"  output     {self.output} (stdout and stderr, like -j oe)", file=out)
+        out.flush()
+
+    def run(self, out):
+        """Run the script under the watchdog; the exit code (124 past the walltime)."""
+        fd, nodefile = tempfile.mkstemp(prefix=f"pbs_nodefile.{self.seq}.", text=True)
+        with os.fdopen(fd, "w") as handle:
+            handle.write("\n".join(local_nodefile_lines(self.req)) + "\n")
+        env = job_environment(self.script, self.req, self.jobid, nodefile)
+        try:
+            result = launch.run_watched(["bash", str(self.script.resolve())], self.limit, env=env,
+                                        cwd=str(self.workdir), echo=True)
+        finally:
+            os.unlink(nodefile)
+        return self.report(result, out)
+
+    def report(self, result, out):
+        text = result.output
+        if result.timed_out:
+            text += (f"=>> PBS: job killed: walltime {result.seconds:.0f} exceeded limit "
+                     f"{self.limit:.0f}\n")
+        self.output.write_text(text)
+        if result.timed_out:
+            print(f"handson jobscript run: walltime exceeded: killed after {result.seconds:.0f} s "
+                  f"(limit {format_walltime(self.limit)}); {len(result.killed)} process(es) "
+                  f"stopped; output in {self.output}", file=out)
+            return 124
+        print(f"handson jobscript run: job {self.jobid} finished with exit status "
+              f"{result.returncode} in {result.seconds:.1f} s; output in {self.output}", file=out)
+        return result.returncode
+
+
+SITE_HELP = (f"one of {', '.join(SITES)} (default: the script's '# handson-site:' line, its path "
+             f"jobscripts/<site>/, else {DEFAULT_SITE})")
 
 
 def add_lint_arguments(parser):

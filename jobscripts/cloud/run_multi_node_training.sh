@@ -1,12 +1,10 @@
 #!/bin/bash
 # handson-site: cloud   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
-# Task #2 (ChainerMN) on a hostfile cloud cluster (seed 001): 2 nodes x 4 GPUs, one MPI process
-# per GPU: 8 ranks. No scheduler there: write the hostfile (see env.sh), then on the head node
-#     bash run_multi_node_training.sh          # HOSTFILE=... to use another one
-# in the folder with your train_cifar_multi_node.py (else $COURSE/solutions/). Under PBS
-# (`qsub`, or `handson jobscript run`) the node file is the hostfile.
+# Task #2 (ChainerMN) on hostfile cloud cluster (seed 001), one MPI process per GPU: 2 nodes x 4 TITAN X (Pascal): 8 ranks.
+# Submit from the folder that holds your train_cifar_multi_node.py (else $COURSE/solutions/):
+#     bash run_multi_node_training.sh
 #PBS -q workq
-#PBS -l select=2:mpiprocs=4
+#PBS -l select=2:mpiprocs=4:ompthreads=1
 #PBS -l walltime=00:15:00
 #PBS -N multi_node
 #PBS -j oe
@@ -14,16 +12,23 @@
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 
+# The site's environment (HOME the compute nodes see, PYTHONUSERBASE, modules, COURSE): env.sh.
 ENV_SH=${ENV_SH:-$HOME/env.sh}
 if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
-export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+# One OpenMP thread per process unless the request says otherwise (PBS Pro sets it from ompthreads).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
+# EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 
 TASK=train_cifar_multi_node.py
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
-[ -f "$TASK" ] || { echo "no train_cifar_multi_node.py in $PWD nor in \$COURSE/solutions"; exit 2; }
+# Your script in the folder you submit from; without one, the course's reference (said loudly).
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
+  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
+  TASK=$COURSE/solutions/$TASK
+fi
+[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
 
 # The hostfile: PBS's node file inside a job, else $HOSTFILE (default ./hostfile).
 if [ -n "${PBS_NODEFILE:-}" ]; then HOSTFILE=$PBS_NODEFILE; else HOSTFILE=${HOSTFILE:-hostfile}; fi
@@ -33,6 +38,7 @@ NP=${NP:-$(awk '!/^#/ && NF {n += ($2 ~ /^slots=/) ? substr($2, 7) : 1} END {pri
 NNODES=$(awk '!/^#/ && NF {print $1}' "$HOSTFILE" | sort -u | wc -l)
 PPN=${PPN:-$(( (NP + NNODES - 1) / NNODES ))}
 
+# Versions first, as the seed's job.sh does.
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then

@@ -1,13 +1,14 @@
 #!/bin/bash
 # handson-site: cloud   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
-# Scaling sweep on a hostfile cloud cluster, as seed 001 measured it: Task #2 on 1, 2, 4, ...
-# ranks up to all slots of the hostfile (4 nodes x 4 GPUs in the seed), every run's
-# `Throughput:` line collected into result/scaling_<job>/throughput.tsv (ranks, images_per_sec,
-# images, seconds) with each run's log; a table with the speed-up is printed at the end.
-#     bash run_scaling_sweep.sh                (HOSTFILE=... for another hostfile)
-# Ranks fill a node before the next (--map-by ppr:PPN:node), so 2 and 4 ranks stay in one node.
+# Scaling sweep on hostfile cloud cluster (seed 001) (seed 001's measurement): Task #2 on 1, 2, 4, ... ranks
+# within this allocation (4 nodes x 4 TITAN X (Pascal): 16 ranks), one run each, every run's `Throughput:` line
+# collected into result/scaling_<job>/throughput.tsv:
+#     ranks  images_per_sec  images  seconds
+# plus each run's log; a table with the speed-up is printed at the end.
+#     bash run_scaling_sweep.sh
+# Ranks fill a node before the next, so the smaller runs stay within one node.
 #PBS -q workq
-#PBS -l select=4:mpiprocs=4
+#PBS -l select=4:mpiprocs=4:ompthreads=1
 #PBS -l walltime=01:00:00
 #PBS -N scaling
 #PBS -j oe
@@ -15,19 +16,28 @@
 set -eu -o pipefail
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 
+# The site's environment (HOME the compute nodes see, PYTHONUSERBASE, modules, COURSE): env.sh.
 ENV_SH=${ENV_SH:-$HOME/env.sh}
 if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
-export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+# One OpenMP thread per process unless the request says otherwise (PBS Pro sets it from ompthreads).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
+# EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 
 TASK=train_cifar_multi_node.py
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
-[ -f "$TASK" ] || { echo "no train_cifar_multi_node.py in $PWD nor in \$COURSE/solutions"; exit 2; }
+# Your script in the folder you submit from; without one, the course's reference (said loudly).
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
+  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
+  TASK=$COURSE/solutions/$TASK
+fi
+[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
 
+# The hostfile: PBS's node file inside a job, else $HOSTFILE (default ./hostfile).
 if [ -n "${PBS_NODEFILE:-}" ]; then HOSTFILE=$PBS_NODEFILE; else HOSTFILE=${HOSTFILE:-hostfile}; fi
 [ -f "$HOSTFILE" ] || { echo "no hostfile $HOSTFILE: one line per node, e.g. '192.168.0.1 slots=4'"; exit 2; }
+# Ranks: the slots of all nodes (a line without slots= is one); per node: PPN.
 NP=${NP:-$(awk '!/^#/ && NF {n += ($2 ~ /^slots=/) ? substr($2, 7) : 1} END {print n}' "$HOSTFILE")}
 NNODES=$(awk '!/^#/ && NF {print $1}' "$HOSTFILE" | sort -u | wc -l)
 PPN=${PPN:-$(( (NP + NNODES - 1) / NNODES ))}
@@ -40,6 +50,8 @@ printf 'ranks\timages_per_sec\timages\tseconds\n' > "$TSV"
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
   GPU_FLAG="--gpu"
+else
+  echo "no usable GPU/NCCL here: CPU ranks with the naive communicator"
 fi
 
 SIZES=""
@@ -47,7 +59,7 @@ p=1
 while [ "$p" -lt "$NP" ]; do SIZES="$SIZES $p"; p=$((p * 2)); done
 SIZES="$SIZES $NP"
 
-# HANDSON_PHASES=1 (qsub -v HANDSON_PHASES=1): every rank also times forward / backward /
+# HANDSON_PHASES=1 (HANDSON_PHASES=1 bash run_scaling_sweep.sh): every rank also times forward / backward /
 # allreduce / update into $OUT/p<ranks>/phases_rank<r>.json (seed 001's breakdown), read by
 # handson_lib.experiments.breakdown.load_sweep("$OUT"); it synchronises the GPU at each phase boundary.
 export HANDSON_PHASES=${HANDSON_PHASES:-0}

@@ -20,9 +20,11 @@ export PATH=$PYTHONUSERBASE/bin:$PATH
 #   pip install --no-build-isolation --no-deps -e "$COURSE"
 # [ -f "$HOME/venv/bin/activate" ] && . "$HOME/venv/bin/activate"
 
+# The course (handson_lib, solutions/), importable by the job's ranks.
 export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 
-# Data: compute nodes are offline; stage it on the login node:
+# Data: compute nodes are offline, so stage it on the login node first:
 #   handson data prepare --cifar $HANDSON_DATA_DIR/cifar-10-python.tar.gz
+# then submit with `qsub -v DATASET=cifar10 run_multi_node_training.sh`.
 export HANDSON_DATA_DIR=$HOME/data

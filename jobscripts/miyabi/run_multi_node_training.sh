@@ -1,12 +1,11 @@
 #!/bin/bash
 # handson-site: miyabi   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
-# Task #2 (ChainerMN) on Miyabi-G: 4 nodes x 1 GH200, one MPI process per node: 4 ranks, as in
-# the seed's 2 x 2 on Reedbush-H. Submit from the folder with your train_cifar_multi_node.py
-# (else $COURSE/solutions/):
+# Task #2 (ChainerMN) on Miyabi-G, one MPI process per GPU: 4 nodes x 1 GH200: 4 ranks.
+# Submit from the folder that holds your train_cifar_multi_node.py (else $COURSE/solutions/):
 #     qsub run_multi_node_training.sh
-# Replace the group xx00 below with yours first: `handson jobscript lint` checks.
+# Replace the group xx00 below with yours (`id -ng`) first: `handson jobscript lint` checks.
 #PBS -q debug-g
-#PBS -l select=4:mpiprocs=1
+#PBS -l select=4:mpiprocs=1:ompthreads=1
 #PBS -W group_list=xx00
 #PBS -l walltime=00:15:00
 #PBS -N multi_node
@@ -15,22 +14,30 @@
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 
+# The site's environment (HOME the compute nodes see, PYTHONUSERBASE, modules, COURSE): env.sh.
 ENV_SH=${ENV_SH:-/work/$(id -ng)/${USER:-$(id -un)}/env.sh}
 if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
-export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+# One OpenMP thread per process unless the request says otherwise (PBS Pro sets it from ompthreads).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
+# EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 
 TASK=train_cifar_multi_node.py
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
-[ -f "$TASK" ] || { echo "no train_cifar_multi_node.py in $PWD nor in \$COURSE/solutions"; exit 2; }
+# Your script in the folder you submit from; without one, the course's reference (said loudly).
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
+  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
+  TASK=$COURSE/solutions/$TASK
+fi
+[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
 
 # Ranks: one per line of the node file (select x mpiprocs); per node: PPN.
 NODEFILE=${PBS_NODEFILE:?run me with qsub, or with handson jobscript run}
 NP=$(wc -l < "$NODEFILE")
 PPN=$(( NP / $(sort -u "$NODEFILE" | wc -l) ))
 
+# Versions first, as the seed's job.sh does.
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
@@ -39,6 +46,7 @@ else
   echo "no usable GPU/NCCL here: CPU ranks with the naive communicator"
 fi
 
+# HPC-X's Open MPI reads the nodes from PBS; the node file and ppr say it explicitly.
 mpirun -n "$NP" --hostfile "$NODEFILE" --map-by ppr:${PPN}:node \
   -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS \
   "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress --out result/multi_node ${EXTRA_ARGS:-}

@@ -1,18 +1,19 @@
 #!/bin/bash
 # handson-site: miyabi   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
-# Profiling run on Miyabi-G with Nsight Systems (nvprof refuses GPUs of compute capability 8.0
-# and newer; a GH200 is 9.0). Task #2 on 2 nodes x 1 GPU, or Task #1 on one GPU:
-#     qsub -v PROFILE=1 run_profile.sh                          # profile Task #2
-#     qsub -v PROFILE=1,PROFILE_TASK=multi-gpu run_profile.sh   # profile Task #1
-#     qsub run_profile.sh                                       # same run, no profiler
+# Profiling run on Miyabi-G with nsys, only when PROFILE=1: Task #2 on
+# 2 nodes x 1 GH200: 2 ranks, or Task #1 on the GPUs of one node.
+#     qsub -v PROFILE=1 run_profile.sh                         # profile Task #2
+#     qsub -v PROFILE=1,PROFILE_TASK=multi-gpu run_profile.sh  # profile Task #1
+#     qsub run_profile.sh                                      # same run, no profiler
+# Nsight Systems: nvprof refuses GPUs of compute capability 8.0 and newer; nsys covers all.
 # One report per rank: prof_<rank>.nsys-rep plus its SQLite export prof_<rank>.sqlite
 # (%q{OMPI_COMM_WORLD_RANK}; Task #1: prof_multi_gpu.*); read it with:
 #     handson profile summarize prof_0.sqlite --plot prof_0.png
 # Without the .sqlite (export failed, or an older report), export by hand:
 #     nsys export --type sqlite -o prof_0.sqlite prof_0.nsys-rep
-# Replace the group xx00 below with yours first.
+# Replace the group xx00 below with yours (`id -ng`) first: `handson jobscript lint` checks.
 #PBS -q debug-g
-#PBS -l select=2:mpiprocs=1
+#PBS -l select=2:mpiprocs=1:ompthreads=1
 #PBS -W group_list=xx00
 #PBS -l walltime=00:20:00
 #PBS -N profile
@@ -21,12 +22,15 @@
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 
+# The site's environment (HOME the compute nodes see, PYTHONUSERBASE, modules, COURSE): env.sh.
 ENV_SH=${ENV_SH:-/work/$(id -ng)/${USER:-$(id -un)}/env.sh}
 if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
-export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+# One OpenMP thread per process unless the request says otherwise (PBS Pro sets it from ompthreads).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
+# EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 PROFILE_TASK=${PROFILE_TASK:-multi-node}
 
 case "$PROFILE_TASK" in
@@ -34,9 +38,14 @@ case "$PROFILE_TASK" in
   multi-gpu) TASK=train_cifar_multi_gpu.py ;;
   *) echo "PROFILE_TASK must be multi-node or multi-gpu, not $PROFILE_TASK"; exit 2 ;;
 esac
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
+# Your script in the folder you submit from; without one, the course's reference (said loudly).
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
+  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
+  TASK=$COURSE/solutions/$TASK
+fi
 [ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
 
+# Ranks: one per line of the node file (select x mpiprocs); per node: PPN.
 NODEFILE=${PBS_NODEFILE:?run me with qsub, or with handson jobscript run}
 NP=$(wc -l < "$NODEFILE")
 PPN=$(( NP / $(sort -u "$NODEFILE" | wc -l) ))
@@ -68,6 +77,8 @@ fi
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
   GPU_FLAG="--gpu"
+else
+  echo "no usable GPU/NCCL here: CPU ranks with the naive communicator"
 fi
 
 if [ "$PROFILE_TASK" = multi-gpu ]; then

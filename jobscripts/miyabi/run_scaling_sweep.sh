@@ -1,13 +1,15 @@
 #!/bin/bash
 # handson-site: miyabi   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
-# Scaling sweep on Miyabi-G (seed 001's measurement): Task #2 on 1, 2, 4, ... ranks (one per
-# GH200 node) within this allocation of 8 nodes, every run's `Throughput:` line collected into
-# result/scaling_<job>/throughput.tsv (ranks, images_per_sec, images, seconds) with each run's
-# log; a table with the speed-up is printed at the end.
+# Scaling sweep on Miyabi-G (seed 001's measurement): Task #2 on 1, 2, 4, ... ranks
+# within this allocation (8 nodes x 1 GH200: 8 ranks), one run each, every run's `Throughput:` line
+# collected into result/scaling_<job>/throughput.tsv:
+#     ranks  images_per_sec  images  seconds
+# plus each run's log; a table with the speed-up is printed at the end.
 #     qsub run_scaling_sweep.sh
-# Replace the group xx00 below with yours first.
+# Ranks fill a node before the next, so the smaller runs stay within one node.
+# Replace the group xx00 below with yours (`id -ng`) first: `handson jobscript lint` checks.
 #PBS -q debug-g
-#PBS -l select=8:mpiprocs=1
+#PBS -l select=8:mpiprocs=1:ompthreads=1
 #PBS -W group_list=xx00
 #PBS -l walltime=00:30:00
 #PBS -N scaling
@@ -16,17 +18,25 @@
 set -eu -o pipefail
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 
+# The site's environment (HOME the compute nodes see, PYTHONUSERBASE, modules, COURSE): env.sh.
 ENV_SH=${ENV_SH:-/work/$(id -ng)/${USER:-$(id -un)}/env.sh}
 if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
-export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+# One OpenMP thread per process unless the request says otherwise (PBS Pro sets it from ompthreads).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
+# EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 
 TASK=train_cifar_multi_node.py
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
-[ -f "$TASK" ] || { echo "no train_cifar_multi_node.py in $PWD nor in \$COURSE/solutions"; exit 2; }
+# Your script in the folder you submit from; without one, the course's reference (said loudly).
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
+  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
+  TASK=$COURSE/solutions/$TASK
+fi
+[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
 
+# Ranks: one per line of the node file (select x mpiprocs); per node: PPN.
 NODEFILE=${PBS_NODEFILE:?run me with qsub, or with handson jobscript run}
 NP=$(wc -l < "$NODEFILE")
 PPN=$(( NP / $(sort -u "$NODEFILE" | wc -l) ))
@@ -39,6 +49,8 @@ printf 'ranks\timages_per_sec\timages\tseconds\n' > "$TSV"
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
   GPU_FLAG="--gpu"
+else
+  echo "no usable GPU/NCCL here: CPU ranks with the naive communicator"
 fi
 
 SIZES=""
@@ -46,7 +58,7 @@ p=1
 while [ "$p" -lt "$NP" ]; do SIZES="$SIZES $p"; p=$((p * 2)); done
 SIZES="$SIZES $NP"
 
-# HANDSON_PHASES=1 (qsub -v HANDSON_PHASES=1): every rank also times forward / backward /
+# HANDSON_PHASES=1 (qsub -v HANDSON_PHASES=1 run_scaling_sweep.sh): every rank also times forward / backward /
 # allreduce / update into $OUT/p<ranks>/phases_rank<r>.json (seed 001's breakdown), read by
 # handson_lib.experiments.breakdown.load_sweep("$OUT"); it synchronises the GPU at each phase boundary.
 export HANDSON_PHASES=${HANDSON_PHASES:-0}

@@ -20,11 +20,11 @@ export PATH=$PYTHONUSERBASE/bin:$PATH
 #   pip install --user --no-build-isolation --no-deps -e "$COURSE"     # handson_lib
 # (P100s on 2018's CUDA 9 need the CuPy of that time, e.g. cupy-cuda91; see README.md.)
 
-# The course (handson_lib, solutions/) on Lustre, importable by the job's ranks.
+# The course (handson_lib, solutions/), importable by the job's ranks.
 export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 
-# Data: compute nodes are offline, so stage it here on the login node first:
+# Data: compute nodes are offline, so stage it on the login node first:
 #   handson data prepare --cifar $HANDSON_DATA_DIR/cifar-10-python.tar.gz
 # then submit with `qsub -v DATASET=cifar10 run_multi_node_training.sh`.
 export HANDSON_DATA_DIR=$HOME/data

@@ -1,8 +1,8 @@
 #!/bin/bash
 # handson-site: reedbush   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
-# Task #2 (ChainerMN) on Reedbush-H: 2 nodes x 2 P100, one MPI process per GPU: 4 ranks.
+# Task #2 (ChainerMN) on Reedbush-H, one MPI process per GPU: 2 nodes x 2 P100: 4 ranks.
 # Submit from the folder that holds your train_cifar_multi_node.py (else $COURSE/solutions/):
-#     qsub -j oe run_multi_node_training.sh
+#     qsub run_multi_node_training.sh
 # Replace the group gt00 below with yours (`id -ng`) first: `handson jobscript lint` checks.
 #PBS -q h-debug
 #PBS -l select=2:mpiprocs=2:ompthreads=1
@@ -14,20 +14,29 @@
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 
+# The site's environment (HOME the compute nodes see, PYTHONUSERBASE, modules, COURSE): env.sh.
 ENV_SH=${ENV_SH:-/lustre/$(id -ng)/${USER:-$(id -un)}/env.sh}
 if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
-export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+# One OpenMP thread per process unless the request says otherwise (PBS Pro sets it from ompthreads).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
+# EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 
 TASK=train_cifar_multi_node.py
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
-[ -f "$TASK" ] || { echo "no train_cifar_multi_node.py in $PWD nor in \$COURSE/solutions"; exit 2; }
+# Your script in the folder you submit from; without one, the course's reference (said loudly).
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
+  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
+  TASK=$COURSE/solutions/$TASK
+fi
+[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
 
-# One rank per line of the node file: select x mpiprocs.
+# One rank per line of the node file (select x mpiprocs); NP elsewhere (default 2).
 if [ -n "${PBS_NODEFILE:-}" ] && [ -f "$PBS_NODEFILE" ]; then NP=$(wc -l < "$PBS_NODEFILE"); fi
 NP=${NP:-2}
 
+# Versions first, as the seed's job.sh does.
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
@@ -36,6 +45,8 @@ else
   echo "no usable GPU/NCCL here: CPU ranks with the naive communicator"
 fi
 
-# -x passes the variables to the ranks on the other node (seed 000's job.sh).
-mpiexec -n "$NP" -x PYTHONUSERBASE -x PYTHONPATH -x PATH -x OMP_NUM_THREADS \
+# -x passes the variables to the ranks on the other node (seed 000's job.sh); Reedbush's
+# Open MPI reads the nodes from PBS itself.
+mpiexec -n "$NP" \
+  -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS \
   "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress --out result/multi_node ${EXTRA_ARGS:-}

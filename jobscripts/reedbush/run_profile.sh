@@ -1,14 +1,14 @@
 #!/bin/bash
 # handson-site: reedbush   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
-# Profiling run on Reedbush-H with nvprof (seed 002), Task #2 on one node with 2 ranks, or Task #1.
-#     qsub -j oe -v PROFILE=1 run_profile.sh                       # profile Task #2
-#     qsub -j oe -v PROFILE=1,PROFILE_TASK=multi-gpu run_profile.sh  # profile Task #1
-#     qsub -j oe run_profile.sh                                    # same run, no profiler
-# (qsub passes no environment by itself: -v PROFILE=1 switches the profiler on.)
+# Profiling run on Reedbush-H with nvprof, only when PROFILE=1: Task #2 on
+# 1 node x 2 P100: 2 ranks, or Task #1 on the GPUs of one node.
+#     qsub -v PROFILE=1 run_profile.sh                         # profile Task #2
+#     qsub -v PROFILE=1,PROFILE_TASK=multi-gpu run_profile.sh  # profile Task #1
+#     qsub run_profile.sh                                      # same run, no profiler
 # One nvprof file per process: prof_<rank>_<pid>.nvvp (%q{OMPI_COMM_WORLD_RANK}, %p); with
 # --profile-child-processes the updater's worker processes get their own files. Open them in
 # NVIDIA Visual Profiler, or: handson profile summarize prof_0_<pid>.nvvp
-# Replace the group gt00 below with yours (`id -ng`) first.
+# Replace the group gt00 below with yours (`id -ng`) first: `handson jobscript lint` checks.
 #PBS -q h-debug
 #PBS -l select=1:mpiprocs=2:ompthreads=1
 #PBS -W group_list=gt00
@@ -19,11 +19,15 @@
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 
+# The site's environment (HOME the compute nodes see, PYTHONUSERBASE, modules, COURSE): env.sh.
 ENV_SH=${ENV_SH:-/lustre/$(id -ng)/${USER:-$(id -un)}/env.sh}
 if [ -f "$ENV_SH" ]; then . "$ENV_SH"; else echo "note: no $ENV_SH; using the environment as it is"; fi
-export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} PYTHONPATH=${PYTHONPATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+# One OpenMP thread per process unless the request says otherwise (PBS Pro sets it from ompthreads).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
+# EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 PROFILE_TASK=${PROFILE_TASK:-multi-node}
 
 case "$PROFILE_TASK" in
@@ -31,9 +35,14 @@ case "$PROFILE_TASK" in
   multi-gpu) TASK=train_cifar_multi_gpu.py ;;
   *) echo "PROFILE_TASK must be multi-node or multi-gpu, not $PROFILE_TASK"; exit 2 ;;
 esac
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then TASK=$COURSE/solutions/$TASK; fi
+# Your script in the folder you submit from; without one, the course's reference (said loudly).
+if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
+  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
+  TASK=$COURSE/solutions/$TASK
+fi
 [ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
 
+# One rank per line of the node file (select x mpiprocs); NP elsewhere (default 2).
 if [ -n "${PBS_NODEFILE:-}" ] && [ -f "$PBS_NODEFILE" ]; then NP=$(wc -l < "$PBS_NODEFILE"); fi
 NP=${NP:-2}
 
@@ -60,13 +69,16 @@ fi
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
   GPU_FLAG="--gpu"
+else
+  echo "no usable GPU/NCCL here: CPU ranks with the naive communicator"
 fi
 
 if [ "$PROFILE_TASK" = multi-gpu ]; then
   ${PROFILER[@]+"${PROFILER[@]}"} "$PYTHON" "$TASK" --gpus 0 1 --dataset "$DATASET" --no-progress \
     --out result/profile_multi_gpu ${EXTRA_ARGS:-}
 else
-  mpiexec -n "$NP" -x PYTHONUSERBASE -x PYTHONPATH -x PATH -x OMP_NUM_THREADS -x HANDSON_PHASES \
+  mpiexec -n "$NP" \
+    -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS -x HANDSON_PHASES \
     ${PROFILER[@]+"${PROFILER[@]}"} "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress \
     --out result/profile_multi_node ${EXTRA_ARGS:-}
 fi
