@@ -11,17 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from handson_lib.runtime import devices
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def gpu_available():
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
+    return devices.gpu_count().count > 0
 
 
 def pytest_collection_modifyitems(config, items):

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from handson_lib import data
+from handson_lib.data import prepare, synthetic
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -438,7 +439,7 @@ def test_course_pickle_loader_ndim_and_errors(tmp_path):
 def test_numpy_resize_matches_pillow_when_enlarging():
     from PIL import Image
     img = np.random.RandomState(0).randint(0, 256, (1, 3, 4, 4)).astype(np.uint8)
-    ours = data._resize_numpy(img, 8)[0]
+    ours = prepare.resize_numpy(img, 8)[0]
     pil = np.asarray(Image.fromarray(img[0].transpose(1, 2, 0)).resize((8, 8), Image.BILINEAR))
     assert np.abs(ours.astype(int) - pil.transpose(2, 0, 1).astype(int)).max() <= 1
 
@@ -517,7 +518,7 @@ def test_unknown_paths(tmp_path):
 
 def test_synthetic_is_deterministic_balanced_and_shaped():
     t0 = time.perf_counter()
-    arrs = data._synthetic_arrays(4000, 1000, seed=0)
+    arrs = synthetic.synthetic_arrays(4000, 1000, seed=0)
     elapsed = time.perf_counter() - t0
     assert elapsed < 5, elapsed   # about 0.5 s here; generous for a busy machine
     x, y, xt, yt = arrs
@@ -525,9 +526,9 @@ def test_synthetic_is_deterministic_balanced_and_shaped():
     assert x.min() >= 0 and x.max() <= 1 and 0.3 < x.mean() < 0.7
     assert np.bincount(y, minlength=10).tolist() == [400] * 10
     assert np.bincount(yt, minlength=10).tolist() == [100] * 10
-    again = data._synthetic_arrays(4000, 1000, seed=0)
+    again = synthetic.synthetic_arrays(4000, 1000, seed=0)
     assert all(np.array_equal(a, b) for a, b in zip(arrs, again))
-    other = data._synthetic_arrays(4000, 1000, seed=1)
+    other = synthetic.synthetic_arrays(4000, 1000, seed=1)
     assert not np.array_equal(x, other[0])
     assert not np.array_equal(x[:1000], xt)
 
@@ -540,7 +541,7 @@ def test_synthetic_is_deterministic_balanced_and_shaped():
 
 
 def test_synthetic_is_learnable_but_not_trivial():
-    x, y, xt, yt = data._synthetic_arrays(2000, 500, seed=0)
+    x, y, xt, yt = synthetic.synthetic_arrays(2000, 500, seed=0)
     x, xt = x.reshape(len(x), -1), xt.reshape(len(xt), -1)
     means = np.stack([x[y == c].mean(0) for c in range(10)])
     dist = (xt ** 2).sum(1)[:, None] - 2 * xt @ means.T + (means ** 2).sum(1)[None]

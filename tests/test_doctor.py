@@ -12,6 +12,7 @@ import types
 
 import pytest
 
+from handson_lib.runtime import devices
 from handson_lib.tools import doctor
 
 COMPONENTS = ["Python", "platform", "setuptools", "NumPy", "Chainer", "ChainerMN", "mpi4py",
@@ -21,11 +22,8 @@ COMPONENTS = ["Python", "platform", "setuptools", "NumPy", "Chainer", "ChainerMN
 
 
 def cupy_importable():
-    try:
-        import cupy  # noqa: F401
-        return True
-    except Exception:
-        return False
+    cupy, _ = devices.import_cupy()
+    return cupy is not None
 
 
 def row(text, name):
@@ -143,7 +141,7 @@ def test_nccl_imports_but_unavailable(fake_cupy_without_nccl):
     assert "nsys" in rows["GPUs"].note and "nvprof refuses" in rows["GPUs"].note
     nccl = rows["NCCL"]
     assert nccl.status == "missing"
-    assert "available=False" in nccl.found
+    assert nccl.found == devices.NCCL_NOT_LOADED and "available is False" in nccl.found
     assert nccl.disables.startswith("MultiprocessParallelUpdater needs NCCL")
     assert "`naive` communicator" in nccl.disables
     v = doctor.verdict(checks)
@@ -249,9 +247,9 @@ def test_fake_cupy_through_the_isolated_probe(tmp_path, run_handson):
     assert data["verdict"]["gpu"].startswith("GPU course: NOT ready (NCCL:")
 
 
-def test_check_rejects_unknown_status():
-    with pytest.raises(ValueError):
-        doctor.Check("x", "fine")
+def test_component_rejects_unknown_status():
+    with pytest.raises(ValueError, match="bad status 'fine'"):
+        doctor.Component("x", "fine")
 
 
 def test_slurm_torque_wrapper_is_recognised(tmp_path, monkeypatch):

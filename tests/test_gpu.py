@@ -3,17 +3,17 @@
 import pytest
 
 from handson_lib.grading import checks
-from handson_lib.runtime import multigpu
+from handson_lib.runtime import devices
 from conftest import ROOT
 
 pytestmark = pytest.mark.gpu
 
 
 def test_real_multiprocess_parallel_updater_is_chosen_and_passes():
-    usable, reason = multigpu.nccl_status()
+    usable, reason = devices.nccl_status()
     assert usable, reason
     report = checks.check_multi_gpu(ROOT / "solutions" / "train_cifar_multi_gpu.py",
-                                     gpus=min(2, multigpu._gpu_count()))
+                                     gpus=min(2, devices.gpu_count().count))
     assert report.observed["backend"] == "chainer", report.text()
     assert report.ok, report.text()
 

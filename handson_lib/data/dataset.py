@@ -1,0 +1,172 @@
+"""The one entry point of the training scripts: ``get_dataset(name_or_path)`` and what it loaded."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from handson_lib.data.arrays import stratified_subset
+from handson_lib.data.cifar import load_cifar10
+from handson_lib.data.cifar_pickle import load_cifar_pickle
+from handson_lib.data.errors import DatasetError, cifar_missing, mnist_missing, pickle_missing
+from handson_lib.data.mnist import load_mnist, mnist_file
+from handson_lib.data.sklearn_digits import digits
+from handson_lib.data.sources import (CIFAR10_CLASSES, CIFAR10_DIRNAME, CIFAR10_TARBALL,
+                                      MNIST_FILES, data_dir, default_pickle_name, find_cifar10)
+from handson_lib.data.synthetic import DEFAULT_SYNTHETIC_TEST, DEFAULT_SYNTHETIC_TRAIN, synthetic_cifar
+
+SYNTHETIC_NAMES = ("synthetic", "synthetic-cifar", "synthetic_cifar", "synthetic-cifar10")
+DIGITS_NAMES = ("digits", "sklearn-digits")
+CIFAR10_NAMES = ("cifar10", "cifar-10")
+_PICKLE_SUFFIXES = (".pickle.gz", ".pkl.gz", ".pickle", ".pkl")
+_DIGIT_CLASSES = tuple(str(i) for i in range(10))
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """What :func:`get_dataset` loaded. ``description`` is the line it announces."""
+
+    name: str                 # 'synthetic', 'digits', 'cifar10', 'mnist'
+    description: str
+    n_train: int
+    n_test: int
+    shape: tuple              # shape of one image as returned, e.g. (3, 32, 32); flat: (3072,)
+    n_class: int
+    is_real: bool             # False only for the synthetic stand-in
+    source: str | None = None  # the file or folder read, None for generated data
+    class_names: tuple = ()
+
+    def __str__(self):
+        return self.description
+
+
+def announcer(print_fn):
+    """`print_fn`, or a print that flushes (the line must show before a long run starts)."""
+    if print_fn is None:
+        return lambda line: print(line, flush=True)
+    return print_fn
+
+
+def get_dataset(name_or_path=None, *, ndim=None, n_train=None, n_test=None, seed=0, dtype=None,
+                announce=True, print_fn=None):
+    """Load a dataset for a training script: ``(train, test, info)``.
+
+    ``name_or_path``: ``'synthetic'`` (the default, also via ``$HANDSON_DATASET``), ``'digits'``,
+    ``'cifar10'`` (first of :func:`find_cifar10` in :func:`data_dir`), ``'mnist'``
+    (``data_dir()/mnist``), or a path (tarball, ``cifar-10-batches-py`` folder,
+    ``*.pickle.gz``, MNIST folder). ``ndim`` defaults to 3 for CIFAR-like data and 1 for
+    MNIST / digits (as Chainer's getters do). ``n_train`` / ``n_test`` size the synthetic set and
+    take a stratified ``seed``-ed subset of real ones. With ``announce`` (default) one line
+    saying what was loaded goes to ``print_fn`` (default: ``print``, flushed); pass
+    ``announce=False`` on MPI ranks other than 0.
+    """
+    if name_or_path is None:
+        name_or_path = os.environ.get("HANDSON_DATASET") or "synthetic"
+    spec = os.fspath(name_or_path)
+    key = spec.strip().lower()
+    source = shown = None
+    if key in SYNTHETIC_NAMES:
+        train, test = synthetic_cifar(DEFAULT_SYNTHETIC_TRAIN if n_train is None else n_train,
+                                      DEFAULT_SYNTHETIC_TEST if n_test is None else n_test,
+                                      seed=seed, ndim=3 if ndim is None else ndim, dtype=dtype)
+        name, class_names = "synthetic", tuple(f"pattern{i}" for i in range(10))
+    elif key in DIGITS_NAMES:
+        train, test = digits(ndim=1 if ndim is None else ndim, seed=seed, dtype=dtype)
+        name, class_names = "digits", _DIGIT_CLASSES
+    else:
+        path, kind, shown = _locate(spec, key)
+        train, test, name, class_names = _load_real(path, kind, ndim, dtype)
+        source = str(path)
+    subset_note = ""
+    if name != "synthetic":   # n_train / n_test pick a stratified subset of real data
+        n_full = (len(train), len(test))
+        train, test = stratified_subset(train, n_train, seed), stratified_subset(test, n_test, seed)
+        if (len(train), len(test)) != n_full:
+            subset_note = f" (subset: {len(train)} train / {len(test)} test, seed {seed})"
+    shape = tuple(train._datasets[0].shape[1:])
+    info = DatasetInfo(name=name, description=_announcement(name, train, test, shape, class_names,
+                                                            shown, subset_note),
+                       n_train=len(train), n_test=len(test), shape=shape, n_class=len(class_names),
+                       is_real=name != "synthetic", source=source, class_names=tuple(class_names))
+    if announce:
+        announcer(print_fn)(info.description)
+    return train, test, info
+
+
+def _locate(spec, key):
+    """(path, kind, shown) of a real dataset named 'cifar10' / 'mnist' or given as a path.
+
+    kind: 'cifar_pickle', 'cifar10' or 'mnist'; shown: how the announcement names it.
+    DatasetNotFoundError says what to fetch when nothing is there."""
+    if key in CIFAR10_NAMES:
+        path = find_cifar10()
+        if path is None:
+            raise cifar_missing(data_dir() / CIFAR10_TARBALL,
+                                what=f"CIFAR-10 ({default_pickle_name()}, {CIFAR10_TARBALL} "
+                                     f"or {CIFAR10_DIRNAME}/)")
+        return path, "cifar_pickle" if path.name.endswith(".pickle.gz") else "cifar10", str(path)
+    if key == "mnist":
+        return data_dir() / "mnist", "mnist", str(data_dir() / "mnist")
+    path, shown = Path(spec).expanduser(), spec
+    if not path.exists():
+        lowered = path.name.lower()
+        if "mnist" in lowered or "ubyte" in lowered:
+            raise mnist_missing(path)
+        if lowered.endswith(_PICKLE_SUFFIXES):
+            raise pickle_missing(path)
+        raise cifar_missing(path)
+    if path.is_dir() and not (path / CIFAR10_DIRNAME).is_dir() \
+            and not (path / "data_batch_1").is_file() and find_cifar10(path) is not None:
+        path = find_cifar10(path)   # a data folder holding the pickle or the tarball
+        shown = str(path)
+    return path, _kind_of_path(path), shown
+
+
+def _kind_of_path(path):
+    name = path.name.lower()
+    if path.is_dir():
+        if (path / CIFAR10_DIRNAME).is_dir() or (path / "data_batch_1").is_file():
+            return "cifar10"
+        if any(mnist_file(path, stem) for stem in MNIST_FILES.values()) or "mnist" in name:
+            return "mnist"
+        raise DatasetError(
+            f"{path} is a folder but holds neither CIFAR-10 ({CIFAR10_DIRNAME}/ or data_batch_1 "
+            f"...) nor the MNIST idx files ({', '.join(MNIST_FILES.values())}). Pass the "
+            f"file itself: {CIFAR10_TARBALL}, a cifar10_<size>px_<pct>p.pickle.gz, or an MNIST "
+            f"folder; or 'synthetic' / 'digits'.")
+    if name.endswith(_PICKLE_SUFFIXES):
+        return "cifar_pickle"
+    if name.endswith((".tar.gz", ".tgz", ".tar")):
+        return "cifar10"
+    if "mnist" in name:
+        return "mnist"
+    raise DatasetError(
+        f"do not know how to read {path}: expected {CIFAR10_TARBALL} (or a .tar.gz of it), its "
+        f"extracted {CIFAR10_DIRNAME} folder, a cifar10_<size>px_<pct>p.pickle.gz, or a folder "
+        f"with the MNIST idx files; or the names 'synthetic', 'digits', 'cifar10', 'mnist'.")
+
+
+def _load_real(path, kind, ndim, dtype):
+    """(train, test, name, class_names) of a file of `kind` (see `_locate`)."""
+    if kind == "cifar_pickle":
+        train, test, meta = load_cifar_pickle(path, ndim=3 if ndim is None else ndim, dtype=dtype)
+        return train, test, "cifar10", tuple(meta.get("class_names") or CIFAR10_CLASSES)
+    if kind == "cifar10":
+        train, test = load_cifar10(path, ndim=3 if ndim is None else ndim, dtype=dtype)
+        return train, test, "cifar10", CIFAR10_CLASSES
+    train, test = load_mnist(path, ndim=1 if ndim is None else ndim, dtype=dtype)
+    return train, test, "mnist", _DIGIT_CLASSES
+
+
+def _announcement(name, train, test, shape, class_names, shown, subset_note):
+    """The line a training script prints; real CIFAR-10 keeps the seed's `Using CIFAR10 dataset`."""
+    sizes = f"{len(train)} train / {len(test)} test, {'x'.join(map(str, shape))}, {len(class_names)} classes"
+    if name == "synthetic":
+        return f"Using synthetic CIFAR-shaped data (offline stand-in, NOT CIFAR-10): {sizes}"
+    if name == "digits":
+        return (f"Using scikit-learn digits (real 8x8 handwritten digits, offline; NOT MNIST): "
+                f"{sizes}{subset_note}")
+    if name == "cifar10":
+        return f"Using CIFAR10 dataset: {shown}{subset_note}"
+    return f"Using MNIST dataset: {shown}{subset_note}"
