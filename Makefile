@@ -39,6 +39,7 @@ bench: setup
 	$(BIN)/handson bench allreduce --np 2 --sizes --in-place --out results/bench
 	$(BIN)/handson bench tuning --out results/bench
 	$(BIN)/handson bench large-batch --out results/bench
+	$(BIN)/handson profile breakdown --np 1 2 --json results/bench/breakdown.json
 	$(BIN)/handson bench report --out results/bench
 
 build: setup

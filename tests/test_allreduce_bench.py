@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from handson_lib.experiments import allreduce as ab
+from handson_lib.grading import answers
 
 SEED_RESNET50_BYTES = 102_228_384   # seed 001: "RetNet50での結果は102228384[byte]"
 
@@ -20,26 +21,33 @@ def test_algbw_is_bytes_per_second_in_units_of_1e9():
         ab.algbw(1024, 0.0)
 
 
-def test_busbw_scales_algbw_by_2_p_minus_1_over_p_and_is_zero_on_one_rank():
-    assert ab.busbw(3.0, 2) == 3.0
-    assert ab.busbw(4.0, 4) == 6.0
-    assert ab.busbw(4.0, 8) == 7.0
-    assert ab.busbw(5.0, 1) == 0.0          # one rank: nothing crosses between ranks
-    with pytest.raises(ValueError):
-        ab.busbw(1.0, 0)
-
-
 def test_traffic_is_seed_001s_2L_p_minus_1_over_p_and_busbw_is_that_traffic_over_time():
     L = SEED_RESNET50_BYTES
-    assert ab.allreduce_traffic_bytes(L, 1) == 0
-    assert ab.allreduce_traffic_bytes(L, 2) == L
-    assert ab.allreduce_traffic_bytes(L, 4) == 1.5 * L
-    for p, seconds in ((2, 0.15), (4, 0.22)):       # the seed's allreduce times
-        assert ab.busbw(ab.algbw(L, seconds), p) == pytest.approx(
-            ab.allreduce_traffic_bytes(L, p) / seconds / 1e9)
+    assert answers.allreduce_traffic_bytes(L, 1) == 0    # one rank: nothing crosses between ranks
+    assert answers.allreduce_traffic_bytes(L, 2) == L
+    assert answers.allreduce_traffic_bytes(L, 4) == 1.5 * L
+    assert answers.allreduce_traffic_bytes(4.0, 8) == 7.0
+    with pytest.raises(ValueError):
+        answers.allreduce_traffic_bytes(L, 0)
     # The seed's 4-node figure: 102228384*2*3/4 / 0.22 [byte/s] = 5.1 [Gibps] (5.19 unrounded).
-    assert ab.gbps_to_gibitps(ab.busbw(ab.algbw(L, 0.22), 4)) == pytest.approx(5.19, abs=0.01)
+    seed = {"ranks": 4, "units": {}, "results": [
+        {"path": "chainermn", "bytes": L, "time_s": 0.22, "algbw_GBps": ab.algbw(L, 0.22)}]}
+    record = ab.add_bus_bandwidth(seed, answers.allreduce_traffic_bytes)["results"][0]
+    assert record["busbw_GBps"] == pytest.approx(1.5 * L / 0.22 / 1e9)
+    assert record["busbw_Gibps"] == pytest.approx(5.19, abs=0.01)
+    assert seed["traffic_rule"] == "allreduce_traffic_bytes"
     assert ab.gbps_to_gibitps(1.0) == pytest.approx(8e9 / 2 ** 30)
+
+
+def test_the_benchmark_has_no_traffic_rule_of_its_own():
+    """Notebook 04 asks for 2L(p-1)/p: the student-side module must not compute it."""
+    assert not hasattr(ab, "allreduce_traffic_bytes") and not hasattr(ab, "busbw")
+    assert not hasattr(ab, "gradient_bytes")
+    result = _fake_result(with_busbw=False)
+    header = next(line for line in ab.format_table(result).splitlines() if line.startswith("path"))
+    assert "algbw" in header and "busbw" not in header
+    labels = [line.get_label() for line in ab.bandwidth_figure(result).axes[0].get_lines()]
+    assert any("(algbw)" in label for label in labels)
 
 
 def test_sizes_are_read_in_binary_units_and_must_be_whole_float32_buffers():
@@ -58,7 +66,7 @@ def test_sizes_are_read_in_binary_units_and_must_be_whole_float32_buffers():
 # ----------------------------------------------------------------------------- message size L
 
 def test_resnet50_gradients_are_seed_001s_L():
-    assert ab.gradient_bytes("resnet50") == SEED_RESNET50_BYTES
+    assert answers.gradient_bytes("resnet50") == SEED_RESNET50_BYTES
 
 
 def test_course_cnn_gradients_are_the_sum_of_its_parameter_sizes():
@@ -67,12 +75,12 @@ def test_course_cnn_gradients_are_the_sum_of_its_parameter_sizes():
     conv2 = 32 * 64 * 3 * 3 + 64
     fc1 = (64 * 8 * 8) * 128 + 128
     fc2 = 128 * 10 + 10
-    assert ab.gradient_bytes("cnn") == 4 * (conv1 + conv2 + fc1 + fc2)
+    assert answers.gradient_bytes("cnn") == 4 * (conv1 + conv2 + fc1 + fc2)
 
 
 def test_unknown_model_or_two_sizes_is_a_clear_error_before_any_launch():
     with pytest.raises(ValueError, match="resnet50"):
-        ab.gradient_bytes("vgg")
+        ab.build_gradient_link("vgg")
     with pytest.raises(ValueError, match="unknown model"):
         ab.measure(model="vgg")
     with pytest.raises(ValueError, match="only one"):
@@ -101,18 +109,18 @@ def test_check_buffer_accepts_the_expected_values_and_rejects_a_wrong_one():
 
 # ----------------------------------------------------------------------------- report
 
-def _fake_result():
-    def rec(path, nbytes, seconds, p=2, correct=True):
-        alg = ab.algbw(nbytes, seconds)
+def _fake_result(with_busbw=True):
+    def rec(path, nbytes, seconds, correct=True):
         return {"path": path, "bytes": nbytes, "calls": 1, "iterations": 3, "time_s": seconds,
-                "min_s": seconds, "max_s": seconds, "algbw_GBps": alg,
-                "busbw_GBps": alg if path == "p2p" else ab.busbw(alg, p),
-                "busbw_Gibps": 0.0, "correct": correct, "failed_checks": 0 if correct else 2,
+                "min_s": seconds, "max_s": seconds, "algbw_GBps": ab.algbw(nbytes, seconds),
+                "algbw_Gibps": 0.0, "correct": correct, "failed_checks": 0 if correct else 2,
                 "checks": 8, "max_error": 0.0 if correct else 1000.0}
-    return {"ranks": 2, "hosts": ["a"], "iterations": 3, "warmup": 1, "model": None, "bytes": 2 ** 20,
-            "results": [rec("chainermn", 2 ** 20, 0.004), rec("mpi4py", 2 ** 20, 0.002),
-                        rec("p2p", 2 ** 20, 0.001), rec("chainermn", 4096, 0.001, correct=False),
-                        rec("mpi4py", 4096, 0.001), rec("p2p", 4096, 0.001)]}
+    result = {"benchmark": "allreduce", "ranks": 2, "hosts": ["a"], "iterations": 3, "warmup": 1,
+              "model": None, "bytes": 2 ** 20, "units": {},
+              "results": [rec("chainermn", 2 ** 20, 0.004), rec("mpi4py", 2 ** 20, 0.002),
+                          rec("p2p", 2 ** 20, 0.001), rec("chainermn", 4096, 0.001, correct=False),
+                          rec("mpi4py", 4096, 0.001), rec("p2p", 4096, 0.001)]}
+    return ab.add_bus_bandwidth(result, answers.allreduce_traffic_bytes) if with_busbw else result
 
 
 def test_ratios_are_busbw_over_busbw_per_size():
@@ -176,7 +184,7 @@ def test_a_corrupted_contribution_is_reported_wrong_and_fails_the_run(run_handso
     assert done.returncode == 1, done.stdout + done.stderr
     assert "ERROR: wrong allreduce result" in done.stderr
     result = json.loads((tmp_path / "allreduce_cnn_np2.json").read_text())
-    assert result["model"] == "cnn" and result["bytes"] == ab.gradient_bytes("cnn")
+    assert result["model"] == "cnn" and result["bytes"] == answers.gradient_bytes("cnn")
     assert not result["correct"]
     assert [r["correct"] for r in result["results"]] == [False, False, False]
     assert result["results"][0]["calls"] == 8          # one allreduce per parameter array
@@ -184,7 +192,8 @@ def test_a_corrupted_contribution_is_reported_wrong_and_fails_the_run(run_handso
 
 @pytest.mark.slow
 def test_measure_sweeps_sizes_for_the_notebook():
-    result = ab.measure(np=2, sizes="4K:16K", iterations=2, warmup=1, timeout=120)
+    result = ab.measure(np=2, sizes="4K:16K", iterations=2, warmup=1, timeout=120,
+                        traffic_rule=lambda nbytes, p: 2 * nbytes * (p - 1) / p)
     assert result["sizes"] == [4096, 16384] and result["correct"]
     assert sorted((r["path"], r["bytes"]) for r in result["results"]) == sorted(
         (path, size) for path in ab.PATHS for size in (4096, 16384))

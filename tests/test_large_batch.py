@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from handson_lib.experiments import large_batch as lb
+from handson_lib.grading import answers
 from conftest import gpu_available
 
 # Hand-computed: base lr 0.1 tuned for batch 32, run at batch 256 (k = 8): peak 0.8;
@@ -16,30 +17,30 @@ EXPECTED = [0.1, 0.17, 0.24, 0.31, 0.38, 0.45, 0.52, 0.59, 0.66, 0.73, 0.8, 0.8,
 
 
 def test_scaled_lr_is_the_linear_scaling_rule():
-    assert lb.scaled_lr(0.1, 256, 8192) == pytest.approx(3.2, abs=1e-12)  # Goyal et al.'s 8k
-    assert lb.scaled_lr(0.01, 16, 512) == pytest.approx(0.32, abs=1e-12)
-    assert lb.scaled_lr(0.05, 64, 32) == pytest.approx(0.025, abs=1e-12)  # smaller batch, smaller lr
-    assert lb.scaled_lr(0.02, 32, 32) == 0.02
+    assert answers.scaled_lr(0.1, 256, 8192) == pytest.approx(3.2, abs=1e-12)  # Goyal et al.'s 8k
+    assert answers.scaled_lr(0.01, 16, 512) == pytest.approx(0.32, abs=1e-12)
+    assert answers.scaled_lr(0.05, 64, 32) == pytest.approx(0.025, abs=1e-12)  # smaller batch, smaller lr
+    assert answers.scaled_lr(0.02, 32, 32) == 0.02
     for bad in ((0, 32, 64), (0.1, 0, 64), (0.1, 32, -1), (0.1, True, 64), (0.1, "32", 64)):
         with pytest.raises(ValueError):
-            lb.scaled_lr(*bad)
+            answers.scaled_lr(*bad)
 
 
 def test_warmup_lr_exact_values():
     for i, expected in enumerate(EXPECTED):
-        assert lb.warmup_lr(i, BASE_LR, BASE_BATCH, BATCH, W) == pytest.approx(expected, abs=1e-12), i
-    assert lb.warmup_lr(10_000, BASE_LR, BASE_BATCH, BATCH, W) == pytest.approx(0.8, abs=1e-12)
+        assert answers.warmup_lr(i, BASE_LR, BASE_BATCH, BATCH, W) == pytest.approx(expected, abs=1e-12), i
+    assert answers.warmup_lr(10_000, BASE_LR, BASE_BATCH, BATCH, W) == pytest.approx(0.8, abs=1e-12)
     # 0.05 at batch 64 -> 0.4 at 512 over 4 updates: 0.05, 0.1375, 0.225, 0.3125, 0.4
-    assert [lb.warmup_lr(i, 0.05, 64, 512, 4) for i in range(6)] == pytest.approx(
+    assert [answers.warmup_lr(i, 0.05, 64, 512, 4) for i in range(6)] == pytest.approx(
         [0.05, 0.1375, 0.225, 0.3125, 0.4, 0.4], abs=1e-12)
-    assert lb.warmup_lr(0, BASE_LR, BASE_BATCH, BATCH, 0) == pytest.approx(0.8)  # no warmup
+    assert answers.warmup_lr(0, BASE_LR, BASE_BATCH, BATCH, 0) == pytest.approx(0.8)  # no warmup
     for bad in ((-1, W), (1.5, W), (0, -1), (0, 2.0)):
         with pytest.raises(ValueError):
-            lb.warmup_lr(bad[0], BASE_LR, BASE_BATCH, BATCH, bad[1])
+            answers.warmup_lr(bad[0], BASE_LR, BASE_BATCH, BATCH, bad[1])
 
 
 def test_warmup_extension_sets_the_lr_of_every_update_in_a_real_trainer():
-    seen = lb.lr_trace(base_lr=BASE_LR, base_batch=BASE_BATCH, batch=BATCH, warmup_iterations=W,
+    seen = lb.lr_trace(answers.WarmupScaledLR, base_lr=BASE_LR, base_batch=BASE_BATCH, batch=BATCH, warmup_iterations=W,
                        iterations=len(EXPECTED))
     # The first value proves the initializer ran: lr_trace starts the optimizer at -1.
     assert seen == pytest.approx(EXPECTED, abs=1e-12)
@@ -49,14 +50,15 @@ def test_warmup_extension_agrees_with_chainers_linear_shift():
     from chainer.training import extensions
 
     def linear_shift(base_lr, base_batch, batch, warmup_iterations):
-        return extensions.LinearShift("lr", (base_lr, lb.scaled_lr(base_lr, base_batch, batch)),
+        return extensions.LinearShift("lr", (base_lr, answers.scaled_lr(base_lr, base_batch, batch)),
                                       (0, warmup_iterations))
     kwargs = {"base_lr": 0.03, "base_batch": 16, "batch": 128, "warmup_iterations": 7, "iterations": 12}
-    assert lb.lr_trace(**kwargs) == pytest.approx(lb.lr_trace(linear_shift, **kwargs), abs=1e-12)
+    assert lb.lr_trace(answers.WarmupScaledLR, **kwargs) == pytest.approx(
+        lb.lr_trace(linear_shift, **kwargs), abs=1e-12)
 
 
 def test_lr_trace_catches_an_extension_without_initializer():
-    class NoInitializer(lb.WarmupScaledLR):
+    class NoInitializer(answers.WarmupScaledLR):
         initialize = None
 
     seen = lb.lr_trace(lambda **kw: NoInitializer(**kw), BASE_LR, BASE_BATCH, BATCH, W, 3)
@@ -69,10 +71,10 @@ def test_tiny_experiment_gives_every_schedule_and_batch_and_uses_the_given_rules
     def constant_scaled(base_lr, base_batch, batch, warmup_iterations):
         """A 'warmup' that jumps straight to the scaled lr: must reproduce the 'scaled' runs."""
         calls.append((base_lr, base_batch, batch, warmup_iterations))
-        return lb.WarmupScaledLR(base_lr, base_batch, batch, 0)
+        return answers.WarmupScaledLR(base_lr, base_batch, batch, 0)
 
     result = lb.run(batches=(64, 256), epochs=2, base_lr=0.02, hidden_units=32, seeds=1,
-                    warmup_epochs=1, lr_schedule_factory=constant_scaled)
+                    warmup_epochs=1, scaling_rule=answers.scaled_lr, lr_schedule_factory=constant_scaled)
     assert result["batches"] == [64, 256] and result["schedules"] == list(lb.SCHEDULES)
     for schedule in lb.SCHEDULES:
         assert len(result["accuracy"][schedule]) == 2
@@ -86,7 +88,8 @@ def test_tiny_experiment_gives_every_schedule_and_batch_and_uses_the_given_rules
     final_lr = {(r["schedule"], r["batch"]): r["final_lr"] for r in result["runs"]}
     assert final_lr[("fixed", 256)] == pytest.approx(0.02)
     assert final_lr[("scaled", 256)] == final_lr[("scaled+warmup", 256)] == pytest.approx(0.08)
-    assert lb.gain(result, "scaled") == pytest.approx(
+    assert result["config"]["scaling_rule"] == "scaled_lr"
+    assert answers.gain(result, "scaled") == pytest.approx(
         result["accuracy"]["scaled"][1] - result["accuracy"]["fixed"][1])
     json.dumps(result)  # the bench writes it as JSON
     text = lb.format_table(result)
@@ -102,7 +105,20 @@ def test_experiment_rejects_bad_input():
     with pytest.raises(ValueError, match="larger than the training set"):
         lb.run(batches=(100_000,), schedules=("fixed",), epochs=1)
     with pytest.raises(ValueError, match="epochs"):
-        lb.run(batches=(32,), epochs=0)
+        lb.run(batches=(32,), schedules=("fixed",), epochs=0)
+
+
+def test_the_experiment_has_no_learning_rate_rule_of_its_own():
+    """Notebook 06 asks for the rule and the warmup: the student-side module takes them as
+    parameters and has none to fall back on."""
+    for name in ("scaled_lr", "warmup_lr", "WarmupScaledLR", "gain"):
+        assert not hasattr(lb, name), name
+    with pytest.raises(ValueError, match="'scaled' needs scaling_rule"):
+        lb.run(batches=(32,), schedules=("fixed", "scaled"), epochs=1)
+    with pytest.raises(ValueError, match="'scaled\\+warmup' needs lr_schedule_factory"):
+        lb.run(batches=(32,), schedules=("scaled+warmup",), epochs=1, scaling_rule=answers.scaled_lr)
+    with pytest.raises(TypeError):
+        lb.lr_trace()
     with pytest.raises(ValueError):
         lb._parse_batches("32,abc")
     assert lb.warmup_iterations_for(2, 1438, 512) == 6
@@ -186,17 +202,21 @@ def test_fp16_allreduce_and_double_buffering_train_on_a_gpu():
 
 
 def test_imagenet_table_derives_updates_and_the_rules_lr():
-    rows = {r["team"]: r for r in lb.imagenet_table()}
+    rows = {r["team"]: r for r in lb.imagenet_table(scaling_rule=answers.scaled_lr)}
     assert rows["He et al."]["updates"] == 450_410  # 90 * 1,281,167 / 256
     assert rows["Goyal et al."]["rule_lr"] == pytest.approx(3.2)  # 0.1 * 8192 / 256
+    assert all(row["rule_lr"] is None for row in lb.imagenet_table())   # no rule given, none shown
+    lines = []
+    lb.print_imagenet_table(print_fn=lines.append)
+    assert "rule lr" not in lines[0] and "updates" in lines[0]
     assert rows["Akiba et al. (ChainerMN)"]["batch"] == 32768
     assert rows["Akiba et al. (ChainerMN)"]["updates"] == 3519
 
 
 def test_simulated_gpu_options_train_each_variant():
-    simulated = lb.simulate_gpu_options(batch=256, epochs=1, seeds=1, hidden_units=16)
+    simulated = lb.simulate_gpu_options(lr=0.16, batch=256, epochs=1, seeds=1, hidden_units=16)
     assert list(simulated["accuracy"]) == ["FP32 gradients", "FP16-rounded gradients",
                                            "1-step stale gradients"]
     assert all(0.0 <= a <= 1.0 for a in simulated["accuracy"].values())
-    assert simulated["config"]["lr"] == pytest.approx(0.16)  # 0.01 at 16 -> batch 256
+    assert simulated["config"]["lr"] == 0.16
     assert len(simulated["runs"]) == 3

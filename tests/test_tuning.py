@@ -9,13 +9,14 @@ import pytest
 from conftest import ROOT
 
 from handson_lib.experiments import tuning
+from handson_lib.grading import answers
 
 TINY = {"iterations": 2, "warmup": 1, "batchsize": 8, "width": 4, "source_size": 40}
 
 
 def test_levers_follow_the_talk_and_flag_the_gpu_only_ones():
     assert tuning.LEVER_NAMES == ("cudnn", "autotune", "fp16", "multiprocess", "static_graph", "batch")
-    assert tuning.GPU_ONLY == ("cudnn", "autotune")
+    assert answers.GPU_ONLY_LEVERS == {"cudnn", "autotune"}
     for lever in tuning.LEVERS:
         assert lever.talk_lines and lever.lines, lever.name
         cfg = tuning.RunConfig()
@@ -64,10 +65,23 @@ def test_cpu_plan_skips_gpu_steps_and_does_not_carry_fp16():
 
 def test_talk_numbers_give_its_speedup():
     talk = tuning.talk_result()
-    assert tuning.speedup(talk, "+ static_graph") == pytest.approx(15.539 / 4.1826)
-    assert round(tuning.speedup(talk, "+ static_graph"), 1) == 3.7
-    assert tuning.speedup(talk, "+ FP16") < tuning.speedup(talk, "+ autotune")
+    assert answers.speedup_over_baseline(talk, "+ static_graph") == pytest.approx(15.539 / 4.1826)
+    assert round(answers.speedup_over_baseline(talk, "+ static_graph"), 1) == 3.7
+    assert answers.speedup_over_baseline(talk, "+ FP16") < answers.speedup_over_baseline(talk, "+ autotune")
+    steps = {step["label"]: step for step in talk["steps"]}
+    assert steps["+ static_graph"]["speedup"] == pytest.approx(15.539 / 4.1826)   # the table's "x base"
     assert "seed 004" in tuning.table(talk)
+    with pytest.raises(KeyError, match="no step"):
+        answers.speedup_over_baseline(talk, "+ cuDNN x2")
+
+
+def test_lever_descriptions_leave_the_gpu_question_to_the_student():
+    """Notebook 05 asks which levers need a GPU right after describe_levers()."""
+    lines = []
+    tuning.describe_levers(lines.append)
+    assert any("cuDNN" in line for line in lines) and any("static_graph" in line for line in lines)
+    assert not any("needs a GPU" in line for line in lines)
+    assert not hasattr(tuning, "GPU_ONLY") and not hasattr(tuning, "speedup")
 
 
 def test_loader_decodes_and_augments_in_float32():
@@ -164,7 +178,12 @@ def test_compare_iterators_checks_the_students_iterator():
         lambda dataset, batchsize: chainer.iterators.MultiprocessIterator(dataset, batchsize, n_processes=2),
         repeats=2, print_fn=None, iterations=2, warmup=1, batchsize=4, width=4, source_size=40)
     assert result["steps"][1]["report"]["iterator"] == "MultiprocessIterator(n_processes=2)"
-    assert tuning.speedup(result, "+ your iterator") == pytest.approx(result["steps"][1]["speedup"])
+    # The speed-up is notebook 05's question: the result holds the runs, not the answer.
+    assert all("speedup" not in step and "gain" not in step for step in result["steps"])
+    mine, base = (step["images_per_sec"] for step in reversed(result["steps"]))
+    assert answers.speedup_over_baseline(result, "+ your iterator") == pytest.approx(
+        mine["median"] / base["median"])
+    assert "+ your iterator" in tuning.table(result)
 
 
 @pytest.mark.gpu

@@ -12,9 +12,12 @@ allreduce of ResNet-50's L = 102,228,384 gradient bytes, counting the traffic of
 - ``p2p``: ping-pong ``Send`` / ``Recv`` of L bytes between ranks 0 and 1, bandwidth
   L / (round trip / 2): the limit the allreduce is compared with.
 
-Conventions of nccl-tests (doc/PERFORMANCE.md): algbw = S / t and, for allreduce,
-busbw = algbw * 2(p-1)/p, so busbw is the seed's traffic 2L(p-1)/p divided by the time and can be
-set beside the point-to-point bandwidth. GB/s means 1e9 bytes/s; Gibit/s (the seed's "Gibps")
+Conventions of nccl-tests (doc/PERFORMANCE.md): algbw = S / t and, for allreduce, busbw = the bytes
+one rank sends divided by the time, so that it can be set beside the point-to-point bandwidth. The
+bytes one rank sends (seed 001's 2L(p-1)/p) are the caller's `traffic_rule(nbytes, p)`: notebook 04
+asks the student for that rule, so this module has none of its own; the ranks measure times and
+algbw, and `add_bus_bandwidth` turns them into busbw with the rule it is given (the instructor's
+`handson bench allreduce` passes handson_lib.grading.answers'). GB/s means 1e9 bytes/s; Gibit/s (the seed's "Gibps")
 means 2**30 bits/s. Warm-up iterations are excluded; each timed iteration starts after a barrier
 and its time is the slowest rank's; the paths take turns, one iteration each per round. Every
 iteration (warm-up too) is checked against the known sum or mean of rank-dependent values, and
@@ -23,15 +26,22 @@ the check is reported beside the timing.
 Test hook: ``HANDSON_BENCH_CORRUPT_RANK=R`` makes rank R add 1000 to the first element of each
 array it contributes, so that the checks can be seen to fail.
 
-Worker mode (what ``main`` / ``measure`` launch under the watchdog):
+Worker mode (what ``measure`` launches under the watchdog; run by hand it prints algbw only):
 ``mpiexec -n P python -m handson_lib.experiments.allreduce --worker [--model M | --bytes N | --sizes S]``.
 """
 
+import argparse
 import json
 import os
-import statistics
 import sys
+import tempfile
 from pathlib import Path
+
+from handson_lib import launch
+from handson_lib.experiments import stats
+from handson_lib.runtime.models import MODELS, get_model
+from handson_lib.runtime.mpi import prepare_rank
+from handson_lib.runtime.phases import gradient_bytes_of
 
 PATHS = ("chainermn", "mpi4py", "p2p")
 #: Measured with --in-place only: nccl-tests reports in-place beside out-of-place too.
@@ -61,24 +71,6 @@ def algbw(nbytes, seconds):
     if seconds <= 0:
         raise ValueError(f"time must be positive, got {seconds!r} s")
     return nbytes / seconds / 1e9
-
-
-def bus_factor(p):
-    """2(p-1)/p: the share of the buffer each rank sends (and receives) in an allreduce."""
-    if p < 1:
-        raise ValueError(f"the number of ranks must be at least 1, got {p!r}")
-    return 2.0 * (p - 1) / p
-
-
-def busbw(algbw_value, p):
-    """Bus bandwidth of an allreduce: algbw * 2(p-1)/p. On one rank nothing crosses between
-    ranks, so it is 0.0 there (nccl-tests prints 0 too)."""
-    return algbw_value * bus_factor(p)
-
-
-def allreduce_traffic_bytes(nbytes, p):
-    """Bytes one rank sends in an allreduce of `nbytes` over `p` ranks: 2L(p-1)/p (seed 001)."""
-    return nbytes * bus_factor(p)
 
 
 def gbps_to_gibitps(gbps):
@@ -148,19 +140,16 @@ def build_gradient_link(model_name, input_shape=COURSE_INPUT_SHAPE, n_class=10):
     if model_name == "resnet50":
         import chainer.links as L
         return L.ResNet50Layers(pretrained_model=None)
-    from handson_lib.runtime.models import MODELS, get_model
-    if model_name not in MODELS:
-        raise ValueError(f"unknown model {model_name!r}; choose resnet50 or one of {', '.join(MODELS)}")
+    _check_model(model_name)
     model = get_model(model_name, n_class=n_class)
     with chainer.using_config("train", False), chainer.no_backprop_mode():
         model.predictor(np.zeros((1,) + tuple(input_shape), dtype=np.float32))
     return model
 
 
-def gradient_bytes(model_name, input_shape=COURSE_INPUT_SHAPE, n_class=10):
-    """L: the bytes of all gradients one allreduce carries for this model (float32 params)."""
-    link = build_gradient_link(model_name, input_shape, n_class)
-    return sum(p.size * p.dtype.itemsize for p in link.params())
+def _check_model(model_name):
+    if model_name != "resnet50" and model_name not in MODELS:
+        raise ValueError(f"unknown model {model_name!r}; choose resnet50 or one of {', '.join(MODELS)}")
 
 
 # ----------------------------------------------------------------------------- checks
@@ -322,17 +311,14 @@ def _run_rounds(mpi_comm, paths, iterations, warmup):
                 path.times.append(elapsed / 2 if path.halve else elapsed)
 
 
-def _record(path, nbytes, p, times, oks, worst, iterations, warmup, calls=1):
-    median = statistics.median(times)
-    alg = algbw(nbytes, median)
-    bus = alg if path == "p2p" else busbw(alg, p)
+def _record(path, nbytes, times, oks, worst, iterations, warmup, calls=1):
+    spread = stats.spread_summary(times)
+    alg = algbw(nbytes, spread["median"])
     return {
         "path": path, "label": PATH_LABELS[path], "bytes": nbytes, "iterations": iterations,
         "warmup": warmup, "calls": calls,
-        "traffic_bytes": nbytes if path == "p2p" else allreduce_traffic_bytes(nbytes, p),
-        "time_s": median, "times_s": times, "min_s": min(times), "max_s": max(times),
-        "algbw_GBps": alg, "busbw_GBps": bus,
-        "algbw_Gibps": gbps_to_gibitps(alg), "busbw_Gibps": gbps_to_gibitps(bus),
+        "time_s": spread["median"], "times_s": times, "min_s": spread["min"], "max_s": spread["max"],
+        "algbw_GBps": alg, "algbw_Gibps": gbps_to_gibitps(alg),
         "correct": all(oks), "failed_checks": sum(not ok for ok in oks), "checks": len(oks),
         "max_error": worst,
     }
@@ -346,13 +332,11 @@ def _gather_path(mpi_comm, path, iterations, warmup):
     timed = [g[0] for g in gathered if g[0]]
     slowest = [max(column) for column in zip(*timed)]
     all_oks = [ok for g in gathered for ok in g[1]]
-    return _record(path.name, path.nbytes, mpi_comm.size, slowest, all_oks,
+    return _record(path.name, path.nbytes, slowest, all_oks,
                    max(g[2] for g in gathered), iterations, warmup, path.calls)
 
 
-def run_worker(argv=None):
-    """Inside `mpiexec -n P`: measure every path, rank 0 writes JSON (or prints the table)."""
-    import argparse
+def _worker_arguments(argv):
     parser = argparse.ArgumentParser(prog="python -m handson_lib.experiments.allreduce")
     parser.add_argument("--worker", action="store_true")
     parser.add_argument("--model", default=None)
@@ -362,15 +346,58 @@ def run_worker(argv=None):
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--in-place", action="store_true")
     parser.add_argument("--result-file", default=None)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def _measure_size(comm, link, nbytes, args, corrupt, say):
+    """Every path at one message size; rank 0 gets the records (the others None)."""
     import numpy as np
+    mpi_comm = comm.mpi_comm
+    say(f"[allreduce bench] {human_bytes(nbytes)} ({nbytes} bytes) on {comm.size} rank(s): "
+        f"{args.warmup} warm-up + {args.iterations} timed rounds, one iteration of each path "
+        f"per round")
+    # The raw MPI and P2P paths share one send and one receive buffer (memory for ResNet-50).
+    base = _pattern(nbytes // 4)
+    send = _contribution(base, comm.rank, corrupt)
+    recv = np.empty_like(send)
+    paths = [_chainermn_path(comm, link, base, corrupt), _mpi4py_path(mpi_comm, base, send, recv)]
+    if args.in_place:
+        paths.append(_in_place_path(mpi_comm, base, send, recv))
+    if comm.size >= 2:
+        paths.append(_p2p_path(mpi_comm, base, send, recv))
+    else:
+        say("[allreduce bench] one rank: no point-to-point partner, P2P skipped")
+    _run_rounds(mpi_comm, paths, args.iterations, args.warmup)
+    return [_gather_path(mpi_comm, path, args.iterations, args.warmup) for path in paths]
 
-    from handson_lib.runtime.mpi import prepare_rank
+
+def _worker_result(args, comm, hosts, sizes, load_at_start, corrupt, results):
+    """Rank 0's JSON-ready result: times and algbw per path and size (busbw: `add_bus_bandwidth`)."""
+    from mpi4py import MPI
+    return {
+        "benchmark": "allreduce", "ranks": comm.size, "hosts": sorted(set(hosts)),
+        "model": None if (args.sizes or args.bytes) else (args.model or DEFAULT_MODEL),
+        "bytes": None if args.sizes else sizes[0],
+        "sizes": sizes if args.sizes else None,
+        "iterations": args.iterations, "warmup": args.warmup,
+        "communicator": "naive", "mpi_library": MPI.Get_library_version().strip().split("\n")[0],
+        "load_average": load_at_start, "load_average_end": list(os.getloadavg()),
+        "cpu_count": os.cpu_count(),
+        "corrupt_rank": corrupt,
+        "units": {"GBps": "1e9 bytes/s", "Gibps": "2**30 bits/s",
+                  "time_s": "median over timed iterations of the slowest rank's time; p2p: "
+                            "round trip / 2 (slower of ranks 0 and 1)"},
+        "results": results,
+        "correct": all(r["correct"] for r in results),
+    }
+
+
+def run_worker(argv=None):
+    """Inside `mpiexec -n P`: measure every path, rank 0 writes JSON (or prints the table)."""
+    args = _worker_arguments(argv)
     prepare_rank("naive", gpu=False)
     import chainermn
     comm = chainermn.create_communicator("naive")
-    mpi_comm = comm.mpi_comm
     corrupt = _corrupt_rank()
 
     def say(text):
@@ -382,58 +409,23 @@ def run_worker(argv=None):
         model_link = None
     else:
         model_link = build_gradient_link(args.model or DEFAULT_MODEL)
-        sizes = [sum(p.size * p.dtype.itemsize for p in model_link.params())]
+        sizes = [gradient_bytes_of(model_link)]
 
-    hosts = mpi_comm.gather(_processor_name(), root=0)
+    hosts = comm.mpi_comm.gather(_processor_name(), root=0)
     load_at_start = list(os.getloadavg())
     results = []
     for nbytes in sizes:
         link = model_link if model_link is not None else _flat_link(nbytes)
-        say(f"[allreduce bench] {human_bytes(nbytes)} ({nbytes} bytes) on {comm.size} rank(s): "
-            f"{args.warmup} warm-up + {args.iterations} timed rounds, one iteration of each path "
-            f"per round")
-        # The raw MPI and P2P paths share one send and one receive buffer (memory for ResNet-50).
-        base = _pattern(nbytes // 4)
-        send = _contribution(base, comm.rank, corrupt)
-        recv = np.empty_like(send)
-        paths = [_chainermn_path(comm, link, base, corrupt), _mpi4py_path(mpi_comm, base, send, recv)]
-        if args.in_place:
-            paths.append(_in_place_path(mpi_comm, base, send, recv))
-        if comm.size >= 2:
-            paths.append(_p2p_path(mpi_comm, base, send, recv))
-        else:
-            say("[allreduce bench] one rank: no point-to-point partner, P2P skipped")
-        _run_rounds(mpi_comm, paths, args.iterations, args.warmup)
-        results += [_gather_path(mpi_comm, path, args.iterations, args.warmup) for path in paths]
-        del paths, base, send, recv, link
-
-    if comm.rank == 0:
-        from mpi4py import MPI
-        result = {
-            "benchmark": "allreduce", "ranks": comm.size, "hosts": sorted(set(hosts)),
-            "model": None if (args.sizes or args.bytes) else (args.model or DEFAULT_MODEL),
-            "bytes": None if args.sizes else sizes[0],
-            "sizes": sizes if args.sizes else None,
-            "iterations": args.iterations, "warmup": args.warmup,
-            "communicator": "naive", "mpi_library": MPI.Get_library_version().strip().split("\n")[0],
-            "load_average": load_at_start, "load_average_end": list(os.getloadavg()),
-            "cpu_count": os.cpu_count(),
-            "corrupt_rank": corrupt,
-            "units": {"GBps": "1e9 bytes/s", "Gibps": "2**30 bits/s",
-                      "busbw": "algbw * 2(p-1)/p for allreduce; = algbw for p2p",
-                      "time_s": "median over timed iterations of the slowest rank's time; p2p: "
-                                "round trip / 2 (slower of ranks 0 and 1)"},
-            "results": results,
-        }
-        result["ratios"] = ratios(result)
-        result["correct"] = all(r["correct"] for r in results)
-        if args.result_file:
-            Path(args.result_file).write_text(json.dumps(result, indent=2))
-        else:
-            print(format_table(result), flush=True)
-            # Run by hand under a site's mpiexec: a wrong result fails the job.
-            return 0 if result["correct"] else 1
-    return 0
+        results += _measure_size(comm, link, nbytes, args, corrupt, say)
+    if comm.rank != 0:
+        return 0
+    result = _worker_result(args, comm, hosts, sizes, load_at_start, corrupt, results)
+    if args.result_file:
+        Path(args.result_file).write_text(json.dumps(result, indent=2))
+        return 0
+    print(format_table(result), flush=True)
+    # Run by hand under a site's mpiexec: a wrong result fails the job.
+    return 0 if result["correct"] else 1
 
 
 def _processor_name():
@@ -441,7 +433,30 @@ def _processor_name():
     return MPI.Get_processor_name()
 
 
-# ----------------------------------------------------------------------------- report
+# ----------------------------------------------------------------------------- bus bandwidth, report
+
+def add_bus_bandwidth(result, traffic_rule):
+    """Add busbw to every record of `result` (in place; also returned), with `traffic_rule(nbytes,
+    p)`: the bytes one rank sends in an allreduce of nbytes over p ranks. A point-to-point record's
+    traffic is its own bytes (busbw = algbw). Adds the ratios per message size too."""
+    p = result["ranks"]
+    for r in result["results"]:
+        traffic = r["bytes"] if r["path"] == "p2p" else traffic_rule(r["bytes"], p)
+        if isinstance(traffic, bool) or not isinstance(traffic, (int, float)) or traffic < 0:
+            raise ValueError(f"traffic_rule({r['bytes']}, {p}) gave {traffic!r}: it must return the "
+                             f"bytes one rank sends, a number >= 0")
+        r["traffic_bytes"] = traffic
+        r["busbw_GBps"] = algbw(traffic, r["time_s"]) if traffic else 0.0
+        r["busbw_Gibps"] = gbps_to_gibitps(r["busbw_GBps"])
+    result["traffic_rule"] = getattr(traffic_rule, "__name__", repr(traffic_rule))
+    result["units"]["busbw"] = "traffic_rule(bytes, p) / time_s for allreduce; = algbw for p2p"
+    result["ratios"] = ratios(result)
+    return result
+
+
+def _has_busbw(result):
+    return all("busbw_GBps" in r for r in result["results"])
+
 
 def ratios(result):
     """Per message size: ChainerMN busbw / raw MPI busbw, and each busbw / P2P bandwidth."""
@@ -450,13 +465,17 @@ def ratios(result):
         by_size.setdefault(r["bytes"], {})[r["path"]] = r["busbw_GBps"]
 
     def ratio(bw, a, b):
-        return bw[a] / bw[b] if a in bw and b in bw and bw[b] > 0 else None
+        return stats.ratio_or_none(bw.get(a), bw.get(b))
 
     return [{"bytes": size, "chainermn_over_mpi4py": ratio(bw, "chainermn", "mpi4py"),
              "chainermn_over_p2p": ratio(bw, "chainermn", "p2p"),
              "mpi4py_over_p2p": ratio(bw, "mpi4py", "p2p"),
              "chainermn_over_mpi4py_inplace": ratio(bw, "chainermn", IN_PLACE_PATH)}
             for size, bw in sorted(by_size.items())]
+
+
+def report_title(result):
+    return f"allreduce on {result['ranks']} ranks ({result.get('model') or 'sizes'})"
 
 
 def _fmt_ratio(value):
@@ -469,10 +488,14 @@ def format_table(result):
     lines = [(f"allreduce benchmark: {result['ranks']} rank(s) on {len(hosts)} host(s) "
               f"({', '.join(hosts)}), communicator {result.get('communicator', 'naive')}, "
               f"{result['iterations']} timed iterations after {result['warmup']} warm-up")]
+    bus = _has_busbw(result)
     if result.get("model"):
+        traffic = next((r["traffic_bytes"] for r in result["results"] if r["path"] != "p2p"), None) \
+            if bus else None
         lines.append(f"gradients of {result['model']}: L = {result['bytes']:,} bytes "
-                     f"({human_bytes(result['bytes'])}); allreduce traffic per rank 2L(p-1)/p = "
-                     f"{allreduce_traffic_bytes(result['bytes'], result['ranks']):,.0f} bytes")
+                     f"({human_bytes(result['bytes'])})"
+                     + (f"; allreduce traffic per rank = {traffic:,.0f} bytes" if traffic is not None
+                        else ""))
     if len(hosts) == 1:
         lines.append("all ranks share one host: the bytes move through shared memory, not a network")
     load, load_end = result.get("load_average"), result.get("load_average_end")
@@ -482,18 +505,20 @@ def format_table(result):
                      f"CPU(s): a load above the CPU count means other processes shared them and "
                      f"the times are noisy")
     header = (f"{'path':14s} {'bytes':>12s} {'calls':>5s} {'iters':>5s} {'median ms':>10s} "
-              f"{'min ms':>9s} {'max ms':>9s} {'algbw GB/s':>10s} {'busbw GB/s':>10s} "
-              f"{'busbw Gibit/s':>13s} {'correct':>7s}")
+              f"{'min ms':>9s} {'max ms':>9s} {'algbw GB/s':>10s}"
+              + (f" {'busbw GB/s':>10s} {'busbw Gibit/s':>13s}" if bus else "") + f" {'correct':>7s}")
     lines += [header, "-" * len(header)]
     for r in result["results"]:
         lines.append(
             f"{r['path']:14s} {r['bytes']:12d} {r['calls']:5d} {r['iterations']:5d} "
             f"{r['time_s'] * 1e3:10.3f} {r['min_s'] * 1e3:9.3f} {r['max_s'] * 1e3:9.3f} "
-            f"{r['algbw_GBps']:10.3f} {r['busbw_GBps']:10.3f} {r['busbw_Gibps']:13.3f} "
-            f"{'yes' if r['correct'] else 'NO':>7s}")
-    lines.append("p2p: busbw = algbw = bytes / (round trip / 2); calls = MPI_Allreduce calls per "
-                 "iteration (ChainerMN: one per parameter array)")
-    for row in result.get("ratios") or ratios(result):
+            f"{r['algbw_GBps']:10.3f}"
+            + (f" {r['busbw_GBps']:10.3f} {r['busbw_Gibps']:13.3f}" if bus else "")
+            + f" {'yes' if r['correct'] else 'NO':>7s}")
+    lines.append(("p2p: busbw = algbw = bytes / (round trip / 2)" if bus else
+                  "no busbw: measure(..., traffic_rule=...) adds it")
+                 + "; calls = MPI_Allreduce calls per iteration (ChainerMN: one per parameter array)")
+    for row in result.get("ratios") or (ratios(result) if bus else []):
         lines.append(f"{human_bytes(row['bytes']):>10s}: ChainerMN busbw / raw MPI busbw = "
                      f"{_fmt_ratio(row['chainermn_over_mpi4py'])}; busbw / P2P: ChainerMN "
                      f"{_fmt_ratio(row['chainermn_over_p2p'])}, raw MPI "
@@ -509,8 +534,10 @@ def format_table(result):
 
 
 def bandwidth_figure(result, ax=None):
-    """Bus bandwidth vs message size for the ChainerMN and raw MPI paths, with the P2P line."""
+    """Bus bandwidth vs message size for the ChainerMN and raw MPI paths, with the P2P line
+    (algbw where the result has no busbw: `add_bus_bandwidth`)."""
     import matplotlib.pyplot as plt
+    kind = "busbw" if _has_busbw(result) else "algbw"
     if ax is None:
         fig, ax = plt.subplots(figsize=(7.5, 4.5))
     else:
@@ -520,13 +547,13 @@ def bandwidth_figure(result, ax=None):
               IN_PLACE_PATH: {"marker": "D", "linestyle": ":", "color": "#55A868"},
               "p2p": {"marker": "^", "linestyle": "--", "color": "black"}}
     for path in (*PATHS[:2], IN_PLACE_PATH, PATHS[2]):
-        points = sorted((r["bytes"], r["busbw_GBps"], r["correct"])
+        points = sorted((r["bytes"], r[f"{kind}_GBps"], r["correct"])
                         for r in result["results"] if r["path"] == path)
         if not points:
             continue
         sizes = [s for s, _, _ in points]
         values = [v for _, v, _ in points]
-        name = PATH_LABELS[path] + (" (bandwidth)" if path == "p2p" else " (busbw)")
+        name = PATH_LABELS[path] + (" (bandwidth)" if path == "p2p" else f" ({kind})")
         if path == "p2p" and len(sizes) == 1:
             # One message size: the P2P limit as a line across, to read the points against.
             ax.axhline(values[0], linestyle="--", color="black", label=name)
@@ -545,7 +572,8 @@ def bandwidth_figure(result, ax=None):
     ax.set_ylabel("bandwidth [GB/s]")
     ax.secondary_yaxis("right", functions=(gbps_to_gibitps, lambda g: g * 2 ** 30 / 8e9)) \
         .set_ylabel("[Gibit/s]")
-    title = f"allreduce busbw = algbw x 2(p-1)/p, {result['ranks']} ranks"
+    title = (f"allreduce busbw = traffic per rank / time, {result['ranks']} ranks" if kind == "busbw"
+             else f"allreduce algbw = bytes / time, {result['ranks']} ranks")
     if result.get("model"):
         title += f", {result['model']} gradients"
     ax.set_title(title)
@@ -568,24 +596,20 @@ def _size_argument(nbytes=None, model=None, sizes=None):
     if nbytes is not None:
         return ["--bytes", str(parse_size(nbytes))]
     model = model or DEFAULT_MODEL
-    if model != "resnet50":
-        from handson_lib.runtime.models import MODELS
-        if model not in MODELS:
-            raise ValueError(f"unknown model {model!r}; choose resnet50 or one of {', '.join(MODELS)}")
+    _check_model(model)
     return ["--model", model]
 
 
 def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, timeout=600,
-            echo=False, in_place=False):
+            echo=False, in_place=False, traffic_rule=None):
     """Run the three paths on `np` local ranks under the watchdog; returns the result dict
-    (keys: ranks, hosts, model, bytes, sizes, results, ratios, correct, ...).
+    (keys: ranks, hosts, model, bytes, sizes, results, correct, ...).
 
     Exactly one of `nbytes` (int or '1M'), `model` ('resnet50' or a course model) or `sizes`
     (list or '1K:64M') may be given; the default is ResNet-50's gradients (seed 001).
-    `in_place=True` adds the MPI.IN_PLACE allreduce (path 'mpi4py-inplace')."""
-    import tempfile
-
-    from handson_lib.launch import run_mpi
+    `in_place=True` adds the MPI.IN_PLACE allreduce (path 'mpi4py-inplace').
+    `traffic_rule(nbytes, p)`: the bytes one rank sends in an allreduce (yours from notebook 04);
+    given, every record gets its busbw and the result its `ratios` (`add_bus_bandwidth`)."""
     if int(np) < 1:
         raise ValueError(f"np must be at least 1, got {np!r}")
     if int(iterations) < 1 or int(warmup) < 0:
@@ -597,11 +621,12 @@ def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, 
                 "--iterations", str(int(iterations)), "--warmup", str(int(warmup)),
                 *(["--in-place"] if in_place else []),
                 "--result-file", str(result_file)]
-        run = run_mpi(int(np), argv, timeout=timeout, echo=echo)
+        run = launch.run_mpi(int(np), argv, timeout=timeout, echo=echo)
         if not run.ok or not result_file.exists():
             why = "timed out" if run.timed_out else f"exit status {run.returncode}"
             raise RuntimeError(f"allreduce benchmark on {np} rank(s) failed ({why}):\n{run.tail(30)}")
-        return json.loads(result_file.read_text())
+        result = json.loads(result_file.read_text())
+    return add_bus_bandwidth(result, traffic_rule) if traffic_rule is not None else result
 
 
 def add_arguments(parser):
@@ -625,11 +650,13 @@ def add_arguments(parser):
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
 
 
-def main(args):
+def run_command(args, traffic_rule):
+    """`handson bench allreduce` with the given traffic rule (the instructor's command passes its
+    own): the table or JSON, the file under --out; exit status 1 on a wrong allreduce result."""
     try:
         result = measure(np=args.np, nbytes=args.bytes, model=args.model, sizes=args.sizes,
                          iterations=args.iterations, warmup=args.warmup, timeout=args.timeout,
-                         echo=not args.json, in_place=args.in_place)
+                         echo=not args.json, in_place=args.in_place, traffic_rule=traffic_rule)
     except ValueError as error:
         print(f"handson bench allreduce: {error}", file=sys.stderr)
         return 2

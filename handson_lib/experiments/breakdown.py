@@ -22,12 +22,16 @@ line. Training scripts switch the instrumentation on with HANDSON_PHASES=1 (see
 `training.instrument_phases`).
 """
 
+import argparse
 import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
+from handson_lib import data, launch
+from handson_lib.experiments.figures import scaling_plot
+from handson_lib.runtime import models, mpi, training
 from handson_lib.runtime.phases import OTHER, PHASES, gradient_bytes_of, instrument
 
 
@@ -48,9 +52,7 @@ def timer_table(hook, iterations):
     return rows
 
 
-def _worker(argv):
-    """One rank of `measure`: a short ChainerMN training, every rank's phases to rank 0."""
-    import argparse
+def _worker_arguments(argv):
     parser = argparse.ArgumentParser(prog="python -m handson_lib.experiments.breakdown --worker")
     parser.add_argument("--worker", action="store_true")
     parser.add_argument("--model", default="cnn")
@@ -61,18 +63,12 @@ def _worker(argv):
     parser.add_argument("--lr", type=float, default=0.02)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--result", required=True)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    from handson_lib.runtime import mpi
-    mpi.prepare_rank("naive", gpu=False, forkserver=False)  # SerialIterator: no child processes
-    import chainer
+
+def _rank_shard(args, comm):
+    """(this rank's shard of the training set, number of classes)."""
     import chainermn
-    from chainer.function_hooks import TimerHook
-
-    from handson_lib import data
-    from handson_lib.runtime import models, training
-    comm = chainermn.create_communicator("naive")
-    training.seed_everything(args.seed)
     kwargs = {}
     if args.dataset == "synthetic":
         # Enough for a few batches per rank; the iterator repeats the shard.
@@ -84,22 +80,57 @@ def _worker(argv):
     if comm.rank == 0 and len(train) < args.batchsize * comm.size:
         raise ValueError(f"dataset {args.dataset!r} has {len(train)} images: fewer than batch "
                          f"{args.batchsize} x {comm.size} ranks")
-    train = chainermn.scatter_dataset(train, comm, shuffle=True, seed=args.seed)
-    model = models.get_model(args.model, n_class=info.n_class)
+    return chainermn.scatter_dataset(train, comm, shuffle=True, seed=args.seed), info.n_class
+
+
+def _timed_training(updater, args, comm):
+    """Warm-up, then the timed iterations; rank 0 runs a TimerHook over the timed ones only (the
+    hook adds a little time per function call). Returns the hook."""
+    from chainer.function_hooks import TimerHook
+    hook = TimerHook()
+    for i in range(args.warmup + args.iterations):
+        if i == args.warmup and comm.rank == 0:
+            hook.__enter__()
+        updater.update()
+    if comm.rank == 0:
+        hook.__exit__(None, None, None)
+    return hook
+
+
+def _worker_result(args, comm, model, gathered, hook, timed):
+    """Rank 0's JSON-ready result of the whole job."""
+    result = {
+        "np": comm.size, "model": args.model, "batchsize": args.batchsize,
+        "total_batch": args.batchsize * comm.size, "iterations": args.iterations,
+        "warmup": args.warmup, "dataset": args.dataset, "communicator": "naive",
+        "device": "CPU (NumPy ranks, naive communicator)",
+        "gradient_bytes": gradient_bytes_of(model),
+        "parameters": int(sum(p.size for p in model.params() if p.array is not None)),
+        "ranks": sorted(gathered, key=lambda r: r["rank"]),
+        "timer_hook": {"rank": 0, "iterations": timed, "total_ms": hook.total_time() * 1e3,
+                       "rows": timer_table(hook, timed)},
+    }
+    result.update(_combine(result["ranks"], result["total_batch"]))
+    return result
+
+
+def _worker(argv):
+    """One rank of `measure`: a short ChainerMN training, every rank's phases to rank 0."""
+    args = _worker_arguments(argv)
+    mpi.prepare_rank("naive", gpu=False, forkserver=False)  # SerialIterator: no child processes
+    import chainer
+    import chainermn
+    comm = chainermn.create_communicator("naive")
+    training.seed_everything(args.seed)
+    train, n_class = _rank_shard(args, comm)
+    model = models.get_model(args.model, n_class=n_class)
     optimizer = chainermn.create_multi_node_optimizer(
         chainer.optimizers.MomentumSGD(lr=args.lr), comm)
     optimizer.setup(model)
     iterator = chainer.iterators.SerialIterator(train, args.batchsize, shuffle=True)
     updater = chainer.training.updaters.StandardUpdater(iterator, optimizer)
     rec = instrument(updater)
-
-    hook = TimerHook()
-    for i in range(args.warmup + args.iterations):
-        if i == args.warmup and comm.rank == 0:
-            hook.__enter__()  # rank 0 only: the hook adds a little time per function call
-        updater.update()
-    if comm.rank == 0:
-        hook.__exit__(None, None, None)
+    hook = _timed_training(updater, args, comm)
 
     summary = rec.summary(args.warmup)
     timed = summary["timed_iterations"]
@@ -110,18 +141,7 @@ def _worker(argv):
             "nvtx": rec.nvtx is not None}
     gathered = comm.gather_obj(mine)
     if comm.rank == 0:
-        result = {
-            "np": comm.size, "model": args.model, "batchsize": args.batchsize,
-            "total_batch": args.batchsize * comm.size, "iterations": args.iterations,
-            "warmup": args.warmup, "dataset": args.dataset, "communicator": "naive",
-            "device": "CPU (NumPy ranks, naive communicator)",
-            "gradient_bytes": gradient_bytes_of(model),
-            "parameters": int(sum(p.size for p in model.params() if p.array is not None)),
-            "ranks": sorted(gathered, key=lambda r: r["rank"]),
-            "timer_hook": {"rank": 0, "iterations": timed, "total_ms": hook.total_time() * 1e3,
-                           "rows": timer_table(hook, timed)},
-        }
-        result.update(_combine(result["ranks"], result["total_batch"]))
+        result = _worker_result(args, comm, model, gathered, hook, timed)
         Path(args.result).write_text(json.dumps(result))
     return 0
 
@@ -146,16 +166,14 @@ def measure(np=2, model="cnn", batchsize=32, iterations=20, warmup=3, dataset="s
     medians and every iteration's record, warm-up included at the front), timer_hook (rank 0's
     TimerHook table over the timed iterations).
     """
-    from handson_lib import launch
     for name, value, least in (("np", np, 1), ("batchsize", batchsize, 1), ("iterations", iterations, 1),
                                ("warmup", warmup, 1)):
         if not isinstance(value, int) or value < least:
             why = (" (the multi-node optimizer's first iteration broadcasts rank 0's weights "
                    "instead of updating: it is always warm-up)") if name == "warmup" else ""
             raise ValueError(f"{name} must be an integer >= {least}, not {value!r}{why}")
-    from handson_lib.runtime.models import MODELS
-    if model not in MODELS:
-        raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    if model not in models.MODELS:
+        raise ValueError(f"unknown model {model!r}; choose one of {', '.join(models.MODELS)}")
     with tempfile.TemporaryDirectory(prefix="breakdown-") as tmp:
         out = Path(tmp) / "result.json"
         argv = ["-m", "handson_lib.experiments.breakdown", "--worker", "--model", model, "--batchsize", batchsize,
@@ -198,15 +216,6 @@ def load_sweep(folder):
     return results
 
 
-def efficiency(results_by_np):
-    """Parallel efficiency per rank count: throughput(p) / (p * throughput(1))."""
-    if 1 not in results_by_np:
-        raise ValueError("efficiency needs the 1-rank run as its reference")
-    base = results_by_np[1]["throughput"]
-    return {p: r["throughput"] / (p * base) if r.get("throughput") and base else None
-            for p, r in sorted(results_by_np.items())}
-
-
 # ------------------------------------------------------------------------------ figures, tables
 
 _PHASE_COLORS = {"forward": "#4C72B0", "backward": "#55A868", "allreduce": "#C44E52",
@@ -245,24 +254,25 @@ def phase_figure(results_by_np, title=None):
 
 def scaling_figure(results_by_np, title=None):
     """Throughput vs ranks with the linear ideal, and the efficiency (figures.scaling_plot)."""
-    from handson_lib.experiments.figures import scaling_plot
     first = results_by_np[min(results_by_np)]
     return scaling_plot({p: r["throughput"] for p, r in results_by_np.items()},
                         title=title or f"{_label(first)}: throughput vs ranks (phase-timed runs)")
 
 
-def format_phase_table(results_by_np):
+def format_phase_table(results_by_np, efficiency=None):
+    """Median ms per phase and rank count, the images/s; with `efficiency` ({p: value}, e.g. the
+    notebook's own) an efficiency column too."""
     names = list(PHASES) + [OTHER]
-    eff = efficiency(results_by_np) if 1 in results_by_np else {}
+    eff = efficiency or {}
     head = (f"{'ranks':>5s} " + " ".join(f"{n:>9s}" for n in names)
-            + f" {'iteration':>9s}   {'images/s':>9s} {'efficiency':>10s}")
+            + f" {'iteration':>9s}   {'images/s':>9s}" + (f" {'efficiency':>10s}" if eff else ""))
     lines = ["median ms per iteration (mean over ranks)", head]
     for p in sorted(results_by_np):
         r = results_by_np[p]
         cells = " ".join(f"{r['phases_s'].get(n, 0.0) * 1e3:9.2f}" for n in names)
-        e = f"{eff[p]:10.2f}" if eff.get(p) is not None else f"{'-':>10s}"
         rate = f"{r['throughput']:9.1f}" if r.get("throughput") else f"{'-':>9s}"
-        lines.append(f"{p:5d} {cells} {r['iteration_s'] * 1e3:9.2f}   {rate} {e}")
+        e = "" if not eff else f" {eff[p]:10.2f}" if eff.get(p) is not None else f" {'-':>10s}"
+        lines.append(f"{p:5d} {cells} {r['iteration_s'] * 1e3:9.2f}   {rate}{e}")
     return "\n".join(lines)
 
 
@@ -276,6 +286,29 @@ def format_timer_table(result, top=10):
         lines.append(f"{row['function']:32s} {row['count']:7d} {row['total_ms']:10.2f} "
                      f"{row['ms_per_iteration']:9.3f} {row['share'] * 100:6.1f}%")
     return "\n".join(lines)
+
+
+def as_json(results_by_np):
+    """The file `--json` writes: {"benchmark": "breakdown", "results": {"<p>": result}}."""
+    return {"benchmark": "breakdown", "results": {str(p): r for p, r in results_by_np.items()}}
+
+
+def from_json(saved):
+    """results_by_np from what `as_json` wrote."""
+    return {int(p): r for p, r in saved["results"].items()}
+
+
+def report_title(saved):
+    results = from_json(saved)
+    return f"phase breakdown on {', '.join(map(str, sorted(results)))} rank(s), {_label(results[min(results)])}"
+
+
+def report_table(saved):
+    return format_phase_table(from_json(saved))
+
+
+def report_figure(saved):
+    return phase_figure(from_json(saved))
 
 
 # ------------------------------------------------------------------------------ CLI
@@ -316,7 +349,7 @@ def main(args):
     print(format_phase_table(results))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({str(p): r for p, r in results.items()}, indent=1))
+        Path(args.json).write_text(json.dumps(as_json(results), indent=1))
         print(f"results: {args.json}")
     if args.plot:
         import matplotlib
@@ -328,7 +361,7 @@ def main(args):
         if len(results) > 1 and 1 in results:
             scaling = plot.with_name(plot.stem + "_scaling" + plot.suffix)
             scaling_figure(results).savefig(scaling, dpi=120)
-            print(f"scaling: {scaling}")
+            print(f"scaling (throughput and efficiency vs ranks): {scaling}")
     return 0
 
 

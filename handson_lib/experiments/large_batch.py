@@ -6,34 +6,26 @@ number of workers (in Chainer 7 without batch normalization, N workers of batch 
 like one process with batch N*b; the Task #1 tests check that). So the effect of more workers on
 accuracy can be studied in one process by growing its batch, which is what :func:`run` does.
 
-The schedules (Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour",
-arXiv:1706.02677, section 2; the seed's slide 21):
-
-* linear scaling rule: a batch k times larger gets a learning rate k times larger::
-
-      scaled_lr(base_lr, base_batch, batch) = base_lr * batch / base_batch
-
-* gradual warmup: start at ``base_lr`` and add a constant amount after every update so that the
-  scaled rate is reached after W updates, then keep it. For the update that follows ``i``
-  finished updates (``i = trainer.updater.iteration``; the first update has ``i = 0``)::
-
-      lr(i) = base_lr + (scaled_lr - base_lr) * min(i, W) / W        (W >= 1)
-      lr(i) = scaled_lr                                               (W == 0: no warmup)
-
-  :class:`WarmupScaledLR` sets exactly these values: ``initialize`` sets ``lr(0)`` before the first
-  update, and the extension, run after every update (``trigger=(1, 'iteration')``), sets
-  ``lr(iteration)`` for the next one. Chainer's ``extensions.LinearShift('lr', (base_lr,
-  scaled_lr), (0, W))`` gives the same values.
-
-This module imports neither Chainer nor matplotlib at import time (the ``handson`` command line
-imports it to build its parser).
+The learning-rate rules are the student's to write (notebook 06): the linear scaling rule
+``scaling_rule(base_lr, base_batch, batch)`` and a warmup extension made by
+``lr_schedule_factory(base_lr=, base_batch=, batch=, warmup_iterations=)``. :func:`run`,
+:func:`lr_trace` and :func:`imagenet_table` take them as parameters; this module has no rule of
+its own (the instructor's are in handson_lib.grading.answers, which the student edition does not
+ship).
 """
 
+import contextlib
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+from handson_lib import data, launch
+from handson_lib.runtime import devices, models
+from handson_lib.runtime.mpi import prepare_rank, start_multi_node
+from handson_lib.runtime.training import seed_everything
 
 SCHEDULES = ("fixed", "scaled", "scaled+warmup")
 DEFAULT_BATCHES = (16, 32, 64, 128, 256, 512)
@@ -52,108 +44,45 @@ IMAGENET_TRAIN_IMAGES = 1_281_167
 GOYAL_BASE_LR, GOYAL_BASE_BATCH = 0.1, 256  # ResNet-50 reference: lr 0.1 for a batch of 256
 
 
-def imagenet_table(epochs=90):
-    """The seed's table with two derived columns: updates in ``epochs`` epochs of ImageNet-1k, and
-    the learning rate the linear scaling rule gives from 0.1 at batch 256 (Goyal et al.'s
-    reference; Akiba et al. went beyond it with RMSprop warmup)."""
+def imagenet_table(epochs=90, scaling_rule=None):
+    """The seed's table with derived columns: updates in ``epochs`` epochs of ImageNet-1k, and, given
+    a ``scaling_rule(base_lr, base_batch, batch)``, the learning rate it gives from 0.1 at batch 256
+    (Goyal et al.'s reference; Akiba et al. went beyond it with RMSprop warmup)."""
     return [{"team": team, "hardware": hardware, "software": software, "batch": batch, "time": time_,
              "top1": top1, "updates": round(epochs * IMAGENET_TRAIN_IMAGES / batch),
-             "rule_lr": scaled_lr(GOYAL_BASE_LR, GOYAL_BASE_BATCH, batch)}
+             "rule_lr": scaling_rule(GOYAL_BASE_LR, GOYAL_BASE_BATCH, batch) if scaling_rule else None}
             for team, hardware, software, batch, time_, top1 in IMAGENET_IN_15_MINUTES]
 
 
-def print_imagenet_table(print_fn=print):
+def print_imagenet_table(scaling_rule=None, print_fn=print):
+    """The table of :func:`imagenet_table`; the "rule lr" column only when a rule is given."""
+    rule_head = f" {'rule lr':>8s}" if scaling_rule else ""
     print_fn(f"{'team':25s} {'hardware':17s} {'software':11s} {'batch':>6s} {'time':>7s} "
-             f"{'top-1':>6s} {'updates':>8s} {'rule lr':>8s}")
-    for row in imagenet_table():
+             f"{'top-1':>6s} {'updates':>8s}{rule_head}")
+    for row in imagenet_table(scaling_rule=scaling_rule):
         top1 = f"{row['top1']:.1f}%" if row["top1"] is not None else "-"
+        rule_lr = f" {row['rule_lr']:8.2f}" if scaling_rule else ""
         print_fn(f"{row['team']:25s} {row['hardware']:17s} {row['software']:11s} {row['batch']:6d} "
-                 f"{row['time']:>7s} {top1:>6s} {row['updates']:8d} {row['rule_lr']:8.2f}")
+                 f"{row['time']:>7s} {top1:>6s} {row['updates']:8d}{rule_lr}")
 
 
-# ----------------------------------------------------------------------------- the schedules
+# ----------------------------------------------------------------------------- checking a schedule
 
 
-def _check_positive(**values):
+def check_positive(**values):
+    """ValueError naming the first of `values` that is not a positive number."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"{name} must be a positive number, got {value!r}")
 
 
-def scaled_lr(base_lr, base_batch, batch):
-    """Linear scaling rule: ``base_lr * batch / base_batch``.
-
-    >>> scaled_lr(0.1, 256, 8192)   # Goyal et al.: 0.1 for 256 images -> 3.2 for 8k
-    3.2
-    """
-    _check_positive(base_lr=base_lr, base_batch=base_batch, batch=batch)
-    return base_lr * batch / base_batch
-
-
-def warmup_lr(iteration, base_lr, base_batch, batch, warmup_iterations):
-    """The learning rate of the update after ``iteration`` finished updates (module docstring)."""
-    if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
-        raise ValueError(f"iteration must be an integer >= 0, got {iteration!r}")
-    if isinstance(warmup_iterations, bool) or not isinstance(warmup_iterations, int) \
-            or warmup_iterations < 0:
-        raise ValueError(f"warmup_iterations must be an integer >= 0, got {warmup_iterations!r}")
-    peak = scaled_lr(base_lr, base_batch, batch)
-    if warmup_iterations == 0 or iteration >= warmup_iterations:
-        return peak
-    return base_lr + (peak - base_lr) * iteration / warmup_iterations
-
-
-class WarmupScaledLR:
-    """Trainer extension: gradual warmup from ``base_lr`` to the linearly scaled rate.
-
-    ``trainer.extend(WarmupScaledLR(0.1, 32, 256, warmup_iterations=10))`` sets the optimizer's
-    ``lr`` to :func:`warmup_lr` of the updater's iteration: before the first update
-    (``initialize``) and after every update (``trigger=(1, 'iteration')``). It reads the count from
-    the updater instead of counting calls, so a resumed trainer continues the schedule.
-    ``Trainer.extend`` accepts any callable with these attributes; this class does not subclass
-    ``chainer.training.Extension`` so that the module loads without Chainer.
-    """
-
-    trigger = (1, "iteration")
-    priority = 200  # chainer.training.PRIORITY_EDITOR: changes state before readers see it
-    name = "warmup_scaled_lr"
-
-    def __init__(self, base_lr, base_batch, batch, warmup_iterations, attr="lr", optimizer=None):
-        scaled_lr(base_lr, base_batch, batch)  # validates
-        warmup_lr(0, base_lr, base_batch, batch, warmup_iterations)
-        self.base_lr, self.base_batch, self.batch = base_lr, base_batch, batch
-        self.warmup_iterations = warmup_iterations
-        self.attr = attr
-        self.optimizer = optimizer
-
-    def lr_at(self, iteration):
-        return warmup_lr(iteration, self.base_lr, self.base_batch, self.batch, self.warmup_iterations)
-
-    def _set(self, trainer):
-        optimizer = self.optimizer or trainer.updater.get_optimizer("main")
-        setattr(optimizer, self.attr, self.lr_at(trainer.updater.iteration))
-
-    def initialize(self, trainer):
-        self._set(trainer)
-
-    def __call__(self, trainer):
-        self._set(trainer)
-
-
-def reference_warmup_factory(base_lr, base_batch, batch, warmup_iterations):
-    """The factory :func:`run` uses unless given one: ``WarmupScaledLR(...)``."""
-    return WarmupScaledLR(base_lr, base_batch, batch, warmup_iterations)
-
-
-def lr_trace(extension_factory=reference_warmup_factory, base_lr=0.1, base_batch=32, batch=256,
-             warmup_iterations=10, iterations=15):
+def lr_trace(extension_factory, base_lr=0.1, base_batch=32, batch=256, warmup_iterations=10,
+             iterations=15):
     """The learning rate of each of the first ``iterations`` updates, as a real trainer applies it.
 
     A tiny linear model trains on random data with the extension from ``extension_factory(
     base_lr=, base_batch=, batch=, warmup_iterations=)``; the optimizer's ``lr`` is read just
     before every update. Returns a list of floats (update 0 first)."""
-    import tempfile
-
     import chainer
     import chainer.links as L
     import numpy as np
@@ -188,8 +117,6 @@ def lr_trace(extension_factory=reference_warmup_factory, base_lr=0.1, base_batch
 
 def _make_model(name, n_class, hidden_units):
     import chainer.links as L
-
-    from handson_lib.runtime import models
     if name == "mlp":
         return L.Classifier(models.MLP(n_units=hidden_units, n_class=n_class))
     return models.get_model(name, n_class)
@@ -223,12 +150,8 @@ def train_once(train, test, batch, lr, epochs, seed=0, model="mlp", hidden_units
     trainer and may change it (a warmup schedule); ``optimizer_hook`` (optional) may change the
     gradients before each update. Weights and data order depend on ``seed`` only,
     so runs that differ in their schedule start from the same model and see the same batches."""
-    import tempfile
-
     import chainer
     from chainer import training
-
-    from handson_lib.runtime.training import seed_everything
     if batch > len(train):
         raise ValueError(f"batch {batch} is larger than the training set ({len(train)} examples)")
     seed_everything(seed)
@@ -255,7 +178,6 @@ def _blas_threads(threads):
     """Limit NumPy's BLAS threads while training (None: leave as is). The matrices here are small:
     one thread is several times faster than two fighting over a busy machine, and it leaves the
     other cores to the other processes. threadpoolctl comes with scikit-learn."""
-    import contextlib
     if threads is None:
         return contextlib.nullcontext()
     try:
@@ -274,6 +196,42 @@ def warmup_iterations_for(warmup_epochs, n_train, batch):
     return max(1, round(warmup_epochs * n_train / batch))
 
 
+#: Which rule each schedule needs from the caller (the student's, or the instructor's answers).
+_NEEDS = {"scaled": "scaling_rule", "scaled+warmup": "lr_schedule_factory"}
+
+
+def _checked_run_arguments(batches, schedules, seeds, epochs, rules):
+    """(sorted batches, list of seeds) after checking every argument of :func:`run`."""
+    batches = sorted({int(b) for b in batches})
+    if not batches or batches[0] < 1:
+        raise ValueError(f"batches must be positive integers, got {batches!r}")
+    unknown = [s for s in schedules if s not in SCHEDULES]
+    if unknown or not schedules:
+        raise ValueError(f"unknown schedule(s) {unknown}; choose from {', '.join(SCHEDULES)}")
+    for schedule in schedules:
+        needed = _NEEDS.get(schedule)
+        if needed and rules[needed] is None:
+            raise ValueError(f"schedule {schedule!r} needs {needed}= (your function from notebook 06)")
+    if isinstance(seeds, int):
+        seeds = list(range(seeds))
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds: give at least one seed")
+    if not (isinstance(epochs, int) and epochs >= 1):
+        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
+    return batches, seeds
+
+
+def _learning_rate_plan(schedule, batch, base_lr, base_batch, warmup, rules):
+    """(lr at the start, extension or None) of one run."""
+    if schedule == "scaled":
+        return float(rules["scaling_rule"](base_lr, base_batch, batch)), None
+    if schedule == "scaled+warmup":
+        return base_lr, rules["lr_schedule_factory"](base_lr=base_lr, base_batch=base_batch,
+                                                     batch=batch, warmup_iterations=warmup)
+    return base_lr, None
+
+
 def run(batches=DEFAULT_BATCHES, schedules=SCHEDULES, epochs=10, dataset="digits", model="mlp",
         base_batch=None, base_lr=0.01, warmup_epochs=2.0, seeds=(0,), momentum=0.9,
         hidden_units=100, scaling_rule=None, lr_schedule_factory=None, threads=1, print_fn=None):
@@ -284,38 +242,24 @@ def run(batches=DEFAULT_BATCHES, schedules=SCHEDULES, epochs=10, dataset="digits
     fewer updates. Schedules:
 
     * ``fixed``: ``base_lr`` whatever the batch;
-    * ``scaled``: ``scaling_rule(base_lr, base_batch, B)`` from the first update (default
-      :func:`scaled_lr`);
+    * ``scaled``: ``scaling_rule(base_lr, base_batch, B)`` from the first update;
     * ``scaled+warmup``: starts at ``base_lr``, the extension from ``lr_schedule_factory(
-      base_lr=, base_batch=, batch=, warmup_iterations=)`` (default :class:`WarmupScaledLR`) sets
-      the rate; W = ``warmup_epochs`` epochs in updates (:func:`warmup_iterations_for`).
+      base_lr=, base_batch=, batch=, warmup_iterations=)`` sets the rate; W = ``warmup_epochs``
+      epochs in updates (:func:`warmup_iterations_for`).
 
-    ``base_batch`` defaults to the smallest batch. ``seeds``: an int n (seeds 0..n-1) or a list.
-    ``threads``: BLAS threads while training (:func:`_blas_threads`).
+    A schedule that needs a rule the caller did not give is an error. ``base_batch`` defaults to
+    the smallest batch. ``seeds``: an int n (seeds 0..n-1) or a list. ``threads``: BLAS threads
+    while training (:func:`_blas_threads`).
     Returns a JSON-ready dict: ``batches``, ``schedules``, ``accuracy[schedule]`` (mean accuracy,
     aligned with ``batches``), ``spread[schedule]`` ((min, max) over seeds), ``diverged[schedule]``
     (runs whose weights became NaN/inf, counted as 0 % accurate), ``runs`` (every run) and
     ``config``.
     """
-    from handson_lib import data
     say = print_fn or (lambda *a, **k: None)
-    batches = sorted({int(b) for b in batches})
-    if not batches or batches[0] < 1:
-        raise ValueError(f"batches must be positive integers, got {batches!r}")
-    unknown = [s for s in schedules if s not in SCHEDULES]
-    if unknown or not schedules:
-        raise ValueError(f"unknown schedule(s) {unknown}; choose from {', '.join(SCHEDULES)}")
-    if isinstance(seeds, int):
-        seeds = list(range(seeds))
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise ValueError("seeds: give at least one seed")
-    if not (isinstance(epochs, int) and epochs >= 1):
-        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
+    rules = {"scaling_rule": scaling_rule, "lr_schedule_factory": lr_schedule_factory}
+    batches, seeds = _checked_run_arguments(batches, schedules, seeds, epochs, rules)
     base_batch = batches[0] if base_batch is None else int(base_batch)
-    _check_positive(base_lr=base_lr, base_batch=base_batch)
-    rule = scaling_rule or scaled_lr
-    factory = lr_schedule_factory or reference_warmup_factory
+    check_positive(base_lr=base_lr, base_batch=base_batch)
 
     train, test, info = data.get_dataset(dataset, ndim=1 if model == "mlp" else 3, announce=False)
     say(f"{info.description}; model {model}; {epochs} epochs; base lr {base_lr} at batch "
@@ -326,12 +270,7 @@ def run(batches=DEFAULT_BATCHES, schedules=SCHEDULES, epochs=10, dataset="digits
     def train_with(schedule, batch, seed):
         warmup = warmup_iterations_for(warmup_epochs, len(train), batch) \
             if schedule == "scaled+warmup" else 0
-        lr, extension = base_lr, None
-        if schedule == "scaled":
-            lr = float(rule(base_lr, base_batch, batch))
-        elif schedule == "scaled+warmup":
-            extension = factory(base_lr=base_lr, base_batch=base_batch, batch=batch,
-                                warmup_iterations=warmup)
+        lr, extension = _learning_rate_plan(schedule, batch, base_lr, base_batch, warmup, rules)
         record = train_once(train, test, batch, lr, epochs, seed=seed, model=model,
                             hidden_units=hidden_units, momentum=momentum, extension=extension,
                             n_class=info.n_class)
@@ -352,8 +291,7 @@ def run(batches=DEFAULT_BATCHES, schedules=SCHEDULES, epochs=10, dataset="digits
         "hidden_units": hidden_units if model == "mlp" else None, "epochs": epochs,
         "base_batch": base_batch, "base_lr": base_lr, "warmup_epochs": warmup_epochs,
         "momentum": momentum, "seeds": seeds, "n_train": len(train), "n_test": len(test),
-        "scaling_rule": getattr(rule, "__name__", repr(rule)),
-        "lr_schedule_factory": getattr(factory, "__name__", repr(factory))})
+        **{name: getattr(rule, "__name__", repr(rule)) if rule else None for name, rule in rules.items()}})
 
 
 def _summarize(runs, batches, schedules, started, config):
@@ -373,16 +311,6 @@ def _summarize(runs, batches, schedules, started, config):
         "config": config,
         "seconds": time.perf_counter() - started,
     }
-
-
-def gain(result, schedule="scaled+warmup", over="fixed", batch=None):
-    """Accuracy of ``schedule`` minus that of ``over`` at ``batch`` (default: the largest)."""
-    batches = list(result["batches"])
-    batch = batches[-1] if batch is None else batch
-    if batch not in batches:
-        raise ValueError(f"batch {batch} was not run; batches: {batches}")
-    i = batches.index(batch)
-    return result["accuracy"][schedule][i] - result["accuracy"][over][i]
 
 
 def format_table(result):
@@ -472,20 +400,19 @@ class _OneStepStaleGrads:
         self.previous = current
 
 
-def simulate_gpu_options(batch=128, epochs=10, base_lr=0.01, base_batch=16, seeds=(0,),
-                         dataset="digits", hidden_units=100, threads=1, print_fn=None):
+def simulate_gpu_options(lr, batch=128, epochs=10, seeds=(0,), dataset="digits", hidden_units=100,
+                         threads=1, print_fn=None):
     """Test accuracy with plain FP32 gradients, gradients rounded to FP16 (what FP16 allreduce
     sends) and 1-step stale gradients (double buffering's update rule), on CPU.
 
     A simulation of the arithmetic only: one process, no communication, nothing overlaps, so it
-    says nothing about speed. Linear scaling from ``base_lr`` at ``base_batch``. Returns
-    ``{variant: mean accuracy}`` and the runs."""
-    from handson_lib import data
+    says nothing about speed. ``lr``: the learning rate of every run (the notebook passes the
+    linearly scaled rate for ``batch``). Returns ``{variant: mean accuracy}`` and the runs."""
+    check_positive(lr=lr)
     say = print_fn or (lambda *a, **k: None)
     say("CPU stand-in: the arithmetic of FP16 allreduce and double buffering simulated in one "
         "process (not the pure_nccl code path; no communication, no speed)")
     train, test, info = data.get_dataset(dataset, ndim=1, announce=False)
-    lr = scaled_lr(base_lr, base_batch, batch)
     variants = {"FP32 gradients": None, "FP16-rounded gradients": _RoundGradsToFP16,
                 "1-step stale gradients": _OneStepStaleGrads}
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
@@ -542,7 +469,6 @@ def _error_text(exc):
 
 def _probe_worker():
     """Try the pure_nccl-only options here and report what Chainer answers (one rank)."""
-    from handson_lib.runtime.mpi import prepare_rank
     prepare_rank("naive", gpu=False, forkserver=False)
     import chainer
     import chainermn
@@ -572,22 +498,15 @@ def _probe_worker():
                 lambda: chainermn.create_multi_node_optimizer(
                     chainer.optimizers.MomentumSGD().setup(chainer.links.Linear(3, 2)), nccl_comm,
                     double_buffering=True))
-    try:
-        import cupy
-        gpus = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # noqa: BLE001 - no CuPy, no driver: both mean no GPU here
-        gpus, cupy_error = 0, _error_text(exc)
-    else:
-        cupy_error = None
-    _emit(comm, {"attempts": attempts, "gpus": gpus, "cupy_error": cupy_error})
+    gpus, no_gpu_reason = devices.gpu_count()
+    _emit(comm, {"attempts": attempts, "gpus": gpus, "no_gpu_reason": no_gpu_reason})
 
 
 def try_gpu_options(timeout=120):
     """Try FP16 allreduce and double buffering on this host (one MPI rank); Chainer's answers.
 
-    Returns ``{"attempts": [{"call", "ok", "error"}], "gpus", "cupy_error"}``: on a CPU host the
+    Returns ``{"attempts": [{"call", "ok", "error"}], "gpus", "no_gpu_reason"}``: on a CPU host the
     pure_nccl calls fail with Chainer's own error, which is the demonstration."""
-    from handson_lib import launch
     result = launch.run_mpi(1, ["-m", "handson_lib.experiments.large_batch", "--probe-gpu-options"], timeout=timeout)
     return _parse(result, "the pure_nccl option probe")
 
@@ -596,18 +515,16 @@ def print_gpu_options(probe, print_fn=print):
     for attempt in probe["attempts"]:
         print_fn(f"{attempt['call']}\n    -> {'works here' if attempt['ok'] else attempt['error']}")
     if not probe["gpus"]:
-        print_fn(f"(no GPU on this host: {probe['cupy_error'] or 'CuPy sees 0 devices'})")
+        print_fn(f"(no GPU on this host: {probe['no_gpu_reason']})")
 
 
 def _gpu_train_worker(iterations=30, batch=64):
     """FP16 allreduce + double buffering for real: pure_nccl, one GPU per rank (GPU hosts only)."""
-    from handson_lib.runtime.mpi import prepare_rank
     prepare_rank("pure_nccl", gpu=True, forkserver=False)
     import chainer
     import chainermn
     import numpy as np
 
-    from handson_lib import data
     comm = chainermn.create_communicator("pure_nccl", allreduce_grad_dtype=np.float16)
     device = comm.intra_rank
     chainer.cuda.get_device_from_id(device).use()
@@ -635,7 +552,6 @@ def _gpu_train_worker(iterations=30, batch=64):
 
 def run_gpu_options(ranks=1, iterations=30, timeout=600):
     """Train a few iterations with pure_nccl, FP16 allreduce and double buffering (GPU hosts)."""
-    from handson_lib import launch
     result = launch.run_mpi(ranks, ["-m", "handson_lib.experiments.large_batch", "--gpu-train",
                                  "--iterations", str(iterations)], timeout=timeout)
     return _parse(result, "the pure_nccl FP16 / double-buffering run")
@@ -659,7 +575,6 @@ def _used_statistics(x, y, eps):
 
 def _bn_worker(local_batch=4, channels=3, seed=0):
     """Each rank normalizes its own rows of one global batch with local BN and MultiNodeBN."""
-    from handson_lib.runtime.mpi import start_multi_node
     comm = start_multi_node("naive", forkserver=False)
     import chainer
     import chainer.links as L
@@ -702,7 +617,6 @@ def bn_compare(ranks=2, local_batch=4, channels=3, seed=0, timeout=120):
     ``["multi_node_bn"]``, each ``{"mean": [...], "var": [...]}`` per channel), the plain NumPy
     statistics of its own rows (``own_rows``) and of the whole batch (``whole_batch``), and those of
     one process running ``L.BatchNormalization`` on the concatenated batch (``single_process``)."""
-    from handson_lib import launch
     if ranks < 2:
         raise ValueError("the comparison needs at least 2 ranks")
     result = launch.run_mpi(ranks, ["-m", "handson_lib.experiments.large_batch", "--bn-compare",
@@ -756,26 +670,24 @@ def _parse_batches(text):
     return batches
 
 
-def main(args):
-    from handson_lib.data import DatasetError
+def run_command(args, scaling_rule, lr_schedule_factory):
+    """`handson bench large-batch` with the given rules (the instructor's command passes its own):
+    the result, or None after printing why the arguments are wrong."""
     try:
         batches = _parse_batches(args.batches)
         result = run(batches=batches, epochs=args.epochs, dataset=args.dataset, model=args.model,
                      base_batch=args.base_batch, base_lr=args.base_lr,
                      warmup_epochs=args.warmup_epochs, seeds=args.seeds,
-                     hidden_units=args.hidden_units,
+                     hidden_units=args.hidden_units, scaling_rule=scaling_rule,
+                     lr_schedule_factory=lr_schedule_factory,
                      print_fn=None if args.json else (lambda *a: print(*a, flush=True)))
-    except (ValueError, DatasetError) as exc:
+    except (ValueError, data.DatasetError) as exc:
         print(f"handson bench large-batch: {exc}", file=sys.stderr)
-        return 2
+        return None
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(format_table(result))
-        print(f"linear scaling + warmup vs fixed lr at batch {result['batches'][-1]}: "
-              f"{gain(result) * 100:+.1f} points; scaling alone: "
-              f"{gain(result, 'scaled') * 100:+.1f}; warmup on top of scaling: "
-              f"{gain(result, 'scaled+warmup', 'scaled') * 100:+.1f}")
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         path = Path(args.out, "large_batch.json")
@@ -786,7 +698,7 @@ def main(args):
         accuracy_figure(result).savefig(args.plot, dpi=120)
         if not args.json:
             print(f"wrote {args.plot}")
-    return 0
+    return result
 
 
 def _worker_main(argv=None):

@@ -11,13 +11,14 @@ bonus, a bigger batch. This module holds
   with a set of levers and reports iterations/sec and images/sec with the warm-up excluded;
 * `run_levers()`: every cumulative step in a fresh process, repeats alternating (A B C A B C),
   median and spread; `table()` and `bars_figure()`; `talk_result()` holds the seed's numbers in the
-  same form; `compare_iterators()` measures a student's iterator against `SerialIterator`.
+  same form; `compare_iterators()` measures a student's iterator against `SerialIterator` (its
+  result carries the measurements, not the speed-up: computing that is the notebook's question).
 
 A lever that needs a GPU is never measured on a CPU: its step says "needs a GPU: not applied" and
 carries no figure. The loader decodes JPEG images and augments them (random crop, resize, flip) in
 float32, as the talk's ImageNet loader does, so that `MultiprocessIterator` has work to hide.
 
-No Chainer, CuPy or matplotlib at import time: the `handson` command line imports this module.
+No CuPy or matplotlib at import time: the `handson` command line imports this module.
 """
 
 import argparse
@@ -29,6 +30,10 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+from handson_lib import data, launch
+from handson_lib.experiments import stats
+from handson_lib.runtime import devices, models, throughput
 
 REPORT_PREFIX = "TUNING-REPORT "
 BATCH_FACTOR = 4            # the talk: batch x4 in FP32 (x8 in FP16)
@@ -136,7 +141,6 @@ LEVERS = (
 )
 LEVER_NAMES = tuple(lever.name for lever in LEVERS)
 LEVERS_BY_NAME = {lever.name: lever for lever in LEVERS}
-GPU_ONLY = tuple(lever.name for lever in LEVERS if lever.needs_gpu)
 
 
 def parse_levers(levers):
@@ -170,9 +174,10 @@ def configure(levers, gpu):
 
 
 def describe_levers(print_fn=print):
-    """Each lever: the talk's lines, the lines run here, and whether it needs a GPU."""
+    """Each lever: what it does, the talk's lines and the lines run here. Which levers need a GPU
+    is left out: notebook 05 asks it."""
     for lever in LEVERS:
-        print_fn(f"+ {lever.title}{'   [needs a GPU]' if lever.needs_gpu else ''}: {lever.what}")
+        print_fn(f"+ {lever.title}: {lever.what}")
         print_fn("    talk:")
         for line in lever.talk_lines:
             print_fn(f"      {line}")
@@ -234,8 +239,6 @@ def encoded_dataset(dataset="synthetic", n_images=512, source_size=64, out_size=
     """(DecodeAugment, description): `n_images` training images stored as JPEG bytes."""
     import numpy
     from PIL import Image
-
-    from handson_lib import data
     if dataset == "synthetic":
         train, _ = data.synthetic_cifar(n_train=n_images, n_test=10, seed=seed, size=source_size,
                                         dtype=numpy.float32)
@@ -267,8 +270,6 @@ def default_n_processes():
 def _build_model(name, width, n_class, static):
     import chainer
     import chainer.links as L
-
-    from handson_lib.runtime import models
     if width is not None:
         if name not in ("cnn", "cnn-bn"):
             raise ValueError(f"--width applies to the cnn models only, not {name!r}")
@@ -322,6 +323,124 @@ def _config_contexts(cfg, gpu, notes):
     return [chainer.using_config(key, value) for key, value in settings.items()]
 
 
+def _open_device(gpu, cfg, applied, not_applied):
+    """(chainer device, description) for `gpu` (None: NumPy); cuDNN is taken back when this CuPy
+    has none."""
+    import chainer
+    if gpu is None:
+        return chainer.get_device("@numpy"), "CPU (NumPy)"
+    cupy, cupy_error = devices.import_cupy()
+    if cupy is None:
+        raise RuntimeError(f"--gpu needs CuPy (pip install cupy-cuda12x); it does not import "
+                           f"here: {cupy_error}")
+    name, capability, cudnn_version = _gpu_facts(gpu)
+    device = chainer.get_device(f"@cupy:{gpu}")
+    device.use()
+    if cfg.use_cudnn == "always" and cudnn_version is None:
+        cfg.use_cudnn = "never"
+        applied.remove("cudnn")
+        not_applied["cudnn"] = "this CuPy has no cuDNN: not applied"
+    return device, f"GPU {gpu}: {name} (compute capability {capability / 10:.1f}, cuDNN {cudnn_version})"
+
+
+def _enter_settings(stack, cfg, gpu, notes):
+    """Chainer's configuration and CuPy's workspace for `cfg`, restored when `stack` closes."""
+    for context in _config_contexts(cfg, gpu, notes):
+        stack.enter_context(context)
+    if cfg.workspace_bytes:
+        from chainer.backends import cuda
+        previous = cuda.get_max_workspace_size()
+        cuda.set_max_workspace_size(cfg.workspace_bytes)
+        stack.callback(cuda.set_max_workspace_size, previous)
+
+
+def _training_iterator(cfg, train, batch, n_processes, make_iterator):
+    import chainer
+    if make_iterator is not None:
+        train_iter = make_iterator(train, batch)
+        _check_iterator(train_iter, batch)
+        return train_iter
+    if cfg.iterator == "multiprocess":
+        return chainer.iterators.MultiprocessIterator(train, batch, n_processes=n_processes)
+    return chainer.iterators.SerialIterator(train, batch)
+
+
+def _timing_converter(marks):
+    """concat_examples that notes when the batch arrived (the time before went to iterator.next())
+    and casts the float32 batch to the model's dtype."""
+    import chainer
+    compute_dtype = chainer.get_dtype()
+
+    @chainer.dataset.converter()
+    def convert(examples, to_device):
+        marks["data_ready"] = time.perf_counter()
+        marks["images"] = len(examples)
+        x, t = chainer.dataset.concat_examples(examples, to_device)
+        if x.dtype != compute_dtype:
+            x = x.astype(compute_dtype)
+        return x, t
+
+    return convert
+
+
+def _timed_updates(updater, classifier, device, on_gpu, marks, iterations, warmup, max_seconds,
+                   min_timed):
+    """Run the updates; (meter, seconds waiting for data, losses). The first `warmup` are not timed;
+    timing stops after `iterations`, or once `max_seconds` passed and `min_timed` were timed."""
+    meter = throughput.ThroughputMeter(warmup=warmup)
+    data_seconds, losses = 0.0, []
+    for step in range(warmup + iterations):
+        started = time.perf_counter()
+        updater.update()
+        timed = step + 1 - warmup
+        last = step + 1 == warmup + iterations or (
+            max_seconds is not None and timed >= min_timed and meter.started is not None
+            and time.perf_counter() - meter.started >= max_seconds)
+        if on_gpu and (last or step + 1 == warmup):
+            device.device.synchronize()   # kernels run asynchronously; time the finished work
+        meter.step(marks["images"])
+        if timed > 0:
+            data_seconds += marks["data_ready"] - started
+        losses.append(classifier.loss.array)   # float() here would wait for the GPU
+        if last:
+            break
+    return meter, data_seconds, [float(loss) for loss in losses]
+
+
+def _settings_in_effect(on_gpu):
+    import chainer
+    settings = {key: str(getattr(chainer.config, key)) for key in
+                ("use_cudnn", "autotune", "dtype", "use_cudnn_tensor_core")}
+    if on_gpu:
+        from chainer.backends import cuda
+        settings["max_workspace_size"] = cuda.get_max_workspace_size()
+    return settings
+
+
+def _iterator_text(train_iter):
+    text = type(train_iter).__name__
+    if text == "MultiprocessIterator":
+        text += f"(n_processes={train_iter.n_processes})"
+    return text
+
+
+def _print_report(report, print_fn):
+    print_fn(f"# device: {report['device']}")
+    print_fn(f"# levers: {', '.join(report['applied']) or 'none (baseline)'}")
+    for name, why in report["not_applied"].items():
+        print_fn(f"# {name}: {why}")
+    for note in report["notes"]:
+        print_fn(f"# {note}")
+    print_fn(f"# model {report['model']}, batch {report['batchsize']}, dtype {report['compute_dtype']} "
+             f"(parameters {report['param_dtype']}), iterator {report['iterator']}, static_graph "
+             f"{'on' if report['static_graph'] else 'off'}")
+    print_fn(f"# data: {report['data']}")
+    print_fn(f"{report['iterations_per_sec']:.3f} iters/sec. ({report['iterations_timed']} iterations "
+             f"after {report['warmup']} warm-up; {100 * report['data_fraction']:.0f}% of the time "
+             f"waiting for data)")
+    print_fn(throughput.throughput_line(report["images"], report["seconds"]))
+
+
 def train_and_measure(levers=(), gpu=None, iterations=20, warmup=3, batchsize=32, model="cnn",
                       dataset="synthetic", width=None, image_size=32, source_size=64, n_images=512,
                       n_processes=None, max_seconds=None, min_timed=2, lr=0.02, seed=0,
@@ -337,40 +456,16 @@ def train_and_measure(levers=(), gpu=None, iterations=20, warmup=3, batchsize=32
 
     import chainer
     import numpy
-
-    from handson_lib.runtime import throughput
     if iterations < 1 or warmup < 0 or batchsize < 1:
         raise ValueError("need iterations >= 1, warmup >= 0 and batchsize >= 1")
     cfg, applied, not_applied = configure(levers, gpu is not None)
     notes = []
-    if gpu is None:
-        device = chainer.get_device("@numpy")
-        device_text = "CPU (NumPy)"
-    else:
-        try:
-            import cupy  # noqa: F401
-        except ImportError:
-            raise RuntimeError("--gpu needs CuPy (pip install cupy-cuda12x); none is installed") from None
-        name, capability, cudnn_version = _gpu_facts(gpu)
-        device = chainer.get_device(f"@cupy:{gpu}")
-        device.use()
-        device_text = f"GPU {gpu}: {name} (compute capability {capability / 10:.1f}, cuDNN {cudnn_version})"
-        if cfg.use_cudnn == "always" and cudnn_version is None:
-            cfg.use_cudnn = "never"
-            applied.remove("cudnn")
-            not_applied["cudnn"] = "this CuPy has no cuDNN: not applied"
+    device, device_text = _open_device(gpu, cfg, applied, not_applied)
     batch = batchsize * cfg.batch_factor
     train, data_text = encoded_dataset(dataset, max(n_images, 2 * batch), source_size, image_size, seed)
-    n_processes = n_processes or default_n_processes()
 
     with contextlib.ExitStack() as stack:
-        for context in _config_contexts(cfg, gpu, notes):
-            stack.enter_context(context)
-        if cfg.workspace_bytes:
-            from chainer.backends import cuda
-            previous = cuda.get_max_workspace_size()
-            cuda.set_max_workspace_size(cfg.workspace_bytes)
-            stack.callback(cuda.set_max_workspace_size, previous)
+        _enter_settings(stack, cfg, gpu, notes)
         numpy.random.seed(seed)
         classifier, predictor = _build_model(model, width, 10, cfg.static_graph)
         classifier.to_device(device)
@@ -379,58 +474,19 @@ def train_and_measure(levers=(), gpu=None, iterations=20, warmup=3, batchsize=32
         if cfg.loss_scaling:
             optimizer.loss_scaling()
             optimizer.use_fp32_update()
-        if make_iterator is not None:
-            train_iter = make_iterator(train, batch)
-            _check_iterator(train_iter, batch)
-        elif cfg.iterator == "multiprocess":
-            train_iter = chainer.iterators.MultiprocessIterator(train, batch, n_processes=n_processes)
-        else:
-            train_iter = chainer.iterators.SerialIterator(train, batch)
+        train_iter = _training_iterator(cfg, train, batch, n_processes or default_n_processes(),
+                                        make_iterator)
         stack.callback(train_iter.finalize)
         compute_dtype = chainer.get_dtype()
         marks = {}
-
-        @chainer.dataset.converter()
-        def convert(examples, to_device):
-            # The batch is here: the time before this point was spent in iterator.next().
-            marks["data_ready"] = time.perf_counter()
-            marks["images"] = len(examples)
-            x, t = chainer.dataset.concat_examples(examples, to_device)
-            if x.dtype != compute_dtype:   # the loader is float32; the model may compute in fp16
-                x = x.astype(compute_dtype)
-            return x, t
-
-        updater = chainer.training.updaters.StandardUpdater(train_iter, optimizer, converter=convert,
-                                                            device=device)
-        meter = throughput.ThroughputMeter(warmup=warmup)
-        data_seconds, losses = 0.0, []
-        for step in range(warmup + iterations):
-            started = time.perf_counter()
-            updater.update()
-            timed = step + 1 - warmup
-            last = step + 1 == warmup + iterations or (
-                max_seconds is not None and timed >= min_timed and meter.started is not None
-                and time.perf_counter() - meter.started >= max_seconds)
-            if gpu is not None and (last or step + 1 == warmup):
-                device.device.synchronize()   # kernels run asynchronously; time the finished work
-            meter.step(marks["images"])
-            if timed > 0:
-                data_seconds += marks["data_ready"] - started
-            losses.append(classifier.loss.array)   # float() here would wait for the GPU
-            if last:
-                break
+        updater = chainer.training.updaters.StandardUpdater(
+            train_iter, optimizer, converter=_timing_converter(marks), device=device)
+        meter, data_seconds, losses = _timed_updates(updater, classifier, device, gpu is not None, marks,
+                                                     iterations, warmup, max_seconds, min_timed)
         result = meter.result()
         param_dtype = str(next(iter(classifier.params())).dtype)
-        config_now = {key: str(getattr(chainer.config, key)) for key in
-                      ("use_cudnn", "autotune", "dtype", "use_cudnn_tensor_core")}
-        if gpu is not None:
-            from chainer.backends import cuda
-            config_now["max_workspace_size"] = cuda.get_max_workspace_size()
-        iterator_text = type(train_iter).__name__
-        if iterator_text == "MultiprocessIterator":
-            iterator_text += f"(n_processes={train_iter.n_processes})"
+        config_now = _settings_in_effect(gpu is not None)
         static_in_use = bool(cfg.static_graph and getattr(predictor, "schedule_manager", None))
-        losses = [float(loss) for loss in losses]
 
     if result is None:
         raise RuntimeError(f"no iteration was timed ({warmup} warm-up, {iterations} asked)")
@@ -444,25 +500,14 @@ def train_and_measure(levers=(), gpu=None, iterations=20, warmup=3, batchsize=32
         "seconds": seconds, "images": n_timed_images,
         "iterations_per_sec": timed_iterations / seconds, "images_per_sec": images_per_sec,
         "data_seconds": data_seconds, "data_fraction": min(1.0, data_seconds / seconds),
-        "compute_dtype": str(compute_dtype), "param_dtype": param_dtype, "iterator": iterator_text,
-        "static_graph": static_in_use, "config": config_now,
+        "compute_dtype": str(compute_dtype), "param_dtype": param_dtype,
+        "iterator": _iterator_text(train_iter), "static_graph": static_in_use, "config": config_now,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "loss_first": losses[0], "loss_last": losses[-1],
         "loss_finite": bool(numpy.all(numpy.isfinite(losses))),
     }
     if print_fn:
-        print_fn(f"# device: {device_text}")
-        print_fn(f"# levers: {', '.join(applied) or 'none (baseline)'}")
-        for name, why in not_applied.items():
-            print_fn(f"# {name}: {why}")
-        for note in notes:
-            print_fn(f"# {note}")
-        print_fn(f"# model {report['model']}, batch {batch}, dtype {compute_dtype} (parameters "
-                 f"{param_dtype}), iterator {iterator_text}, static_graph {'on' if static_in_use else 'off'}")
-        print_fn(f"# data: {data_text}")
-        print_fn(f"{report['iterations_per_sec']:.3f} iters/sec. ({timed_iterations} iterations after "
-                 f"{warmup} warm-up; {100 * report['data_fraction']:.0f}% of the time waiting for data)")
-        print_fn(throughput.throughput_line(n_timed_images, seconds))
+        _print_report(report, print_fn)
     return report
 
 
@@ -587,7 +632,6 @@ def run_levers(levers=None, repeats=3, iterations=20, warmup=3, batchsize=32, de
     process (on a CPU the other cores are left to the MultiprocessIterator workers). Returns the
     result dict that `table()` and `bars_figure()` show (and `handson bench tuning` saves).
     """
-    from handson_lib import launch
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
     steps = plan_steps(levers, cumulative, gpu=device is not None)
@@ -617,20 +661,22 @@ def run_levers(levers=None, repeats=3, iterations=20, warmup=3, batchsize=32, de
         "data": next((r[-1]["data"] for r in runs.values() if r), None)})
 
 
-def _assemble(steps, runs, meta):
-    from handson_lib.experiments import speedup
+def _assemble(steps, runs, meta, with_speedups=True):
+    """The result dict: every step with the spread of its runs; `with_speedups` adds each step's
+    speed-up over the baseline and the gain of its lever (`_add_speedups`)."""
     out = []
     for i, step in enumerate(steps):
         reports = runs.get(i, [])
         entry = dict(step, status="measured" if reports else step["note"] or "not run",
                      iterations_per_sec=None, images_per_sec=None, data_fraction=None, report=None)
         if reports:
-            entry["iterations_per_sec"] = speedup.spread_summary([r["iterations_per_sec"] for r in reports])
-            entry["images_per_sec"] = speedup.spread_summary([r["images_per_sec"] for r in reports])
+            entry["iterations_per_sec"] = stats.spread_summary([r["iterations_per_sec"] for r in reports])
+            entry["images_per_sec"] = stats.spread_summary([r["images_per_sec"] for r in reports])
             entry["data_fraction"] = statistics.median(r["data_fraction"] for r in reports)
             entry["report"] = reports[-1]
         out.append(entry)
-    _add_speedups(out)
+    if with_speedups:
+        _add_speedups(out)
     return {**meta, "steps": out}
 
 
@@ -640,12 +686,11 @@ def _add_speedups(steps):
     base = steps[0]["images_per_sec"]
     for step in steps:
         rate = step["images_per_sec"]
-        step["speedup"] = rate["median"] / base["median"] if rate and base else None
-        step["speedup_range"] = ([rate["min"] / base["max"], rate["max"] / base["min"]]
-                                 if rate and base else None)
+        step["speedup"] = stats.ratio_of_medians(rate, base) if rate and base else None
+        step["speedup_range"] = stats.ratio_range(rate, base) if rate and base else None
         without = tuple(n for n in step["levers"] if n != step["lever"])
         previous = by_levers.get(without)
-        step["gain"] = (rate["median"] / previous["images_per_sec"]["median"]
+        step["gain"] = (stats.ratio_of_medians(rate, previous["images_per_sec"])
                         if rate and previous and step["lever"] else None)
 
 
@@ -666,25 +711,10 @@ def effects(result):
         without = by_levers.get(tuple(n for n in step["levers"] if n != step["lever"]))
         if without is None:
             continue
-        mine, other = step["images_per_sec"], without["images_per_sec"]
-        if mine["min"] > other["max"]:
-            verdict = "faster in every run"
-        elif mine["max"] < other["min"]:
-            verdict = "slower in every run"
-        else:
-            verdict = "no clear difference: the runs overlap"
+        outcome = stats.verdict(step["images_per_sec"], without["images_per_sec"])
+        verdict = f"{outcome} in every run" if outcome else "no clear difference: the runs overlap"
         lines.append(f"{step['label']}: x{step['gain']:.2f} images/sec vs {without['label']} ({verdict})")
     return lines
-
-
-def speedup(result, label):
-    """Median images/sec of the step `label` over the baseline's, from a result dict."""
-    step = next((s for s in result["steps"] if s["label"] == label), None)
-    if step is None:
-        raise KeyError(f"no step {label!r}; steps: {[s['label'] for s in result['steps']]}")
-    if step["images_per_sec"] is None:
-        raise ValueError(f"step {label!r} was not measured ({step['status']})")
-    return step["images_per_sec"]["median"] / result["steps"][0]["images_per_sec"]["median"]
 
 
 # ----------------------------------------------------------------------------- the talk's numbers
@@ -704,12 +734,11 @@ TALK_STEPS = (
 
 def talk_result():
     """The seed's measurements in the form `run_levers` returns (one run each, no spread)."""
-    from handson_lib.experiments import speedup
     steps = []
     for label, rate, batch, note in TALK_STEPS:
         steps.append({"label": label, "lever": None, "levers": [], "runnable": True, "note": note,
-                      "status": "measured", "iterations_per_sec": speedup.spread_summary([rate]),
-                      "images_per_sec": speedup.spread_summary([rate * batch]), "data_fraction": None,
+                      "status": "measured", "iterations_per_sec": stats.spread_summary([rate]),
+                      "images_per_sec": stats.spread_summary([rate * batch]), "data_fraction": None,
                       "report": {"batchsize": batch}})
     _add_speedups(steps)
     return {"benchmark": "tuning", "source": TALK_SOURCE, "device": "Tesla V100 (16GB)",
@@ -735,6 +764,7 @@ def table(result):
         batch = (step.get("report") or {}).get("batchsize", "")
         spread = f"({rate['min']:.2f}-{rate['max']:.2f})" if len(rate["runs"]) > 1 else ""
         gain = f"{step['gain']:.2f}" if step.get("gain") else "-"
+        over_base = f"{step['speedup']:.2f}" if step.get("speedup") else "-"
         data = f"{100 * step['data_fraction']:.0f}%" if step.get("data_fraction") is not None else ""
         note = step.get("note") or ""
         report = step.get("report") or {}
@@ -748,7 +778,7 @@ def table(result):
         extras += report.get("notes", [])
         note = "; ".join(dict.fromkeys(x for x in [note, *extras] if x))
         lines.append(f"{step['label']:24s} {batch!s:>5s} {rate['median']:8.2f} {spread:>15s} "
-                     f"{step['images_per_sec']['median']:8.1f} {step['speedup']:7.2f} {gain:>7s} "
+                     f"{step['images_per_sec']['median']:8.1f} {over_base:>7s} {gain:>7s} "
                      f"{data:>5s}  {note}")
     lines.append("x base: images/sec over the baseline's; x lever: over the same configuration without "
                  "this step's lever; data: share of the time spent waiting for the next batch")
@@ -779,7 +809,8 @@ def bars_figure(result, title=None):
             ax.bar(x, value["median"], color=color,
                    yerr=[[value["median"] - value["min"]], [value["max"] - value["median"]]]
                    if len(value["runs"]) > 1 else None, capsize=3)
-            text = f"{value['median']:.2f}" if key == "iterations_per_sec" else f"x{step['speedup']:.2f}"
+            text = (f"x{step['speedup']:.2f}" if key == "images_per_sec" and step.get("speedup")
+                    else f"{value['median']:.2f}")
             ax.text(x, value["max"] * 1.01, text, ha="center", va="bottom", fontsize=8)
         ax.set_xticks(range(len(steps)))
         ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
@@ -819,7 +850,8 @@ def compare_iterators(make_iterator, repeats=3, iterations=10, warmup=2, batchsi
                     print_fn(f"  run {repeat + 1}/{repeats} {steps[i]['label']:24s} "
                              f"{report['iterations_per_sec']:8.2f} it/s ({report['iterator']})")
     steps[1]["note"] = runs[1][-1]["iterator"]
-    return _assemble(steps, runs, {"benchmark": "tuning-iterator", "source": "measured here",
+    # No speed-up in this result: notebook 05 asks the student to compute it from the runs.
+    return _assemble(steps, runs, with_speedups=False, meta={"benchmark": "tuning-iterator", "source": "measured here",
                                    "repeats": repeats, "iterations": iterations, "warmup": warmup,
                                    "batchsize": batchsize, "device": runs[0][-1]["device"],
                                    "model": runs[0][-1]["model"], "threads": threads})

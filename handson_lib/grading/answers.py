@@ -1,0 +1,150 @@
+"""The answers of notebooks 04-06, for the hidden tests and the instructor's benchmarks.
+
+Instructor-only: the student edition does not ship this module. Every function here computes
+something a student must write in a graded cell, so it must not be importable from what the
+student notebooks import (handson_lib.experiments never imports it). The hidden tests of the
+instructor notebooks use ``from handson_lib.grading import answers``; the two benchmarks that need
+a rule (`handson bench allreduce`: the allreduce traffic; `handson bench large-batch`: the linear
+scaling rule and the warmup) get it from here and pass it to the experiment as a parameter.
+"""
+
+import sys
+
+from handson_lib.experiments import allreduce, large_batch, tuning
+from handson_lib.runtime.phases import gradient_bytes_of
+
+
+# ----------------------------------------------------------------------------- 04 scaling
+
+def parallel_efficiency(results_by_np):
+    """Parallel efficiency per rank count: throughput(p) / (p * throughput(1)) (04 exercise 1)."""
+    if 1 not in results_by_np:
+        raise ValueError("the efficiency needs the 1-rank run as its reference")
+    base = results_by_np[1]["throughput"]
+    return {p: r["throughput"] / (p * base) if r.get("throughput") and base else None
+            for p, r in sorted(results_by_np.items())}
+
+
+def gradient_bytes(model_name):
+    """L: the bytes of all gradients one allreduce of this model carries (04 exercise 2)."""
+    return gradient_bytes_of(allreduce.build_gradient_link(model_name))
+
+
+def allreduce_traffic_bytes(nbytes, p):
+    """Bytes one rank sends in an allreduce of `nbytes` over `p` ranks: 2L(p-1)/p (seed 001;
+    nccl-tests' bus-bandwidth factor 2(p-1)/p). 04 exercises 2 and 3."""
+    if p < 1:
+        raise ValueError(f"the number of ranks must be at least 1, got {p!r}")
+    return 2.0 * nbytes * (p - 1) / p
+
+
+# ----------------------------------------------------------------------------- 05 tuning
+
+#: 05 question 1: the levers that configure NVIDIA's cuDNN, so do nothing without a GPU.
+GPU_ONLY_LEVERS = frozenset(lever.name for lever in tuning.LEVERS if lever.needs_gpu)
+
+
+def speedup_over_baseline(result, label):
+    """Median images/sec of the step `label` over the baseline's (05 question 2)."""
+    steps = {step["label"]: step for step in result["steps"]}
+    if label not in steps:
+        raise KeyError(f"no step {label!r}; steps: {list(steps)}")
+    if steps[label]["images_per_sec"] is None:
+        raise ValueError(f"step {label!r} was not measured ({steps[label]['status']})")
+    return steps[label]["images_per_sec"]["median"] / result["steps"][0]["images_per_sec"]["median"]
+
+
+# ----------------------------------------------------------------------------- 06 large batch
+# The schedules (Goyal et al., arXiv:1706.02677, section 2; the seed's slide 21):
+#   scaled_lr = base_lr * batch / base_batch
+#   lr(i) = base_lr + (scaled_lr - base_lr) * min(i, W) / W   (W >= 1);   scaled_lr when W == 0
+# for the update that follows i finished updates (i = trainer.updater.iteration).
+
+def scaled_lr(base_lr, base_batch, batch):
+    """Linear scaling rule: ``base_lr * batch / base_batch`` (06 exercise 1).
+
+    >>> scaled_lr(0.1, 256, 8192)   # Goyal et al.: 0.1 for 256 images -> 3.2 for 8k
+    3.2
+    """
+    large_batch.check_positive(base_lr=base_lr, base_batch=base_batch, batch=batch)
+    return base_lr * batch / base_batch
+
+
+def warmup_lr(iteration, base_lr, base_batch, batch, warmup_iterations):
+    """The learning rate of the update after ``iteration`` finished updates (06 exercise 2)."""
+    if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
+        raise ValueError(f"iteration must be an integer >= 0, got {iteration!r}")
+    if isinstance(warmup_iterations, bool) or not isinstance(warmup_iterations, int) \
+            or warmup_iterations < 0:
+        raise ValueError(f"warmup_iterations must be an integer >= 0, got {warmup_iterations!r}")
+    peak = scaled_lr(base_lr, base_batch, batch)
+    if warmup_iterations == 0 or iteration >= warmup_iterations:
+        return peak
+    return base_lr + (peak - base_lr) * iteration / warmup_iterations
+
+
+class WarmupScaledLR:
+    """Trainer extension: gradual warmup from ``base_lr`` to the linearly scaled rate (06 exercise 2).
+
+    Sets the optimizer's ``lr`` to :func:`warmup_lr` of the updater's iteration: before the first
+    update (``initialize``) and after every update (``trigger=(1, 'iteration')``). It reads the
+    count from the updater instead of counting calls, so a resumed trainer continues the schedule.
+    ``Trainer.extend`` accepts any callable with these attributes.
+    """
+
+    trigger = (1, "iteration")
+    priority = 200  # chainer.training.PRIORITY_EDITOR: changes state before readers see it
+    name = "warmup_scaled_lr"
+
+    def __init__(self, base_lr, base_batch, batch, warmup_iterations):
+        warmup_lr(0, base_lr, base_batch, batch, warmup_iterations)  # validates
+        self.base_lr, self.base_batch, self.batch = base_lr, base_batch, batch
+        self.warmup_iterations = warmup_iterations
+
+    def lr_at(self, iteration):
+        return warmup_lr(iteration, self.base_lr, self.base_batch, self.batch, self.warmup_iterations)
+
+    def initialize(self, trainer):
+        self(trainer)
+
+    def __call__(self, trainer):
+        trainer.updater.get_optimizer("main").lr = self.lr_at(trainer.updater.iteration)
+
+
+def gain(result, schedule="scaled+warmup", over="fixed", batch=None):
+    """Accuracy of ``schedule`` minus that of ``over`` at ``batch`` (default: the largest; 06
+    exercise 3)."""
+    batches = list(result["batches"])
+    batch = batches[-1] if batch is None else batch
+    if batch not in batches:
+        raise ValueError(f"batch {batch} was not run; batches: {batches}")
+    i = batches.index(batch)
+    return result["accuracy"][schedule][i] - result["accuracy"][over][i]
+
+
+# ----------------------------------------------------------------------------- instructor benchmarks
+# `handson bench allreduce` and `handson bench large-batch` (instructor commands: cli.py) run the
+# experiments with the rules above; a student runs the same experiments with their own.
+
+def add_allreduce_arguments(parser):
+    allreduce.add_arguments(parser)
+
+
+def bench_allreduce(args):
+    return allreduce.run_command(args, traffic_rule=allreduce_traffic_bytes)
+
+
+def add_large_batch_arguments(parser):
+    large_batch.add_arguments(parser)
+
+
+def bench_large_batch(args):
+    result = large_batch.run_command(args, scaling_rule=scaled_lr, lr_schedule_factory=WarmupScaledLR)
+    if result is None:
+        return 2
+    if not args.json:
+        print(f"linear scaling + warmup vs fixed lr at batch {result['batches'][-1]}: "
+              f"{gain(result) * 100:+.1f} points; scaling alone: "
+              f"{gain(result, 'scaled') * 100:+.1f}; warmup on top of scaling: "
+              f"{gain(result, 'scaled+warmup', 'scaled') * 100:+.1f}", file=sys.stdout)
+    return 0
