@@ -15,32 +15,31 @@ import chainer
 from chainer import training
 from chainer.training import extensions
 
-from handson_lib.runtime import models, multigpu, throughput
-from handson_lib.runtime import training as course
+from handson_lib import runtime  # the course's CPU stand-in, offline data, models and throughput line
 
 # Chainer's updater where GPUs and NCCL exist, the CPU stand-in elsewhere (said on screen).
-multigpu.install()
+runtime.install_parallel_updater()
 
 
 def main():
     parser = argparse.ArgumentParser(description="Task #1: multi-GPU training (seed 002)")
     parser.add_argument("--gpus", "-g", type=int, nargs="+", default=[0, 1],
                         help="device ids; the first is the main device, one id = baseline")
-    course.add_common_arguments(parser)
+    runtime.add_common_arguments(parser)
     args = parser.parse_args()
-    course.seed_everything(args.seed)
+    runtime.seed_everything(args.seed)
 
     multi = len(args.gpus) > 1
     if multi:
-        course.print_banner("Start a training script using multiple GPUs.",
+        runtime.print_banner("Start a training script using multiple GPUs.",
                             [("GPUs", len(args.gpus)), ("Minibatch-size", args.batchsize),
                              ("epoch", args.epoch)])
     else:
-        course.print_banner("Start a training script using single GPU.",
+        runtime.print_banner("Start a training script using single GPU.",
                             [("Minibatch-size", args.batchsize), ("epoch", args.epoch)])
 
-    train, test, info = course.load_data(args)
-    model = models.get_model(args.model, n_class=info.n_class)
+    train, test, info = runtime.load_data(args)
+    model = runtime.get_model(args.model, n_class=info.n_class)
     optimizer = chainer.optimizers.MomentumSGD(lr=args.lr)
     optimizer.setup(model)
 
@@ -53,15 +52,15 @@ def main():
 
         # (2) The devices dict: device name -> GPU id; the main device's name must be 'main'.
         # PUT YOUR CODE HERE
-        course.require_done("Task #1", train_iters=train_iters, devices=devices)
+        runtime.require_done("Task #1", train_iters=train_iters, devices=devices)
         print(devices)
 
         # (3) The updater: chainer.training.updaters.MultiprocessParallelUpdater.
         # PUT YOUR CODE HERE
-        course.require_done("Task #1", updater=updater)
-        device = multigpu.evaluation_device(devices["main"])
+        runtime.require_done("Task #1", updater=updater)
+        device = runtime.evaluation_device(devices["main"])
     else:
-        device = multigpu.single_device(args.gpus[0])
+        device = runtime.single_device(args.gpus[0])
         model.to_device(device)
         device.use()
         train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
@@ -69,12 +68,20 @@ def main():
 
     # Phase times and NVTX ranges when HANDSON_PHASES=1 (the profiling job scripts set it). With
     # several devices the updater runs forward and backward itself: only `update` is apart there.
-    course.instrument_phases(updater, out=args.out, warmup=args.warmup_iterations)
+    runtime.instrument_phases(updater, out=args.out, warmup=args.warmup_iterations)
     trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
     test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
     trainer.extend(extensions.Evaluator(test_iter, model, device=device))
-    course.add_report_extensions(trainer, args.out, progress=not args.no_progress)
-    trainer.extend(throughput.make_extension(warmup=args.warmup_iterations, out=args.out))
+    trainer.extend(extensions.LogReport())
+    trainer.extend(extensions.PrintReport(
+        ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
+         "elapsed_time"]))
+    trainer.extend(extensions.PlotReport(["main/loss", "validation/main/loss"], "epoch", filename="loss.png"))
+    trainer.extend(extensions.PlotReport(["main/accuracy", "validation/main/accuracy"], "epoch",
+                                         filename="accuracy.png"))
+    if not args.no_progress:
+        trainer.extend(extensions.ProgressBar(update_interval=10))
+    trainer.extend(runtime.throughput_extension(warmup=args.warmup_iterations, out=args.out))
     trainer.run()
 
 

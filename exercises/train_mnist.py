@@ -14,22 +14,21 @@ import chainer
 from chainer import training
 from chainer.training import extensions
 
-from handson_lib.runtime import models, throughput
-from handson_lib.runtime import training as course
+from handson_lib import runtime  # the course's offline data, models and throughput line
 
 
 def main():
     parser = argparse.ArgumentParser(description="Chainer example: MNIST-style digits")
     parser.add_argument("--gpu", "-g", type=int, default=-1, help="GPU id (negative: CPU)")
     parser.add_argument("--unit", "-u", type=int, default=1000, help="units per hidden layer")
-    course.add_common_arguments(parser, batchsize=100, epoch=20, model="mlp")
+    runtime.add_common_arguments(parser, batchsize=100, epoch=20, model="mlp")
     parser.set_defaults(dataset="digits", lr=0.05)
     args = parser.parse_args()
-    course.seed_everything(args.seed)
+    runtime.seed_everything(args.seed)
 
     device = chainer.get_device(args.gpu if args.gpu >= 0 else "@numpy")
-    train, test, info = course.load_data(args)
-    model = chainer.links.Classifier(models.MLP(args.unit, info.n_class))
+    train, test, info = runtime.load_data(args)
+    model = chainer.links.Classifier(runtime.MLP(args.unit, info.n_class))
     model.to_device(device)
     device.use()
     optimizer = chainer.optimizers.MomentumSGD(lr=args.lr)
@@ -40,8 +39,16 @@ def main():
     updater = training.StandardUpdater(train_iter, optimizer, device=device)
     trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
     trainer.extend(extensions.Evaluator(test_iter, model, device=device))
-    course.add_report_extensions(trainer, args.out, progress=not args.no_progress)
-    trainer.extend(throughput.make_extension(args.batchsize, warmup=args.warmup_iterations, out=args.out))
+    trainer.extend(extensions.LogReport())
+    trainer.extend(extensions.PrintReport(
+        ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
+         "elapsed_time"]))
+    trainer.extend(extensions.PlotReport(["main/loss", "validation/main/loss"], "epoch", filename="loss.png"))
+    trainer.extend(extensions.PlotReport(["main/accuracy", "validation/main/accuracy"], "epoch",
+                                         filename="accuracy.png"))
+    if not args.no_progress:
+        trainer.extend(extensions.ProgressBar(update_interval=10))
+    trainer.extend(runtime.throughput_extension(args.batchsize, warmup=args.warmup_iterations, out=args.out))
     trainer.run()
 
 

@@ -18,9 +18,7 @@ import chainermn
 from chainer import training
 from chainer.training import extensions
 
-from handson_lib.runtime import models, throughput
-from handson_lib.runtime import mpi
-from handson_lib.runtime import training as course
+from handson_lib import runtime  # the course's rank start-up, offline data, models and throughput line
 
 
 def main():
@@ -28,28 +26,28 @@ def main():
     parser.add_argument("--gpu", "-g", action="store_true", help="one GPU per rank")
     parser.add_argument("--communicator", default=None, help="default: pure_nccl with --gpu, else naive")
     parser.add_argument("--unit", "-u", type=int, default=1000, help="units per hidden layer")
-    course.add_common_arguments(parser, batchsize=100, epoch=20, model="mlp")
+    runtime.add_common_arguments(parser, batchsize=100, epoch=20, model="mlp")
     parser.set_defaults(dataset="digits", lr=0.05)
     args = parser.parse_args()
     communicator_name = args.communicator or ("pure_nccl" if args.gpu else "naive")
-    mpi.prepare_rank(communicator_name, gpu=args.gpu)
-    course.seed_everything(args.seed)
+    runtime.prepare_rank(communicator_name, gpu=args.gpu)
+    runtime.seed_everything(args.seed)
 
     comm = device = None
     # Part A (1): the communicator, and this rank's device chosen from comm.intra_rank
     #             (the CPU, "@numpy", without --gpu).
     # PUT YOUR CODE HERE
-    course.require_done("The conversion", comm=comm, device=device)
+    runtime.require_done("The conversion", comm=comm, device=device)
 
-    train, test, info = course.load_data(args, announce=comm.rank == 0)
-    model = chainer.links.Classifier(models.MLP(args.unit, info.n_class))
+    train, test, info = runtime.load_data(args, announce=comm.rank == 0)
+    model = chainer.links.Classifier(runtime.MLP(args.unit, info.n_class))
     model.to_device(device)
     device.use()
 
     optimizer = None
     # Part A (2): the optimizer, made multi-node.
     # PUT YOUR CODE HERE
-    course.require_done("The conversion", optimizer=optimizer)
+    runtime.require_done("The conversion", optimizer=optimizer)
     optimizer.setup(model)
 
     # Part B (1): split the data over the ranks, without overlap.
@@ -65,9 +63,10 @@ def main():
     # PUT YOUR CODE HERE
     trainer.extend(evaluator)
 
-    # Part A (3): logs and reports on one rank only.
+    # Part A (3): logs and reports on one rank only: train_mnist.py's LogReport, PrintReport,
+    #             PlotReports and ProgressBar, under `if comm.rank == 0:`.
     # PUT YOUR CODE HERE
-    trainer.extend(throughput.make_extension(args.batchsize * comm.size, warmup=args.warmup_iterations,
+    trainer.extend(runtime.throughput_extension(args.batchsize * comm.size, warmup=args.warmup_iterations,
                                              out=args.out if comm.rank == 0 else None,
                                              print_fn=print if comm.rank == 0 else None))
     trainer.run()

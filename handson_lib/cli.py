@@ -49,21 +49,23 @@ COMMANDS = (
             "gaps, NVTX; --plot draws the timeline"),
     Command("profile breakdown", "experiments.breakdown", "CPU: TimerHook table and compute / allreduce / "
             "update per iteration on local MPI ranks"),
-    Command("bench allreduce", "experiments.allreduce", "allreduce bus bandwidth: ChainerMN path vs raw MPI "
-            "vs point-to-point"),
+    Command("bench allreduce", "grading.answers", "allreduce bus bandwidth: ChainerMN path vs raw MPI "
+            "vs point-to-point", audience="instructor", add="add_allreduce_arguments", run="bench_allreduce"),
     Command("bench tuning", "experiments.tuning", "the seed's speed-up levers, each switched on in turn"),
-    Command("bench large-batch", "experiments.large_batch", "accuracy vs total batch: fixed lr, linear "
-            "scaling, warmup"),
+    Command("bench large-batch", "grading.answers", "accuracy vs total batch: fixed lr, linear "
+            "scaling, warmup", audience="instructor", add="add_large_batch_arguments", run="bench_large_batch"),
     Command("bench multi-gpu", "experiments.speedup", "Task #1: 2 workers vs 1 process",
             audience="instructor", add="add_multi_gpu_arguments", run="multi_gpu_main"),
     Command("bench multi-node", "experiments.speedup", "Task #2: 2 ranks vs 1",
             audience="instructor", add="add_multi_node_arguments", run="multi_node_main"),
-    Command("bench report", "experiments.speedup", "one page (summary.md) with every result's table and plot",
+    Command("bench report", "experiments.report", "one page (summary.md) with every result's table and plot",
             audience="instructor", add="add_report_arguments", run="report_main"),
     Command("demo", "tools.demo", "run the main job on embedded defaults and print throughput",
             audience="instructor"),
     Command("build", "grading.build", "regenerate notebooks/, exercises/ and jobscripts/ from the sources",
             audience="instructor"),
+    Command("release student", "grading.release", "write the student edition (notebooks, exercises, job "
+            "scripts, the student library; no solutions) into a new folder", audience="instructor"),
     Command("cluster", "sites.cluster", "a real single-machine Slurm cluster with PBS commands (root, apt)",
             audience="instructor"),
     Command("course", "grading.nbgrader_course", "nbgrader course: assemble source/<assignment>/ from "

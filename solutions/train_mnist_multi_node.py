@@ -18,9 +18,7 @@ import chainermn
 from chainer import training
 from chainer.training import extensions
 
-from handson_lib.runtime import models, throughput
-from handson_lib.runtime import mpi
-from handson_lib.runtime import training as course
+from handson_lib import runtime  # the course's rank start-up, offline data, models and throughput line
 
 
 def main():
@@ -28,12 +26,12 @@ def main():
     parser.add_argument("--gpu", "-g", action="store_true", help="one GPU per rank")
     parser.add_argument("--communicator", default=None, help="default: pure_nccl with --gpu, else naive")
     parser.add_argument("--unit", "-u", type=int, default=1000, help="units per hidden layer")
-    course.add_common_arguments(parser, batchsize=100, epoch=20, model="mlp")
+    runtime.add_common_arguments(parser, batchsize=100, epoch=20, model="mlp")
     parser.set_defaults(dataset="digits", lr=0.05)
     args = parser.parse_args()
     communicator_name = args.communicator or ("pure_nccl" if args.gpu else "naive")
-    mpi.prepare_rank(communicator_name, gpu=args.gpu)
-    course.seed_everything(args.seed)
+    runtime.prepare_rank(communicator_name, gpu=args.gpu)
+    runtime.seed_everything(args.seed)
 
     comm = device = None
     # Part A (1): the communicator, and this rank's device chosen from comm.intra_rank
@@ -42,10 +40,10 @@ def main():
     comm = chainermn.create_communicator(communicator_name)
     device = chainer.get_device(comm.intra_rank if args.gpu else "@numpy")
     ### END SOLUTION
-    course.require_done("The conversion", comm=comm, device=device)
+    runtime.require_done("The conversion", comm=comm, device=device)
 
-    train, test, info = course.load_data(args, announce=comm.rank == 0)
-    model = chainer.links.Classifier(models.MLP(args.unit, info.n_class))
+    train, test, info = runtime.load_data(args, announce=comm.rank == 0)
+    model = chainer.links.Classifier(runtime.MLP(args.unit, info.n_class))
     model.to_device(device)
     device.use()
 
@@ -54,7 +52,7 @@ def main():
     ### BEGIN SOLUTION
     optimizer = chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(lr=args.lr), comm)
     ### END SOLUTION
-    course.require_done("The conversion", optimizer=optimizer)
+    runtime.require_done("The conversion", optimizer=optimizer)
     optimizer.setup(model)
 
     # Part B (1): split the data over the ranks, without overlap.
@@ -75,12 +73,22 @@ def main():
     ### END SOLUTION
     trainer.extend(evaluator)
 
-    # Part A (3): logs and reports on one rank only.
+    # Part A (3): logs and reports on one rank only: train_mnist.py's LogReport, PrintReport,
+    #             PlotReports and ProgressBar, under `if comm.rank == 0:`.
     ### BEGIN SOLUTION
     if comm.rank == 0:
-        course.add_report_extensions(trainer, args.out, progress=not args.no_progress)
+        trainer.extend(extensions.LogReport())
+        trainer.extend(extensions.PrintReport(
+            ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
+             "elapsed_time"]))
+        trainer.extend(extensions.PlotReport(["main/loss", "validation/main/loss"], "epoch",
+                                             filename="loss.png"))
+        trainer.extend(extensions.PlotReport(["main/accuracy", "validation/main/accuracy"], "epoch",
+                                             filename="accuracy.png"))
+        if not args.no_progress:
+            trainer.extend(extensions.ProgressBar(update_interval=10))
     ### END SOLUTION
-    trainer.extend(throughput.make_extension(args.batchsize * comm.size, warmup=args.warmup_iterations,
+    trainer.extend(runtime.throughput_extension(args.batchsize * comm.size, warmup=args.warmup_iterations,
                                              out=args.out if comm.rank == 0 else None,
                                              print_fn=print if comm.rank == 0 else None))
     trainer.run()

@@ -1,6 +1,7 @@
 """The set-up files agree with each other and with the facts Chainer 7.8.1 imposes."""
 
 import re
+import subprocess
 import sys
 
 import yaml
@@ -54,3 +55,19 @@ def test_lab_settings_silence_the_news_popup():
     from handson_lib.tools import lab
     settings = json.loads(lab.overrides_path().read_text())
     assert settings["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+
+
+def test_runtime_declares_what_student_scripts_use_and_imports_no_matplotlib():
+    code = ("import sys\nfrom handson_lib import runtime\n"
+            "missing = [n for n in runtime.__all__ if not hasattr(runtime, n)]\n"
+            "assert not missing, missing\nassert 'matplotlib' not in sys.modules\nprint(len(runtime.__all__))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    used = set()
+    for script in (ROOT / "solutions").glob("train_*.py"):
+        text = script.read_text()
+        assert "from handson_lib import runtime  #" in text, f"{script.name}: one commented runtime import"
+        assert text.count("handson_lib") == 1, f"{script.name}: more than one course import"
+        used |= set(re.findall(r"\bruntime\.(\w+)", text))
+    from handson_lib import runtime
+    assert used <= set(runtime.__all__), used - set(runtime.__all__)

@@ -168,3 +168,48 @@ def test_cuda_initialised_before_the_fork_is_refused(monkeypatch):
         multigpu.refuse_cuda_before_fork()
     driver.ctxGetCurrent = lambda: 0
     multigpu.refuse_cuda_before_fork()
+
+
+def test_self_mode_compares_two_devices_with_the_scripts_own_one_device_run():
+    report = checks.check_multi_gpu(SOLUTION, against="self")
+    assert report.against == "self" and report.reference == {}
+    speed = report.speed_checks
+    assert [c.name for c in speed] == ["throughput: 2 devices vs your 1-device run"]
+    assert speed[0].value > 0 and "2 workers:" in speed[0].message
+    assert "x your own 1-device run" in speed[0].message and "needed >=" in speed[0].message
+    assert all(c.passed for c in report.checks if c not in speed), report.text()
+
+
+def _report_with_speed(against, value):
+    report = checks.Report("multi-gpu", "x.py", against=against)
+    report.add("runs to the end", True, "")
+    report.add("throughput: 2 devices vs your 1-device run" if against == "self" else
+               "throughput vs the reference", True, "", value=value)
+    return report
+
+
+@pytest.mark.parametrize("against", checks.AGAINST)
+def test_throughput_credit_uses_the_bands_of_the_reports_mode(against):
+    bands = checks.credit_bands(against, "local")
+    (full_floor, full_share), (part_floor, part_share) = bands[0], bands[1]
+    assert checks.throughput_credit(_report_with_speed(against, full_floor), 2, "local",
+                                    print_fn=lambda *_: None) == 2 * full_share
+    assert checks.throughput_credit(_report_with_speed(against, part_floor), 2, "local",
+                                    print_fn=lambda *_: None) == 2 * part_share
+    with pytest.raises(AssertionError, match="no throughput credit"):
+        checks.throughput_credit(_report_with_speed(against, part_floor * 0.9), 2, "local",
+                                 print_fn=lambda *_: None)
+
+
+def test_self_and_reference_bands_differ():
+    assert checks.credit_bands("self", "local") != checks.credit_bands("reference", "local")
+
+
+def test_reference_mode_without_the_solutions_is_refused_clearly(monkeypatch, tmp_path):
+    from handson_lib.grading import reference
+    monkeypatch.setattr(reference, "SOLUTIONS", tmp_path)
+    assert checks.default_against() == "self"
+    with pytest.raises(ValueError, match="use --against self"):
+        checks.check_multi_gpu(SOLUTION, against="reference")
+    with pytest.raises(ValueError, match="unknown mode"):
+        checks.check_multi_gpu(SOLUTION, against="nobody")

@@ -66,8 +66,8 @@ def test_plain_evaluator_fails_on_the_aggregation_only(reference, tmp_path):
 
 
 def test_reports_on_every_rank_fail_on_reporting(reference, tmp_path):
-    script = mutant(SOLUTION, tmp_path, "    if comm.rank == 0:\n        course.add_report_extensions",
-                     "    if True:\n        course.add_report_extensions")
+    script = mutant(SOLUTION, tmp_path, "    if comm.rank == 0:\n        trainer.extend(extensions.LogReport())",
+                     "    if True:\n        trainer.extend(extensions.LogReport())")
     report = checks.check_multi_node(script, reference=reference, scaling=False)
     failed = failed_checks(report)
     assert set(failed) == {"reports only on rank 0"}, report.text()
@@ -98,3 +98,18 @@ def test_removed_communicator_gets_a_clear_message(tmp_path):
     res = launch.run_mpi(1, [SOLUTION, "--communicator", "hierarchical", "--epoch", "1"], timeout=60)
     assert res.returncode != 0
     assert "communicator 'hierarchical' was removed in Chainer 7" in res.output
+
+
+def test_self_mode_scaling_is_the_scripts_own_two_ranks_over_one():
+    report = checks.check_multi_node(SOLUTION, against="self")
+    assert report.against == "self"
+    assert [c.name for c in report.speed_checks] == ["scaling: 2 ranks vs your 1-rank run"]
+    scaling = report.speed_checks[0]
+    assert scaling.value > 0 and "2 ranks:" in scaling.message and "your own 1-rank run" in scaling.message
+    assert all(c.passed for c in report.checks if c is not scaling), report.text()
+
+
+def test_mnist_self_mode_has_no_speed_check():
+    report = checks.check_mnist_multi_node(ROOT / "solutions" / "train_mnist_multi_node.py", against="self")
+    assert report.ok, report.text()
+    assert report.speed_checks == [] and len(report.checks) == 7

@@ -2,9 +2,15 @@
 
 A student's script is run under the instrumenting launcher (handson_lib.grading.observe) with a
 watchdog; each check reads what the launcher observed, never the script's own printout.
-Throughput is scored as a ratio to the reference solution measured in the same session.
+
+Throughput is judged in one of two modes (`against`):
+  - "reference": a ratio to the reference solution measured in the same session (the instructor's
+    checkout and the autograder; handson_lib.grading.reference, which the student edition lacks);
+  - "self": the speed-up of the student's N-device run over their own one-device run, against the
+    site's `speedup_bands` (the student edition, which has no reference solution).
 """
 
+import importlib.util
 import json
 import os
 import sys
@@ -16,19 +22,13 @@ import numpy
 
 from handson_lib import COURSE_ROOT
 from handson_lib import launch
+from handson_lib.sites.table import get_site
 
-#: Thresholds per site; choose with `--site` or HANDSON_SITE. A laptop or CI machine is noisy,
-#: a reserved cluster node is not.
-#: `throughput_bands`: (lowest ratio to the reference, share of the points) for partial credit;
-#: the first band's ratio is the pass mark of the throughput and scaling checks.
-SITES = {
-    "local": {"min_throughput_ratio": 0.7, "min_accuracy": 0.3, "min_scaling_ratio": 0.75,
-              "throughput_bands": ((0.7, 1.0), (0.4, 0.5))},
-    "reedbush": {"min_throughput_ratio": 0.85, "min_accuracy": 0.3, "min_scaling_ratio": 0.9,
-                 "throughput_bands": ((0.85, 1.0), (0.6, 0.5))},
-    "cluster": {"min_throughput_ratio": 0.85, "min_accuracy": 0.3, "min_scaling_ratio": 0.9,
-                "throughput_bands": ((0.85, 1.0), (0.6, 0.5))},
-}
+#: How throughput is judged (see the module's docstring).
+AGAINST = ("reference", "self")
+
+#: Names of the checks that judge speed (scored in bands by `throughput_credit`) start with these.
+SPEED_CHECKS = ("throughput", "scaling")
 
 #: Marks the line that `handson autograde` reads back from the graded notebooks.
 RATIO_TAG = "handson-throughput-ratios:"
@@ -41,10 +41,37 @@ MNIST_ARGS = ["--epoch", "5", "--no-progress"]
 
 
 def site_thresholds(site=None):
-    site = site or os.environ.get("HANDSON_SITE", "local")
-    if site not in SITES:
-        raise ValueError(f"unknown site {site!r}; choose one of {', '.join(SITES)}")
-    return dict(SITES[site])
+    """The grading thresholds of a site (`--site`, else HANDSON_SITE, else local) from the site
+    table: min_throughput_ratio, min_accuracy, min_scaling_ratio, throughput_bands, speedup_bands.
+    ValueError naming the valid sites."""
+    return get_site(site or os.environ.get("HANDSON_SITE", "local")).thresholds.as_dict()
+
+
+def default_against(reference_name="train_cifar_multi_gpu.py"):
+    """"reference" where the reference solution can be measured (the instructor's checkout and the
+    autograder: handson_lib.grading.reference installed and solutions/ present), else "self"."""
+    if importlib.util.find_spec("handson_lib.grading.reference") is None:
+        return "self"
+    from handson_lib.grading import reference  # instructor-only: absent from the student edition
+    return "reference" if reference.available(reference_name) else "self"
+
+
+def _resolve_against(against, reference, reference_name):
+    """The mode of one check: as asked, "reference" when a measured reference is passed in, else
+    the default of this installation."""
+    if against is None:
+        against = "reference" if reference is not None else default_against(reference_name)
+    if against not in AGAINST:
+        raise ValueError(f"unknown mode against={against!r}; choose one of {', '.join(AGAINST)}")
+    if against == "reference" and reference is None and default_against(reference_name) != "reference":
+        raise ValueError(f"judging against the reference needs the reference solution {reference_name} "
+                         "(the instructor's checkout); this installation has none: use --against self")
+    return against
+
+
+def _measure_reference(name, args, timeout, np=None):
+    from handson_lib.grading import reference  # instructor-only: absent from the student edition
+    return reference.measure_reference(name, args, timeout, np=np)
 
 
 def run_limit(timeout):
@@ -60,38 +87,6 @@ def student_limit(reference, timeout, factor=5.0, floor=60.0):
     if reference is None or not reference.finished:
         return timeout
     return min(timeout, max(floor, factor * reference.seconds))
-
-
-def measure_reference(name, args, timeout, np=None):
-    """The reference solution `name` run with `args` (one process, or `np` MPI ranks): once per
-    grading session.
-
-    `handson autograde` sets HANDSON_REFERENCE_CACHE to a folder of its own, so every student of a
-    session is compared with the same measurement (and the reference is not re-run per student);
-    elsewhere it is measured afresh."""
-    script = reference_script(name)
-
-    def run():
-        if np is None:
-            return run_observed(script, args, timeout)
-        return run_observed_mpi(script, np, args, timeout)
-
-    cache = os.environ.get("HANDSON_REFERENCE_CACHE")
-    if not cache:
-        return run()
-    import fcntl
-    import hashlib
-    import pickle
-    key = hashlib.sha256(repr((script.read_bytes(), np, list(args))).encode()).hexdigest()[:16]
-    path = Path(cache) / f"reference-{key}.pickle"
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # students graded in parallel wait for the first measurement
-        if path.exists():
-            return pickle.loads(path.read_bytes())
-        obs = run()
-        if obs.finished:
-            path.write_bytes(pickle.dumps(obs))
-        return obs
 
 
 def locate(script_name):
@@ -110,10 +105,6 @@ def locate(script_name):
         raise FileNotFoundError(f"{script_name} was not handed in: submit it in the same folder as the "
                                 f"notebook ({Path.cwd().name}/{script_name})")
     raise FileNotFoundError(f"{script_name} not found next to this notebook nor in ../exercises")
-
-
-def reference_script(name):
-    return COURSE_ROOT / "solutions" / name
 
 
 @dataclass
@@ -135,6 +126,11 @@ class Report:
     observed: dict = field(default_factory=dict)
     reference: dict = field(default_factory=dict)
     output_tail: str = ""
+    against: str = "reference"   # how throughput was judged: see AGAINST
+
+    @property
+    def speed_checks(self):
+        return [c for c in self.checks if c.name.startswith(SPEED_CHECKS)]
 
     @property
     def ok(self):
@@ -249,7 +245,7 @@ def _shard_checks(report, record, what="worker"):
         report.add("shards are disjoint", True, f"{len(shards)} shards of {sizes} images, no image twice")
     if train is None:
         report.add("shards cover the training set", False,
-                   "the script did not load its data with the course's loader (course.load_data)")
+                   "the script did not load its data with the course's loader (runtime.load_data)")
         return
     union = set().union(*shards)
     missing = len(set(train) - union)
@@ -286,28 +282,54 @@ def _throughput_check(report, student, reference, min_ratio):
                f"measured just before (needed >= {min_ratio:.2f})", value=ratio)
 
 
+def _speedup_check(report, name, fast, slow, what, baseline, site):
+    """Self mode: the speed-up of the student's `fast` run over their own `slow` run, against the
+    first of the site's `speedup_bands`."""
+    needed = credit_bands("self", site)[0][0]
+    if slow is None or not slow.finished or not slow.throughput:
+        report.add(name, False, f"your {baseline} did not finish, so there is nothing to compare with")
+        return
+    if not fast.throughput:
+        report.add(name, False, "no timed iteration (run too short?)")
+        return
+    speedup = fast.throughput / slow.throughput
+    site_name = site or os.environ.get("HANDSON_SITE", "local")
+    report.add(name, speedup >= needed,
+               f"{what}: {speedup:.2f}x your own {baseline} ({fast.throughput:.1f} vs {slow.throughput:.1f} "
+               f"images/s; needed >= {needed:.2f} on site {site_name})", value=speedup)
+
+
 def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site=None,
-                    min_throughput_ratio=None, min_accuracy=None, print_fn=None):
-    """Grade Task #1. `reference` may be an Observation of the solution from this session."""
+                    min_throughput_ratio=None, min_accuracy=None, print_fn=None, against=None):
+    """Grade Task #1. `reference` may be an Observation of the solution from this session;
+    `against` chooses how throughput is judged (AGAINST; default: see `default_against`)."""
+    against = _resolve_against(against, reference, "train_cifar_multi_gpu.py")
     limits = site_thresholds(site)
     min_ratio = limits["min_throughput_ratio"] if min_throughput_ratio is None else min_throughput_ratio
     min_acc = limits["min_accuracy"] if min_accuracy is None else min_accuracy
     args = list(MULTI_GPU_ARGS if args is None else args)
     run_args = ["--gpus", *map(str, range(gpus)), *args]
     say = print_fn or (lambda *_: None)
-    if reference is None:
-        say("Measuring the reference solution in this session ...")
-        reference = measure_reference("train_cifar_multi_gpu.py", run_args, timeout)
-    say(f"Running {script} under the grader's launcher ...")
-    obs = run_observed(script, run_args, student_limit(reference, timeout))
-    report = Report("multi-gpu", str(script), observed=obs.record, reference=reference.record,
-                    output_tail=_tail(obs.output))
+    if against == "reference":
+        if reference is None:
+            say("Measuring the reference solution in this session ...")
+            reference = _measure_reference("train_cifar_multi_gpu.py", run_args, timeout)
+        baseline = reference
+        speed_name = "throughput vs the reference"
+    else:
+        say(f"Running {script} on one device: the baseline of your {gpus}-device run ...")
+        baseline = run_observed(script, ["--gpus", "0", *args], timeout)
+        speed_name = f"throughput: {gpus} devices vs your 1-device run"
+    say(f"Running {script} on {gpus} devices under the grader's launcher ...")
+    obs = run_observed(script, run_args, student_limit(baseline, timeout))
+    report = Report("multi-gpu", str(script), observed=obs.record,
+                    reference=reference.record if against == "reference" else {},
+                    output_tail=_tail(obs.output), against=against)
     if not obs.finished:
         report.add("runs to the end", False, _why_it_stopped(obs, timeout))
         for name in ("uses MultiprocessParallelUpdater", "one worker process per device",
                      "shards are disjoint", "shards cover the training set",
-                     "parameters equal on all workers", "accuracy beats chance",
-                     "throughput vs the reference"):
+                     "parameters equal on all workers", "accuracy beats chance", speed_name):
             report.add(name, False, "not checked: the script did not finish")
         return report
     record = obs.record
@@ -345,7 +367,10 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
         report.add("parameters equal on all workers", False, "fewer than two workers to compare")
 
     _accuracy_check(report, record, min_acc)
-    _throughput_check(report, obs, reference, min_ratio)
+    if against == "reference":
+        _throughput_check(report, obs, reference, min_ratio)
+    else:
+        _speedup_check(report, speed_name, obs, baseline, f"{gpus} workers", "1-device run", site)
     return report
 
 
@@ -444,13 +469,44 @@ def _evaluator_check(report, obs):
                    f"({mean:.4f}): wrap the Evaluator with chainermn.create_multi_node_evaluator")
 
 
+def _parameters_check(report, obs):
+    np = obs.np
+    if len(obs.params) == np:
+        worst = max(float(numpy.max(numpy.abs(obs.params[r] - obs.params[0]))) for r in range(1, np))
+        report.add("parameters identical on every rank", worst == 0.0,
+                   "identical after training" if worst == 0.0 else
+                   f"the ranks' parameters differ by up to {worst:.3g} after training: each rank updated "
+                   "alone; wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)")
+    else:
+        report.add("parameters identical on every rank", False, "parameters of some ranks are missing")
+
+
+def _reporting_check(report, obs):
+    reporting = {r: [e for e in obs.ranks[r].get("extensions", [])
+                     if e in ("LogReport", "PrintReport", "ProgressBar") or e.startswith("PlotReport")]
+                 for r in range(obs.np)}
+    extra = {r: e for r, e in reporting.items() if r > 0 and e}
+    report.add("reports only on rank 0", not extra and bool(reporting[0]),
+               "LogReport/PrintReport on rank 0 only" if not extra and reporting[0] else
+               (f"ranks {sorted(extra)} also run {sorted(set(sum(extra.values(), [])))}: add them "
+                "under `if comm.rank == 0:`" if extra else "rank 0 has no LogReport/PrintReport"))
+
+
+def _multi_node_speed_names(against, np, scaling):
+    if against == "reference":
+        return ["throughput vs the reference"] + ([f"scaling 1 -> {np} ranks vs the reference"] if scaling else [])
+    return [f"scaling: {np} ranks vs your 1-rank run"] if scaling else []
+
+
 def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=None, scaling=True,
                      min_throughput_ratio=None, min_accuracy=None, min_scaling_ratio=None, print_fn=None,
-                     reference_name="train_cifar_multi_node.py", task="multi-node"):
+                     reference_name="train_cifar_multi_node.py", task="multi-node", against=None):
     """Grade Task #2 on `np` local ranks (and 1 rank for the scaling check).
 
     `reference` may be a dict {1: MPIObservation, np: MPIObservation} of the solution measured
-    earlier in this session."""
+    earlier in this session. `against="self"` judges speed by the script's own 1-rank run only
+    (the scaling check; nothing when `scaling` is off)."""
+    against = _resolve_against(against, reference, reference_name)
     limits = site_thresholds(site)
     min_ratio = limits["min_throughput_ratio"] if min_throughput_ratio is None else min_throughput_ratio
     min_acc = limits["min_accuracy"] if min_accuracy is None else min_accuracy
@@ -459,19 +515,26 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     say = print_fn or (lambda *_: None)
     counts = [1, np] if scaling else [np]
     reference = dict(reference or {})
-    for n in counts:
-        if n not in reference:
-            say(f"Measuring the reference solution on {n} rank(s) in this session ...")
-            reference[n] = measure_reference(reference_name, args, timeout, np=n)
+    single = None
+    if against == "reference":
+        for n in counts:
+            if n not in reference:
+                say(f"Measuring the reference solution on {n} rank(s) in this session ...")
+                reference[n] = _measure_reference(reference_name, args, timeout, np=n)
+        limit = student_limit(reference[np], timeout)
+    else:
+        if scaling:
+            say(f"Running {script} on 1 rank: the baseline of your {np}-rank run ...")
+            single = run_observed_mpi(script, 1, args, timeout)
+        limit = student_limit(single, timeout)
     say(f"Running {script} on {np} ranks under the grader's launcher ...")
-    obs = run_observed_mpi(script, np, args, student_limit(reference[np], timeout))
+    obs = run_observed_mpi(script, np, args, limit)
     report = Report(task, str(script), observed=obs.ranks.get(0, {}),
-                    reference=reference[np].ranks.get(0, {}), output_tail=_tail(obs.output))
+                    reference=reference[np].ranks.get(0, {}) if against == "reference" else {},
+                    output_tail=_tail(obs.output), against=against)
     names = ["runs to the end", "shards are disjoint", "shards cover the training set",
              "parameters identical on every rank", "evaluator aggregated over ranks",
-             "reports only on rank 0", "accuracy beats chance", "throughput vs the reference"]
-    if scaling:
-        names.append("scaling 1 -> %d ranks vs the reference" % np)
+             "reports only on rank 0", "accuracy beats chance", *_multi_node_speed_names(against, np, scaling)]
     if not obs.finished:
         report.add("runs to the end", False, _why_ranks_stopped(obs, timeout))
         for name in names[1:]:
@@ -488,42 +551,32 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     if not disjoint.passed and "the same images" in disjoint.message:
         disjoint.message = ("every rank trains on the whole training set: give each rank its own part "
                             "with chainermn.scatter_dataset(train, comm, shuffle=True)")
-
-    if len(obs.params) == np:
-        worst = max(float(numpy.max(numpy.abs(obs.params[r] - obs.params[0]))) for r in range(1, np))
-        report.add("parameters identical on every rank", worst == 0.0,
-                   "identical after training" if worst == 0.0 else
-                   f"the ranks' parameters differ by up to {worst:.3g} after training: each rank updated "
-                   "alone; wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)")
-    else:
-        report.add("parameters identical on every rank", False, "parameters of some ranks are missing")
-
+    _parameters_check(report, obs)
     _evaluator_check(report, obs)
-
-    reporting = {r: [e for e in obs.ranks[r].get("extensions", [])
-                     if e in ("LogReport", "PrintReport", "ProgressBar") or e.startswith("PlotReport")]
-                 for r in range(np)}
-    extra = {r: e for r, e in reporting.items() if r > 0 and e}
-    report.add("reports only on rank 0", not extra and bool(reporting[0]),
-               "LogReport/PrintReport on rank 0 only" if not extra and reporting[0] else
-               (f"ranks {sorted(extra)} also run {sorted(set(sum(extra.values(), [])))}: add them "
-                "under `if comm.rank == 0:`" if extra else "rank 0 has no LogReport/PrintReport"))
-
+    _reporting_check(report, obs)
     _accuracy_check(report, obs.ranks[0], min_acc)
+    if against == "self":
+        if scaling:
+            _speedup_check(report, names[-1], obs, single, f"{np} ranks", "1-rank run", site)
+        return report
     _throughput_check(report, obs, reference[np], min_ratio)
     if scaling:
         say(f"Running {script} on 1 rank for the scaling check ...")
         single = run_observed_mpi(script, 1, args, student_limit(reference[1], timeout))
-        name = names[-1]
-        ref_scaling = (reference[np].throughput or 0) / (reference[1].throughput or float("inf"))
-        if not single.finished or not single.throughput or not obs.throughput:
-            report.add(name, False, "the 1-rank run did not finish: " + _why_ranks_stopped(single, timeout))
-        else:
-            mine = obs.throughput / single.throughput
-            report.add(name, mine >= min_scaling * ref_scaling,
-                       f"{mine:.2f}x from 1 to {np} ranks; the reference scaled {ref_scaling:.2f}x "
-                       f"(needed >= {min_scaling:.2f} of it)", value=mine / ref_scaling)
+        _reference_scaling_check(report, names[-1], obs, single, reference, min_scaling, timeout)
     return report
+
+
+def _reference_scaling_check(report, name, obs, single, reference, min_scaling, timeout):
+    """Reference mode: the student's 1 -> N rank scaling as a share of the reference's."""
+    ref_scaling = (reference[obs.np].throughput or 0) / (reference[1].throughput or float("inf"))
+    if not single.finished or not single.throughput or not obs.throughput:
+        report.add(name, False, "the 1-rank run did not finish: " + _why_ranks_stopped(single, timeout))
+        return
+    mine = obs.throughput / single.throughput
+    report.add(name, mine >= min_scaling * ref_scaling,
+               f"{mine:.2f}x from 1 to {obs.np} ranks; the reference scaled {ref_scaling:.2f}x "
+               f"(needed >= {min_scaling:.2f} of it)", value=mine / ref_scaling)
 
 
 def check_mnist_multi_node(script, np=2, **kwargs):
@@ -542,13 +595,20 @@ def band_share(ratio, bands):
     return 0.0
 
 
+def credit_bands(against, site=None):
+    """(floor, share of the points) bands of the site: of the ratio to the reference, or of the
+    student's own speed-up in self mode."""
+    return site_thresholds(site)["throughput_bands" if against == "reference" else "speedup_bands"]
+
+
 def throughput_credit(report, points, site=None, print_fn=print):
-    """Points for the speed checks of a report, in the site's bands (partial credit).
+    """Points for the speed checks of a report, in the site's bands (partial credit) of the
+    report's mode: ratios to the reference, or the student's own speed-ups in self mode.
 
     The grade cell's last value is this number: nbgrader gives it as the cell's score. With no
     credit at all it raises, so that the feedback shows why."""
-    bands = site_thresholds(site)["throughput_bands"]
-    speed = [c for c in report.checks if c.name.startswith(("throughput", "scaling"))]
+    bands = credit_bands(report.against, site)
+    speed = report.speed_checks
     if not speed:
         raise AssertionError("throughput not measured: the run did not finish")
     wrong = [c for c in report.checks if c not in speed and not c.passed]
@@ -559,7 +619,8 @@ def throughput_credit(report, points, site=None, print_fn=print):
     credit = round(points * sum(shares) / len(shares), 2)
     print_fn(RATIO_TAG + " " + " ".join(f"{c.name.split()[0]}={c.value if c.value is not None else 'nan'}"
                                         for c in speed))
-    bands_text = ", ".join(f">= {floor:.2f}: {share:.0%}" for floor, share in bands)
+    measure = "ratio to the reference" if report.against == "reference" else "speed-up over your own run"
+    bands_text = f"{measure} " + ", ".join(f">= {floor:.2f}: {share:.0%}" for floor, share in bands)
     for check, share in zip(speed, shares):
         print_fn(f"{check.line()}  -> {share:.0%} of the points (bands {bands_text})")
     if credit == 0:
@@ -577,8 +638,12 @@ def add_arguments(parser):
     parser.add_argument("--timeout", type=float, default=300, help="seconds before the watchdog stops a run")
     parser.add_argument("--site", default=None, help="thresholds of a site: local, reedbush, cluster")
     parser.add_argument("--min-throughput-ratio", type=float, default=None,
-                        help="throughput needed, as a fraction of the reference solution's")
+                        help="throughput needed, as a fraction of the reference solution's (reference mode)")
     parser.add_argument("--np", type=int, default=2, help="ranks for multi-node (also run on 1 for scaling)")
+    parser.add_argument("--against", choices=AGAINST, default=None,
+                        help="judge throughput against the reference solution run just before, or against "
+                             "your own 1-device / 1-rank run (default: reference where the solutions are "
+                             "installed, self otherwise)")
     parser.add_argument("--json", action="store_true", help="machine-readable report")
 
 
@@ -589,11 +654,15 @@ def main(args):
     if not Path(args.file).exists():
         print(f"{args.file}: no such file", file=sys.stderr)
         return 2
-    kwargs = dict(timeout=args.timeout, site=args.site, print_fn=print)
+    kwargs = dict(timeout=args.timeout, site=args.site, print_fn=print, against=args.against)
     if args.task in ("multi-node", "mnist-multi-node"):
         kwargs["np"] = args.np
     if args.min_throughput_ratio is not None:
         kwargs["min_throughput_ratio"] = args.min_throughput_ratio
-    report = TASKS[args.task](args.file, **kwargs)
+    try:
+        report = TASKS[args.task](args.file, **kwargs)
+    except ValueError as error:  # a bad --site or --against
+        print(f"handson check: {error}", file=sys.stderr)
+        return 2
     print(report.to_json() if args.json else report.text())
     return 0 if report.ok else 1

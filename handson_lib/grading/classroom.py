@@ -49,7 +49,7 @@ _WRONG_Q1 = "def total_batch_size(b, n):\n    return b\n"
 TASK2_ANSWERS = {"q1_ranks": "placement = {0: (1, 0), 1: (1, 1), 2: (2, 0), 3: (2, 1)}\n"}
 TASK2_SOLVED = {"train_cifar_multi_node.py": "solution", "train_mnist_multi_node.py": "solution",
                 "run_multi_node_training.sh": "solution"}
-_AFTER_OPTIMIZER = "    course.require_done(\"Task #2\", optimizer=optimizer)\n"
+_AFTER_OPTIMIZER = "    runtime.require_done(\"Task #2\", optimizer=optimizer)\n"
 
 CLASSES = {
     "setup": {  # 3 points

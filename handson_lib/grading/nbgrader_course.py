@@ -238,8 +238,9 @@ def add_autograde_arguments(parser):
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per student before the watchdog")
     parser.add_argument("--cell-timeout", type=float, default=None,
                         help="seconds per cell (default: course/nbgrader_config.py's Execute.timeout)")
-    parser.add_argument("--site", default=None, help="throughput thresholds and bands: local, reedbush, "
-                        "cluster (default: HANDSON_SITE, else local)")
+    parser.add_argument("--site", default=None, help="throughput thresholds and bands of a site in "
+                        "handson_lib/sites/table.py: local, reedbush, miyabi, abci, cloud (default: "
+                        "HANDSON_SITE, else local)")
     parser.add_argument("--run-timeout", type=float, default=300,
                         help="seconds one training run may take before the watchdog kills it (deadlocks)")
     parser.add_argument("--course", default=str(COURSE_ROOT / "course"))

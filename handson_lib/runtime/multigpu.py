@@ -1,7 +1,7 @@
 """Task #1 backends for `chainer.training.updaters.MultiprocessParallelUpdater`.
 
 On a host with GPUs and NCCL the student's code runs Chainer's real updater. Elsewhere
-`install()` puts `CPUParallelUpdater` under the same name: the same constructor
+`install_parallel_updater()` puts `CPUParallelUpdater` under the same name: the same constructor
 `(iterators, optimizer, devices)`, one real worker process per device entry, each computing
 gradients on its own iterator; the gradients are summed into the main process before every
 update, the learning rate divided by the number of workers (as Chainer's updater does), and
@@ -19,32 +19,13 @@ import chainer
 from chainer.dataset import convert
 from chainer.training import updaters as _chainer_updaters
 
+# nccl_status is also what notebooks 01 and 04 ask (`multigpu.nccl_status()`).
+from handson_lib.runtime.devices import gpu_count, nccl_status
+
 CHAINER_MPU = _chainer_updaters.MultiprocessParallelUpdater
 
-#: Set by `install()`: the backend that `MultiprocessParallelUpdater(...)` creates.
+#: Set by `install_parallel_updater()`: the backend that `MultiprocessParallelUpdater(...)` creates.
 BACKEND = {"name": None, "reason": None}
-
-
-def nccl_status():
-    """(usable, reason): Chainer's updater needs CuPy, at least one GPU and a loadable NCCL."""
-    try:
-        import cupy
-    except Exception as err:  # ImportError, or a CUDA library that fails to load
-        return False, f"CuPy is not available ({type(err).__name__})"
-    try:
-        from cupy.cuda import nccl
-    except Exception as err:
-        return False, f"cupy.cuda.nccl does not import ({type(err).__name__})"
-    # The module imports even without libnccl; only `available` tells (else: get_unique_id fails).
-    if not getattr(nccl, "available", False):
-        return False, "CuPy was built or installed without NCCL (cupy.cuda.nccl.available is False)"
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as err:
-        return False, f"no CUDA device ({type(err).__name__})"
-    if count < 1:
-        return False, "no CUDA device"
-    return True, f"{count} GPU(s), NCCL available"
 
 
 def cuda_context_initialized():
@@ -146,7 +127,7 @@ def _worker_main(index, conn, model, iterator, converter, params, grads, layout,
             message = conn.recv()
             if message == "update":
                 _params_from(model, params_np, layout)
-                batch = iterator.next()
+                batch = next(iterator)
                 served.append(len(batch))
                 in_arrays = convert._call_converter(converter, batch, None)
                 model.cleargrads()
@@ -324,24 +305,17 @@ class MultiprocessParallelUpdater:
         return True
 
 
-def install():
-    """Make `chainer.training.updaters.MultiprocessParallelUpdater` choose its backend."""
+def install_parallel_updater():
+    """Make `chainer.training.updaters.MultiprocessParallelUpdater` choose its backend: Chainer's
+    where GPUs and NCCL exist, the CPU stand-in elsewhere (said on screen)."""
     _chainer_updaters.MultiprocessParallelUpdater = MultiprocessParallelUpdater
     chainer.training.updaters.MultiprocessParallelUpdater = MultiprocessParallelUpdater
     return MultiprocessParallelUpdater
 
 
-def _gpu_count():
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        return 0
-
-
 def single_device(gpu_id):
     """The baseline's device: GPU `gpu_id` when there is one, else the CPU, said on screen."""
-    if gpu_id >= 0 and _gpu_count() > gpu_id:
+    if gpu_id >= 0 and gpu_count().count > gpu_id:
         return chainer.get_device(gpu_id)
     print(f"No GPU {gpu_id} on this host: the single-device baseline runs on the CPU (@numpy).",
           flush=True)

@@ -78,7 +78,7 @@ def _default_images_per_iteration(trainer):
     return batch * workers
 
 
-def make_extension(images_per_iteration=None, warmup=2, out=None, print_fn=print):
+def throughput_extension(images_per_iteration=None, warmup=2, out=None, print_fn=print):
     """A Chainer extension that times every iteration and prints the throughput line at the end.
 
     images_per_iteration: images per iteration over all workers (an int, or a function of the

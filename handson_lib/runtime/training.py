@@ -1,4 +1,4 @@
-"""Pieces every training script shares: flags, the trainer's report extensions, the banner.
+"""Pieces every training script shares: flags, data, seeds, the banner, `require_done`.
 
 Flags follow Chainer's examples (`--batchsize`, `--epoch`, `--dataset`, `--out`, ...).
 """
@@ -6,6 +6,7 @@ Flags follow Chainer's examples (`--batchsize`, `--epoch`, `--dataset`, `--out`,
 import argparse
 import os
 
+from handson_lib import data
 from handson_lib.runtime import phases
 
 # Plots are written to files; batch jobs and CI have no display.
@@ -35,7 +36,6 @@ def add_common_arguments(parser: argparse.ArgumentParser, batchsize=32, epoch=4,
 
 
 def load_data(args, announce=True, print_fn=print):
-    from handson_lib import data
     kwargs = {}
     if args.dataset == "synthetic":
         kwargs = dict(n_train=args.train_size, n_test=args.test_size, seed=args.seed)
@@ -48,22 +48,6 @@ def seed_everything(seed):
     import numpy
     random.seed(seed)
     numpy.random.seed(seed)
-
-
-def add_report_extensions(trainer, out, progress=True, plot=True, update_interval=10):
-    """LogReport, PrintReport, PlotReport and ProgressBar, as in seed 002's output."""
-    from chainer.training import extensions
-    trainer.extend(extensions.LogReport())
-    trainer.extend(extensions.PrintReport(
-        ["epoch", "main/loss", "validation/main/loss", "main/accuracy",
-         "validation/main/accuracy", "elapsed_time"]))
-    if plot and extensions.PlotReport.available():
-        trainer.extend(extensions.PlotReport(["main/loss", "validation/main/loss"], "epoch",
-                                             filename="loss.png"))
-        trainer.extend(extensions.PlotReport(["main/accuracy", "validation/main/accuracy"], "epoch",
-                                             filename="accuracy.png"))
-    if progress:
-        trainer.extend(extensions.ProgressBar(update_interval=update_interval))
 
 
 def print_banner(title, rows, print_fn=print):
@@ -81,7 +65,6 @@ def require_done(task, **values):
             f"{task} is not complete: {', '.join('`' + m + '`' for m in missing)} "
             f"{'is' if len(missing) == 1 else 'are'} still None. Fill in the `# PUT YOUR CODE HERE` "
             f"part that sets {'it' if len(missing) == 1 else 'them'}.")
-
 
 
 def instrument_phases(updater_or_optimizer, out=None, warmup=2, print_fn=print):

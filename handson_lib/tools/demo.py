@@ -9,10 +9,11 @@ import tempfile
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
-from handson_lib.runtime import throughput
 from handson_lib import launch
+from handson_lib.grading import reference
+from handson_lib.runtime import throughput
 
-TASK1 = COURSE_ROOT / "solutions" / "train_cifar_multi_gpu.py"
+TASK1 = reference.reference_script("train_cifar_multi_gpu.py")
 
 
 def _run(label, args, out, timeout=1800):

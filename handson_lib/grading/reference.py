@@ -1,0 +1,59 @@
+"""The reference solutions, measured in the grading session (instructor-only).
+
+`handson check --against reference` and the autograder compare a student's throughput with the
+solution from solutions/ run just before on the same machine. The student edition ships neither
+solutions/ nor this module; there the checks compare a student's runs with each other
+(`--against self`, handson_lib.grading.checks).
+"""
+
+import fcntl
+import hashlib
+import os
+import pickle
+from pathlib import Path
+
+from handson_lib import COURSE_ROOT
+from handson_lib.grading import checks
+
+SOLUTIONS = COURSE_ROOT / "solutions"
+
+
+def reference_script(name):
+    return SOLUTIONS / name
+
+
+def available(name):
+    """Whether the reference solution `name` is here to be measured (the instructor's checkout)."""
+    return reference_script(name).exists()
+
+
+def measure_reference(name, args, timeout, np=None):
+    """The reference solution `name` run with `args` (one process, or `np` MPI ranks): once per
+    grading session.
+
+    `handson autograde` sets HANDSON_REFERENCE_CACHE to a folder of its own, so every student of a
+    session is compared with the same measurement (and the reference is not re-run per student);
+    elsewhere it is measured afresh."""
+    script = reference_script(name)
+    if not script.exists():
+        raise FileNotFoundError(f"no reference solution {script}: measuring against the reference needs "
+                                "the instructor's checkout (use --against self in the student edition)")
+
+    def run():
+        if np is None:
+            return checks.run_observed(script, args, timeout)
+        return checks.run_observed_mpi(script, np, args, timeout)
+
+    cache = os.environ.get("HANDSON_REFERENCE_CACHE")
+    if not cache:
+        return run()
+    key = hashlib.sha256(repr((script.read_bytes(), np, list(args))).encode()).hexdigest()[:16]
+    path = Path(cache) / f"reference-{key}.pickle"
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # students graded in parallel wait for the first measurement
+        if path.exists():
+            return pickle.loads(path.read_bytes())
+        obs = run()
+        if obs.finished:
+            path.write_bytes(pickle.dumps(obs))
+        return obs

@@ -1,0 +1,353 @@
+"""`handson release student OUT/`: the edition of the course that is handed to students.
+
+OUT/ holds notebooks/, exercises/ (built from solutions/ as `handson build` does), jobscripts/,
+the student part of handson_lib with its own pyproject.toml, environment.yml, requirements.txt,
+constraints.txt, a Makefile with `make setup` and `make lab`, and a README for students. It holds
+no solutions/, no solution line, no hidden test, no reference solution and no answer helper, and
+no instructor command: the CLI leaves out commands whose module is not installed.
+
+The modules that ship are decided here only: the modules of the registry's student commands
+(handson_lib.cli.COMMANDS, audience "student"; a package whole) and STUDENT_SUPPORT, what student scripts,
+notebooks and those commands import. `verify_imports` fails the release when a shipped file
+imports a handson_lib module that does not ship.
+"""
+
+import ast
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from handson_lib import COURSE_ROOT, cli
+from handson_lib.grading import build
+
+LIBRARY = COURSE_ROOT / "handson_lib"
+
+#: Modules the student files need beyond the student commands' own modules ("PKG.*": every
+#: module of the package).
+STUDENT_SUPPORT = (
+    "handson_lib",
+    "handson_lib.cli",                 # the `handson` command (its registry skips unshipped modules)
+    "handson_lib.launch",              # starting processes and MPI jobs with a watchdog
+    "handson_lib.runtime.*",           # what the training scripts import
+    "handson_lib.grading",
+    "handson_lib.grading.observe",     # the grader's launcher (`python -m`), used by `handson check`
+    "handson_lib.grading.notebook",    # the notebooks' run / table / scheduler helpers
+    "handson_lib.experiments",
+    "handson_lib.experiments.figures",  # the notebooks' plots
+    "handson_lib.experiments.stats",
+    "handson_lib.experiments.allreduce",    # notebook 04's measurements
+    "handson_lib.experiments.large_batch",  # notebook 06's training runs
+    "handson_lib.sites",
+    "handson_lib.sites.table",         # the site table: the linter's rules and the grading thresholds
+    "handson_lib.tools",
+)
+
+#: Instructor-only modules that are no command's own module; they must never ship.
+INSTRUCTOR_ONLY = ("handson_lib.grading.reference", "handson_lib.grading.release",
+                   "handson_lib.grading.answers", "handson_lib.grading.build",
+                   "handson_lib.grading.classroom", "handson_lib.grading.nbgrader_ext")
+
+#: Instructor-only modules that a shipped file may import only after finding them installed
+#: (importlib.util.find_spec): the file still works without them.
+OPTIONAL_IMPORTS = {"handson_lib.grading.reference"}
+
+#: Course requirements the student edition does without (grading server, browser tests).
+NOT_FOR_STUDENTS = ("nbgrader", "playwright")
+
+SKIP = {"__pycache__", ".ipynb_checkpoints", ".DS_Store"}
+
+
+class ReleaseError(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------- the shipped modules
+
+def _module_file(name, root=COURSE_ROOT):
+    """The file of module `name` under `root` (a package's __init__.py), or None."""
+    path = root.joinpath(*name.split("."))
+    if (path / "__init__.py").exists():
+        return path / "__init__.py"
+    if path.with_suffix(".py").exists():
+        return path.with_suffix(".py")
+    return None
+
+
+def _expand(name, root=COURSE_ROOT):
+    if not name.endswith(".*"):
+        return {name}
+    package = name[:-2]
+    folder = root.joinpath(*package.split("."))
+    return {package} | {f"{package}.{p.stem}" for p in folder.glob("*.py") if p.stem != "__init__"}
+
+
+def shipped_modules(root=COURSE_ROOT, commands=cli.COMMANDS):
+    """The handson_lib modules of the student edition (names), and the instructor-only ones."""
+    student = {c.module_name for c in commands if c.audience == "student"}
+    # A student command implemented by a package (data, profiling) ships with the whole package.
+    student = {f"{n}.*" if (_module_file(n, root) or Path()).name == "__init__.py" else n for n in student}
+    instructor = {c.module_name for c in commands if c.audience == "instructor"} | set(INSTRUCTOR_ONLY)
+    shipped = set().union(*(_expand(n, root) for n in (*student, *STUDENT_SUPPORT)))
+    both = shipped & instructor
+    if both:
+        raise ReleaseError(f"modules both shipped and instructor-only: {', '.join(sorted(both))} "
+                           "(a student command's module or STUDENT_SUPPORT names an instructor module)")
+    missing = sorted(n for n in shipped if _module_file(n, root) is None)
+    if missing:
+        raise ReleaseError(f"shipped modules with no file: {', '.join(missing)}")
+    return shipped, instructor
+
+
+def _imported_names(tree):
+    """(line, handson_lib module or `module:attribute`) for every import in a parsed file, and every
+    string constant that names a handson_lib module (`python -m handson_lib.x`)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "handson_lib":
+                    yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.split(".")[0] == "handson_lib":
+            for alias in node.names:
+                yield node.lineno, f"{node.module}:{alias.name}"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and re.fullmatch(r"handson_lib(\.\w+)+", node.value):
+            yield node.lineno, node.value
+
+
+def _unresolved(imported, shipped, root):
+    """Why `imported` does not resolve inside the shipped set, or None."""
+    module, _, attribute = imported.partition(":")
+    if attribute:
+        submodule = f"{module}.{attribute}"
+        if _module_file(submodule, root) is not None:  # `from pkg import module`
+            module = submodule
+    if module in shipped or module in OPTIONAL_IMPORTS:
+        return None
+    if _module_file(module, root) is None:
+        return f"{module}, which does not exist"
+    return f"{module}, which is not shipped"
+
+
+def _python_sources(path):
+    """The Python texts of a file: the file itself, or a notebook's code cells (magics removed)."""
+    if path.suffix == ".py":
+        return [path.read_text()]
+    cells = json.loads(path.read_text())["cells"]
+    return ["\n".join(line for line in "".join(c["source"]).splitlines() if not line.lstrip().startswith(("%", "!")))
+            for c in cells if c["cell_type"] == "code"]
+
+
+def verify_imports(files, shipped, root=COURSE_ROOT, shown_root=None):
+    """Every handson_lib import in `files` (.py and .ipynb) resolves inside `shipped`; else raise
+    ReleaseError naming each file, line and import."""
+    problems = []
+    for path in files:
+        for text in _python_sources(path):
+            try:
+                tree = ast.parse(text)
+            except SyntaxError as error:
+                problems.append(f"{path.relative_to(shown_root or root)}: does not parse ({error.msg})")
+                continue
+            for line, imported in _imported_names(tree):
+                why = _unresolved(imported, shipped, root)
+                problem = f"{path.relative_to(shown_root or root)}:{line}: imports {why}"
+                if why and problem not in problems:
+                    problems.append(problem)
+    if problems:
+        raise ReleaseError("the student edition would not import:\n  " + "\n  ".join(problems))
+
+
+# ----------------------------------------------------------------------------- writing the edition
+
+def _copy_library(out, shipped, root=COURSE_ROOT):
+    """The shipped modules, plus the data files of shipped packages (profiling's sample profiles)."""
+    written = []
+    for name in sorted(shipped):
+        source = _module_file(name, root)
+        dest = out / source.relative_to(root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest)
+        written.append(dest)
+        if source.name == "__init__.py":
+            for data in sorted(source.parent.rglob("*")):
+                rel = data.relative_to(source.parent)
+                if data.is_file() and data.suffix not in (".py", ".pyc") and not SKIP & set(rel.parts) \
+                        and not (source.parent / rel.parts[0] / "__init__.py").exists():
+                    (out / data.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(data, out / data.relative_to(root))
+    return written
+
+
+def _student_requirements(text):
+    kept = [line for line in text.splitlines()
+            if not any(re.match(rf"\s*(-\s*)?{name}\b", line) for name in NOT_FOR_STUDENTS)]
+    return "\n".join(kept) + "\n"
+
+
+def _makefile(course_makefile):
+    """`make setup` as the course's Makefile has it (same pins), and `make lab`."""
+    text = course_makefile.read_text()
+    head = text[text.index("SHELL :="):text.index(".PHONY")]
+    rule = re.search(r"^\$\(STAMP\):.*?^\ttouch \$@\n", text, re.M | re.S)
+    if not rule:
+        raise ReleaseError(f"{course_makefile}: no `$(STAMP):` set-up rule ending in `touch $@` to copy")
+    return ("# The student edition's two commands: `make setup` (once) and `make lab`.\n" + head
+            + ".PHONY: setup lab\n\nsetup: $(STAMP)\n\n" + rule.group(0)
+            + "\nlab: setup\n\t$(BIN)/handson lab\n")
+
+
+PYPROJECT = """[build-system]
+requires = ["setuptools>=61,<70"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "handson-lib-student"
+version = "{version}"
+description = "Student edition of the distributed deep-learning hands-on course (Chainer / ChainerMN)"
+requires-python = ">=3.11,<3.12"
+
+[project.scripts]
+handson = "handson_lib.cli:main"
+
+[tool.setuptools.packages.find]
+include = ["handson_lib*"]
+
+[tool.setuptools.package-data]
+"handson_lib.profiling" = ["sample_profiles/*"]
+"""
+
+README = """# Distributed deep learning hands-on (student edition)
+
+## What is here
+
+- `notebooks/`: the course, one notebook per part (00 set-up ... 06 large batches). Work through them
+  in order; the cells marked `# PUT YOUR CODE HERE` are yours.
+- `exercises/`: the training scripts and job scripts you complete (`train_cifar_multi_gpu.py`,
+  `train_cifar_multi_node.py`, `train_mnist_multi_node.py`, `run_multi_gpu_training.sh`,
+  `run_multi_node_training.sh`).
+- `jobscripts/<site>/`: ready-to-submit job scripts for the other runs (profiling, scaling sweeps).
+- `handson_lib/`: the course's library (the CPU stand-in of MultiprocessParallelUpdater, offline
+  data, the self-check). You do not need to change it.
+
+## Two commands
+
+    make setup    # once: .venv with Python 3.11, Chainer 7.8.1, NumPy 1.23.5, Open MPI, JupyterLab
+    make lab      # opens JupyterLab on this folder
+
+On a cluster's login node without `make`, use the conda environment instead:
+`PIP_CONSTRAINT=$PWD/constraints.txt conda env create -f environment.yml`.
+
+## Check your work
+
+    .venv/bin/handson check multi-gpu exercises/train_cifar_multi_gpu.py
+    .venv/bin/handson check multi-node exercises/train_cifar_multi_node.py
+    .venv/bin/handson check mnist-multi-node exercises/train_mnist_multi_node.py
+
+Each check runs your script under the grader's launcher and says what is still wrong: the
+processes, the data each one trained on, the parameters after training, the accuracy. Speed is
+judged against your own runs: the speed-up of two devices (or two ranks) over one device (one rank)
+of the same script, in the bands of the site (`--site`, default `local`). The notebooks' check
+cells call the same code. The course's grader may also compare your throughput with its reference
+solution on the grading machine.
+
+## Submit job scripts
+
+Lint a job script before submitting it, then submit it from the folder that holds your training
+script (the job runs there):
+
+    .venv/bin/handson jobscript lint exercises/run_multi_gpu_training.sh
+    cd exercises && qsub -j oe run_multi_gpu_training.sh     # then: qstat -u $USER; cat *.o<jobid>
+
+Replace the group placeholder (`-W group_list=...`) with your group first. Without a scheduler,
+`handson jobscript run exercises/run_multi_gpu_training.sh` runs it here with the `#PBS` settings.
+"""
+
+
+def _leaks(path, shown, secrets):
+    """Markers and solution / hidden-test lines in one file."""
+    found = []
+    for text in build._texts_of(path):
+        for line in text.split("\n"):
+            marker = next((m for m in build.MARKERS if m in line), None)
+            if marker:
+                found.append(f"{shown}: marker {marker!r}")
+            if build._significant(line) in secrets:
+                found.append(f"{shown}: solution line {line.strip()!r}")
+    return found
+
+
+def _copy_jobscripts(out, root, secrets):
+    """jobscripts/ less the files that would hand out an exercise's answer (the sites' complete
+    task job scripts; any with an exercise's #PBS lines). Returns the withheld files and why."""
+    withheld = {}
+    for path in sorted((root / "jobscripts").rglob("*")):
+        rel = path.relative_to(root)
+        if not path.is_file() or SKIP & set(rel.parts):
+            continue
+        leaks = _leaks(path, rel, secrets)
+        if leaks:
+            withheld[rel] = leaks[0].split(": ", 1)[1]
+            continue
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, out / rel)
+    return withheld
+
+
+def release_student(out, root=COURSE_ROOT):
+    """Write the student edition into `out` (a new or empty folder). Returns the shipped modules
+    and the job scripts withheld because they repeat an exercise's answer."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise ReleaseError(f"{out} is not empty: give a new folder (the edition is written whole)")
+    shipped, _ = shipped_modules(root)
+    out.mkdir(parents=True, exist_ok=True)
+    library = _copy_library(out, shipped, root)
+    build.build_into(out, root)
+    withheld = _copy_jobscripts(out, root, build.secret_lines(root))
+    for name in ("requirements.txt", "environment.yml"):
+        (out / name).write_text(_student_requirements((root / name).read_text()))
+    shutil.copy2(root / "constraints.txt", out / "constraints.txt")
+    (out / "Makefile").write_text(_makefile(root / "Makefile"))
+    (out / "pyproject.toml").write_text(PYPROJECT.format(version=_version(root)))
+    (out / "README.md").write_text(README)
+    (out / ".gitignore").write_text(".venv/\nresult/\ndata/\n__pycache__/\n.ipynb_checkpoints/\n")
+    student_files = [*library, *sorted((out / "exercises").rglob("*.py")), *sorted((out / "notebooks").glob("*.ipynb"))]
+    verify_imports(student_files, shipped, root, shown_root=out)
+    verify_no_secrets(out, root)
+    return shipped, withheld
+
+
+def _version(root):
+    return re.search(r'^version = "([^"]+)"', (root / "pyproject.toml").read_text(), re.M).group(1)
+
+
+def verify_no_secrets(out, root=COURSE_ROOT):
+    """No solutions/ folder, marker, solution or hidden-test line anywhere in the edition."""
+    problems = [f"{p.relative_to(out)}: a solutions folder" for p in out.rglob("solutions") if p.is_dir()]
+    secrets = build.secret_lines(root)
+    for path in sorted(out.rglob("*")):
+        if path.is_file() and not SKIP & set(path.relative_to(out).parts):
+            problems += _leaks(path, path.relative_to(out), secrets)
+    if problems:
+        raise ReleaseError("the student edition leaks:\n  " + "\n  ".join(problems))
+
+
+def add_arguments(parser):
+    parser.add_argument("out", help="a new folder for the edition (a git repository, a home directory)")
+
+
+def main(args):
+    try:
+        shipped, withheld = release_student(args.out)
+    except ReleaseError as error:
+        print(f"handson release student: {error}", file=sys.stderr)
+        return 1
+    for rel, why in withheld.items():
+        print(f"withheld {rel}: it repeats an exercise's answer ({why})")
+    print(f"Student edition written to {args.out}: notebooks/, exercises/, jobscripts/, "
+          f"{len(shipped)} handson_lib modules; no solutions, no instructor commands.")
+    print(f"Hand it out; students run `make setup` and `make lab` there (see {args.out}/README.md).")
+    return 0

@@ -1,0 +1,172 @@
+"""The student edition (`handson release student OUT/`) installs on its own, runs, and hands out
+no answer.
+
+The edition is built into a temporary folder and set up there with its own `make setup` into a
+fresh venv (from PyPI; pip's wheel cache makes later runs quick). The answers (solution cells of
+solutions/*.ipynb by grade id, the solved scripts) are filled into a COPY of the edition, so the
+edition itself never holds them.
+"""
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from handson_lib import cli
+from handson_lib.grading import build, release
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+SKIP = {".venv", "__pycache__", ".ipynb_checkpoints", "handson_lib_student.egg-info"}
+PYTHON311 = shutil.which("python3.11") or sys.executable
+
+#: Runs every notebook given on the command line with this venv's own python3 kernel; prints, per
+#: notebook, the error outputs as JSON.
+EXECUTE = """
+import json, sys
+import nbformat
+from nbclient import NotebookClient
+for path in sys.argv[1:]:
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(__import__("pathlib").Path(path).parent)}}).execute()
+    errors = [o.get("ename", "") + ": " + o.get("evalue", "") for c in nb.cells if c.cell_type == "code"
+              for o in c.get("outputs", []) if o.output_type == "error"]
+    print(json.dumps({"notebook": path, "errors": errors}), flush=True)
+"""
+
+
+def _edition_files(edition):
+    for path in sorted(edition.rglob("*")):
+        if path.is_file() and not SKIP & set(path.relative_to(edition).parts):
+            yield path
+
+
+@pytest.fixture(scope="module")
+def edition(tmp_path_factory):
+    """The student edition, set up with its own `make setup` (fresh venv)."""
+    out = tmp_path_factory.mktemp("edition") / "course"
+    started = time.monotonic()
+    res = subprocess.run([str(Path(sys.executable).parent / "handson"), "release", "student", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "HANDSON_ROOT")}
+    setup = subprocess.run(["make", "setup", f"PYTHON={PYTHON311}"], cwd=out, env=env, capture_output=True,
+                           text=True, timeout=900)
+    assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+    print(f"release + make setup: {time.monotonic() - started:.0f} s")
+    return out
+
+
+def _without_markers(text):
+    """A solved file: the solution regions kept, hidden tests and the marker lines removed."""
+    text = re.sub(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[^\n]*\n?", "", text, flags=re.S)
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
+
+
+@pytest.fixture(scope="module")
+def solved(edition, tmp_path_factory):
+    """A copy of the edition with the instructor's answers filled in (scripts and answer cells)."""
+    copy = tmp_path_factory.mktemp("solved") / "course"
+    shutil.copytree(edition, copy, ignore=shutil.ignore_patterns(".venv"))
+    for source in sorted((ROOT / "solutions").glob("*")):
+        if source.suffix in (".py", ".sh"):
+            (copy / "exercises" / source.name).write_text(_without_markers(source.read_text()))
+        elif source.suffix == ".ipynb":
+            answers = {c["metadata"]["nbgrader"]["grade_id"]: _without_markers("".join(c["source"]))
+                       for c in json.loads(source.read_text())["cells"]
+                       if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+            target = copy / "notebooks" / source.name
+            nb = json.loads(target.read_text())
+            for cell in nb["cells"]:
+                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                if grade_id in answers:
+                    cell["source"] = answers[grade_id]
+            target.write_text(json.dumps(nb))
+    return copy
+
+
+def test_every_student_notebook_runs_with_the_answers_filled_in(edition, solved):
+    notebooks = sorted((solved / "notebooks").glob("*.ipynb"))
+    assert [p.name for p in notebooks] == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    res = subprocess.run([str(edition / ".venv" / "bin" / "python"), "-c", EXECUTE, *map(str, notebooks)],
+                         cwd=solved, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "HANDSON_SITE": "local"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == len(notebooks), res.stdout[-3000:] + res.stderr[-3000:]
+    failed = {Path(r["notebook"]).name: r["errors"] for r in results if r["errors"]}
+    assert not failed, failed
+
+
+@pytest.mark.parametrize("task, script", [("multi-gpu", "train_cifar_multi_gpu.py"),
+                                          ("multi-node", "train_cifar_multi_node.py"),
+                                          ("mnist-multi-node", "train_mnist_multi_node.py")])
+def test_self_checks_of_the_edition_pass_on_the_solved_scripts(edition, solved, task, script):
+    res = subprocess.run([str(edition / ".venv" / "bin" / "handson"), "check", task, f"exercises/{script}"],
+                         cwd=solved, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert "against the reference" not in res.stdout and "vs the reference" not in res.stdout
+    if task != "mnist-multi-node":
+        assert "your own 1-" in res.stdout, res.stdout
+
+
+def test_the_edition_has_no_instructor_command(edition):
+    handson = str(edition / ".venv" / "bin" / "handson")
+    top = subprocess.run([handson, "--help"], capture_output=True, text=True, timeout=120).stdout
+    listed = set(re.findall(r"^    (\S+)", top, re.M))
+    student = {c.words.split()[0] for c in cli.COMMANDS if c.audience == "student"}
+    assert listed == student, top
+    for command in cli.COMMANDS:
+        *group, last = command.words.split()
+        if command.audience == "instructor" and group and group[0] in student:
+            sub = subprocess.run([handson, *group, "--help"], capture_output=True, text=True, timeout=120).stdout
+            assert not re.search(rf"^    {last}\b", sub, re.M), f"`handson {command.words}` ships"
+    for name in release.INSTRUCTOR_ONLY:
+        assert release._module_file(name, edition) is None, f"{name} ships"
+
+
+def test_the_edition_holds_no_solution_no_hidden_test_no_answer_helper(edition):
+    assert not [p for p in edition.rglob("solutions") if ".venv" not in p.parts]
+    secrets = build.secret_lines(ROOT)
+    answers = [n.name for n in ast.parse((ROOT / "handson_lib/grading/answers.py").read_text()).body
+               if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")]
+    assert answers, "no public answer helper found to look for"
+    leaks = []
+    for path in _edition_files(edition):
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        rel = path.relative_to(edition)
+        leaks += [f"{rel}: marker {m}" for m in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS") if m in text]
+        pieces = [text] if path.suffix != ".ipynb" else \
+            ["".join(c["source"]) for c in json.loads(text)["cells"]]
+        leaks += [f"{rel}: solution line {line.strip()!r}" for piece in pieces for line in piece.splitlines()
+                  if build._significant(line) in secrets]
+        leaks += [f"{rel}: imports the answers" for _ in re.finditer(
+            r"^\s*(from handson_lib\.grading import [^\n]*\banswers\b|(from|import) handson_lib\.grading\.answers\b)",
+            text, re.M)]
+        if rel.parts[0] == "handson_lib":
+            leaks += [f"{rel}: defines answer helper {name}" for name in answers
+                      if re.search(rf"^\s*(def|class) {name}\b", text, re.M)]
+    assert not leaks, "\n".join(leaks)
+
+
+def test_release_refuses_a_shipped_file_importing_an_unshipped_module(tmp_path):
+    shipped, _ = release.shipped_modules()
+    script = tmp_path / "exercise.py"
+    script.write_text("import os\nfrom handson_lib.grading import answers\n")
+    with pytest.raises(release.ReleaseError, match=r"exercise.py:2: imports handson_lib.grading.answers, "
+                                                   r"which is not shipped"):
+        release.verify_imports([script], shipped, shown_root=tmp_path)
+    assert "handson_lib.grading.checks" in shipped and "handson_lib.grading.reference" not in shipped
