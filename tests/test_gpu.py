@@ -2,7 +2,7 @@
 
 import pytest
 
-from handson_lib.grading import checks
+from handson_lib.grading import checks, runs
 from handson_lib.runtime import devices
 from conftest import ROOT
 
@@ -19,7 +19,7 @@ def test_real_multiprocess_parallel_updater_is_chosen_and_passes():
 
 
 def test_chainermn_pure_nccl_on_one_gpu_rank():
-    obs = checks.run_observed_mpi(ROOT / "solutions" / "train_cifar_multi_node.py", 1,
+    obs = runs.run_observed_mpi(ROOT / "solutions" / "train_cifar_multi_node.py", 1,
                                    ["--gpu", *checks.MULTI_NODE_ARGS], timeout=600)
     assert obs.finished, obs.output[-3000:]
     assert "Using pure_nccl communicator" in obs.output

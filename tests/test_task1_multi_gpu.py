@@ -10,7 +10,7 @@ import pytest
 from chainer import training
 
 from handson_lib import data
-from handson_lib.grading import checks
+from handson_lib.grading import checks, runs
 from handson_lib.runtime import models, multigpu
 from conftest import ROOT, failed_checks, mutant
 
@@ -23,7 +23,7 @@ UPDATER_LINE = "updater = training.updaters.MultiprocessParallelUpdater(train_it
 @pytest.fixture(scope="module")
 def reference():
     """The reference solution, measured once for the whole module (same session)."""
-    obs = checks.run_observed(SOLUTION, ["--gpus", "0", "1", *checks.MULTI_GPU_ARGS], timeout=300)
+    obs = runs.run_observed(SOLUTION, ["--gpus", "0", "1", *checks.MULTI_GPU_ARGS], timeout=300)
     assert obs.finished, obs.output[-3000:]
     return obs
 

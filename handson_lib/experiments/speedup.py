@@ -11,7 +11,7 @@ from pathlib import Path
 
 from handson_lib import COURSE_ROOT
 from handson_lib.experiments import stats
-from handson_lib.grading import checks
+from handson_lib.grading import runs
 
 
 def _finish(benchmark, rates, meta, out, filename, label, print_fn):
@@ -39,7 +39,7 @@ def bench_multi_gpu(repeats=3, workers=2, epoch=2, train_size=4000, batchsize=32
     backend = None
     for i in range(repeats):
         for name, extra in configs.items():
-            obs = checks.run_observed(script, [*extra, *common], timeout=900)
+            obs = runs.run_observed(script, [*extra, *common], timeout=900)
             if not obs.finished:
                 raise RuntimeError(f"{name} failed:\n{obs.output[-2000:]}")
             rates[name].append(obs.throughput)
@@ -58,7 +58,7 @@ def bench_multi_node(repeats=3, ranks=2, epoch=2, train_size=4000, batchsize=32,
     rates = {1: [], ranks: []}
     for i in range(repeats):
         for n in rates:
-            obs = checks.run_observed_mpi(script, n, common, timeout=900)
+            obs = runs.run_observed_mpi(script, n, common, timeout=900)
             if not obs.finished:
                 raise RuntimeError(f"{n} rank(s) failed:\n{obs.output[-2000:]}")
             rates[n].append(obs.throughput)

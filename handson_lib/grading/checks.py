@@ -14,15 +14,14 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy
 
 from handson_lib import COURSE_ROOT
-from handson_lib import launch
-from handson_lib.sites.table import get_site
+from handson_lib.grading.runs import run_observed, run_observed_mpi
+from handson_lib.sites.table import SITES, get_site, site_key
 
 #: How throughput is judged (see the module's docstring).
 AGAINST = ("reference", "self")
@@ -44,7 +43,12 @@ def site_thresholds(site=None):
     """The grading thresholds of a site (`--site`, else HANDSON_SITE, else local) from the site
     table: min_throughput_ratio, min_accuracy, min_scaling_ratio, throughput_bands, speedup_bands.
     ValueError naming the valid sites."""
-    return get_site(site or os.environ.get("HANDSON_SITE", "local")).thresholds.as_dict()
+    return get_site(grading_site(site)).thresholds.as_dict()
+
+
+def grading_site(site=None):
+    """The key of the site whose thresholds apply: `site`, else HANDSON_SITE, else local."""
+    return site_key(site or os.environ.get("HANDSON_SITE") or "local")
 
 
 def default_against(reference_name="train_cifar_multi_gpu.py"):
@@ -72,13 +76,6 @@ def _resolve_against(against, reference, reference_name):
 def _measure_reference(name, args, timeout, np=None):
     from handson_lib.grading import reference  # instructor-only: absent from the student edition
     return reference.measure_reference(name, args, timeout, np=np)
-
-
-def run_limit(timeout):
-    """Seconds a single run may take: `timeout`, capped by HANDSON_RUN_TIMEOUT (set by the
-    autograder) so that a deadlocked submission is stopped long before the cell limit."""
-    cap = os.environ.get("HANDSON_RUN_TIMEOUT")
-    return min(float(timeout), float(cap)) if cap else float(timeout)
 
 
 def student_limit(reference, timeout, factor=5.0, floor=60.0):
@@ -157,50 +154,6 @@ class Report:
     def to_json(self):
         return json.dumps({"task": self.task, "script": self.script, "ok": self.ok,
                            "checks": [asdict(c) for c in self.checks]}, indent=2)
-
-
-@dataclass
-class Observation:
-    """One observed run: the launcher's record, worker files, the output and the exit status."""
-    returncode: int
-    timed_out: bool
-    output: str
-    record: dict
-    workers: dict
-    seconds: float
-    limit: float = None
-
-    @property
-    def finished(self):
-        return self.returncode == 0 and not self.timed_out and self.record.get("finished")
-
-    @property
-    def throughput(self):
-        t = self.record.get("throughput")
-        return t["images_per_sec"] if t else None
-
-
-def run_observed(script, args, timeout=300, env=None):
-    """Run `python SCRIPT ARGS` under the instrumenting launcher and a watchdog."""
-    timeout = run_limit(timeout)
-    with tempfile.TemporaryDirectory(prefix="handson-observe-") as tmp:
-        outdir = Path(tmp) / "observed"
-        workdir = Path(tmp) / "run"
-        workdir.mkdir()
-        full_env = dict(os.environ if env is None else env)
-        full_env.setdefault("PYTHONUNBUFFERED", "1")
-        full_env.setdefault("MPLBACKEND", "Agg")
-        cmd = [sys.executable, "-m", "handson_lib.grading.observe", str(outdir), str(Path(script).resolve()),
-               *args, "--out", str(workdir / "result")]
-        res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir))
-        record = {}
-        if (outdir / "observed.json").exists():
-            record = json.loads((outdir / "observed.json").read_text())
-        workers = {}
-        for path in sorted(outdir.glob("worker*.npz")) if outdir.exists() else []:
-            with numpy.load(path) as npz:
-                workers[int(npz["index"])] = {k: npz[k] for k in npz.files}
-        return Observation(res.returncode, res.timed_out, res.output, record, workers, res.seconds, timeout)
 
 
 def _tail(output, lines=15):
@@ -293,7 +246,7 @@ def _speedup_check(report, name, fast, slow, what, baseline, site):
         report.add(name, False, "no timed iteration (run too short?)")
         return
     speedup = fast.throughput / slow.throughput
-    site_name = site or os.environ.get("HANDSON_SITE", "local")
+    site_name = grading_site(site)
     report.add(name, speedup >= needed,
                f"{what}: {speedup:.2f}x your own {baseline} ({fast.throughput:.1f} vs {slow.throughput:.1f} "
                f"images/s; needed >= {needed:.2f} on site {site_name})", value=speedup)
@@ -372,55 +325,6 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
     else:
         _speedup_check(report, speed_name, obs, baseline, f"{gpus} workers", "1-device run", site)
     return report
-
-
-@dataclass
-class MPIObservation:
-    """One observed `mpiexec -n N` run: each rank's record and parameters, the tagged output."""
-    np: int
-    returncode: int
-    timed_out: bool
-    output: str
-    ranks: dict
-    params: dict
-    seconds: float
-    limit: float = None
-
-    @property
-    def finished(self):
-        return (self.returncode == 0 and not self.timed_out and len(self.ranks) == self.np
-                and all(r.get("finished") for r in self.ranks.values()))
-
-    @property
-    def throughput(self):
-        t = self.ranks.get(0, {}).get("throughput")
-        return t["images_per_sec"] if t else None
-
-    def rank_output(self, rank, lines=6):
-        tag = f",{rank}]<std"
-        mine = [line.split(": ", 1)[-1] for line in self.output.splitlines() if tag in line.split(" ")[0]]
-        return "\n".join(mine[-lines:])
-
-
-def run_observed_mpi(script, np, args, timeout=300):
-    """Run SCRIPT on `np` local ranks under the launcher (each rank observed) and a watchdog."""
-    timeout = run_limit(timeout)
-    with tempfile.TemporaryDirectory(prefix="handson-observe-") as tmp:
-        outdir = Path(tmp) / "observed"
-        workdir = Path(tmp) / "run"
-        workdir.mkdir()
-        argv = ["-m", "handson_lib.grading.observe", str(outdir), str(Path(script).resolve()), *args,
-                "--out", str(workdir / "result")]
-        res = launch.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
-                          env={**os.environ, "MPLBACKEND": "Agg"})
-        ranks, params = {}, {}
-        for path in sorted(outdir.glob("observed-rank*.json")) if outdir.exists() else []:
-            ranks[int(path.stem.split("rank")[1])] = json.loads(path.read_text())
-        for path in sorted(outdir.glob("params-rank*.npz")) if outdir.exists() else []:
-            with numpy.load(path) as npz:
-                params[int(path.stem.split("rank")[1])] = npz["params"]
-        return MPIObservation(np, res.returncode, res.timed_out, res.output, ranks, params, res.seconds,
-                              timeout)
 
 
 def _why_ranks_stopped(obs, timeout):
@@ -636,7 +540,8 @@ def add_arguments(parser):
     parser.add_argument("task", help="multi-gpu, multi-node or mnist-multi-node")
     parser.add_argument("file", help="your script, e.g. exercises/train_cifar_multi_gpu.py")
     parser.add_argument("--timeout", type=float, default=300, help="seconds before the watchdog stops a run")
-    parser.add_argument("--site", default=None, help="thresholds of a site: local, reedbush, cluster")
+    parser.add_argument("--site", default=None, help="the site whose thresholds and bands apply: "
+                        f"{', '.join(SITES)} (default: HANDSON_SITE, else local)")
     parser.add_argument("--min-throughput-ratio", type=float, default=None,
                         help="throughput needed, as a fraction of the reference solution's (reference mode)")
     parser.add_argument("--np", type=int, default=2, help="ranks for multi-node (also run on 1 for scaling)")

@@ -22,9 +22,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT
-from handson_lib.grading import checks
-from handson_lib import launch
+from handson_lib import COURSE_ROOT, launch
+from handson_lib.grading import checks, classroom
 
 COURSE_DIR = COURSE_ROOT / "course"
 #: assignment -> (instructor notebook in solutions/, student files from exercises/)
@@ -220,7 +219,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     if any(r["throughput_ratio"] is not None or r["scaling_ratio"] is not None for r in rows):
         plot = report.with_name(f"autograde_{assignment}_throughput.png")
         bands = checks.site_thresholds(site)["throughput_bands"]
-        throughput_figure(rows, bands, f"{assignment}: throughput ratios ({site or os.environ.get('HANDSON_SITE', 'local')} bands)").savefig(plot, dpi=100)
+        throughput_figure(rows, bands, f"{assignment}: throughput ratios ({checks.grading_site(site)} bands)").savefig(plot, dpi=100)
         print_fn(f"throughput ratios plotted in {plot}")
     return rows, total
 
@@ -249,7 +248,6 @@ def add_autograde_arguments(parser):
 def course_main(args):
     course_dir = Path(args.course)
     if args.action == "synthetic-class":
-        from handson_lib.grading import classroom
         for name in args.assignments or ["task2"]:
             if name not in classroom.CLASSES:
                 raise SystemExit(f"no synthetic class for {name!r}; there is one for {', '.join(classroom.CLASSES)}")

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from handson_lib.grading import checks
+from handson_lib.grading import checks, runs
 from handson_lib.sites import jobscript
 
 _NOISE = re.compile(r"DeprecationWarning|^\s*$|numpy.distutils|distutils_status_migration")
@@ -60,7 +60,7 @@ def run_script(script, args, label=None, timeout=600, show=12):
     """Run a course script under the grader's launcher; print its last lines; return the Observation."""
     args = [str(a) for a in args]
     timeout = _graded_limit(script, args, timeout)
-    obs = checks.run_observed(script, args, timeout=timeout)
+    obs = runs.run_observed(script, args, timeout=timeout)
     lines = _readable(obs.output)
     print(f"--- {label or script} ({'finished' if obs.finished else 'did NOT finish'}, {obs.seconds:.1f} s)")
     print("\n".join(lines[-show:]))
@@ -88,7 +88,7 @@ def run_mpi_script(script, np, args, label=None, timeout=600, show=12):
     """Run a ChainerMN script on `np` local ranks under the launcher; print rank 0's last lines."""
     args = [str(a) for a in args]
     timeout = _graded_limit(script, args, timeout, np=np)
-    obs = checks.run_observed_mpi(script, np, args, timeout=timeout)
+    obs = runs.run_observed_mpi(script, np, args, timeout=timeout)
     rank0 = "\n".join(line.split(": ", 1)[-1] for line in obs.output.splitlines()
                       if line.startswith("[1,0]<stdout>"))
     print(f"--- {label or script} ({'finished' if obs.finished else 'did NOT finish'}, {obs.seconds:.1f} s)")

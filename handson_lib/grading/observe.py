@@ -23,6 +23,10 @@ from pathlib import Path
 
 import numpy
 
+from handson_lib import data
+from handson_lib.runtime import multigpu
+from handson_lib.runtime.throughput import ThroughputMeter
+
 
 def fingerprint(example):
     """A short digest of one (x, t) example, equal for equal data."""
@@ -79,8 +83,6 @@ class Recorder:
                                   "n_class": info.n_class}
 
     def on_trainer(self, trainer):
-        from handson_lib.runtime import multigpu
-        from handson_lib.runtime.throughput import ThroughputMeter
         self.record["trainers"] += 1
         self.trainer = trainer
         updater = trainer.updater
@@ -164,8 +166,6 @@ def install_hooks(recorder):
     import chainer
     from chainer import training
     from chainer.training import extensions
-
-    from handson_lib import data
 
     original_get = data.get_dataset
 

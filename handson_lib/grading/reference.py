@@ -13,7 +13,7 @@ import pickle
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
-from handson_lib.grading import checks
+from handson_lib.grading import runs
 
 SOLUTIONS = COURSE_ROOT / "solutions"
 
@@ -41,8 +41,8 @@ def measure_reference(name, args, timeout, np=None):
 
     def run():
         if np is None:
-            return checks.run_observed(script, args, timeout)
-        return checks.run_observed_mpi(script, np, args, timeout)
+            return runs.run_observed(script, args, timeout)
+        return runs.run_observed_mpi(script, np, args, timeout)
 
     cache = os.environ.get("HANDSON_REFERENCE_CACHE")
     if not cache:
