@@ -277,6 +277,17 @@ def test_lint_command_line(run_handson, tmp_path):
     assert result.returncode == 1 and "unknown queue `h-debug` on Miyabi-G" in result.stdout
 
 
+def test_lint_skips_the_sourced_env_sh(capsys):
+    """`handson jobscript lint jobscripts/reedbush/*.sh` checks the job scripts, not env.sh."""
+    folder = ROOT / "jobscripts" / "reedbush"
+    args = argparse.Namespace(file=[str(p) for p in sorted(folder.glob("*.sh"))], site=None, template=True)
+    assert jobscript.lint_command(args) == 0
+    out = capsys.readouterr().out
+    assert f"{folder / 'env.sh'}: skipped: the site's environment" in out
+    assert "env.sh:" not in out.replace(f"{folder / 'env.sh'}: skipped", "")
+    assert "4 file(s) checked" in out
+
+
 def test_lint_template_option(capsys):
     """`--template` (site templates): the placeholder is a warning, nothing else is allowed."""
     files = [str(p) for p in SITE_SCRIPTS]
@@ -394,7 +405,7 @@ def test_run_kills_a_job_past_its_walltime(run_handson, tmp_path):
 def test_run_scaling_sweep_collects_throughput(run_handson, tmp_path):
     source = ROOT / "jobscripts" / "reedbush" / "run_scaling_sweep.sh"
     script = _job_folder(tmp_path, source, "train_cifar_multi_node.py")
-    script.write_text(mutate(script.read_text(), "select=2:mpiprocs=2", "select=1:mpiprocs=2"))
+    script.write_text(mutate(script.read_text(), "select=4:mpiprocs=2", "select=1:mpiprocs=2"))
     result = run_handson("jobscript", "run", script, env=QUICK_ENV, timeout=240)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     [tsv] = tmp_path.glob("result/scaling_*/throughput.tsv")

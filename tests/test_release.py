@@ -21,6 +21,7 @@ import pytest
 
 from handson_lib import cli
 from handson_lib.grading import build, release
+from handson_lib.sites import generate, jobscript
 from conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -160,6 +161,28 @@ def test_the_edition_holds_no_solution_no_hidden_test_no_answer_helper(edition):
             leaks += [f"{rel}: defines answer helper {name}" for name in answers
                       if re.search(rf"^\s*(def|class) {name}\b", text, re.M)]
     assert not leaks, "\n".join(leaks)
+
+
+@pytest.mark.parametrize("site", [s.key for s in generate.script_sites()])
+def test_every_site_ships_its_job_scripts_with_the_task_requests_left_to_write(site):
+    """Students get every site's five files; the two task scripts miss exactly their answer (the
+    queue and resource lines, refused by the linter at the stub), the rest is the site's copy."""
+    files = release._student_jobscripts(ROOT)
+    folder = Path("jobscripts") / site
+    assert {p.name for p in files if p.parent == folder} == {
+        "env.sh", "run_multi_gpu_training.sh", "run_multi_node_training.sh", "run_profile.sh",
+        "run_scaling_sweep.sh"}
+    secrets = build.secret_lines(ROOT)
+    for rel, text in files.items():
+        assert not [line for line in text.splitlines() if build._significant(line) in secrets], rel
+    for kind in generate.EXERCISE_TASKS:
+        rel = folder / generate.SCRIPTS[kind][0]
+        complete = (ROOT / rel).read_text()
+        assert files[rel] != complete and build.STUB in files[rel]
+        for line in generate.resource_directives(generate.get_site(site), kind):
+            assert line in complete and line not in files[rel]
+        findings = jobscript.lint(files[rel], generate.get_site(site), template=True)
+        assert any("unfinished skeleton" in f.message for f in findings if f.severity == "error"), findings
 
 
 def test_release_refuses_a_shipped_file_importing_an_unshipped_module(tmp_path):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from handson_lib import COURSE_ROOT, cli
 from handson_lib.grading import build
+from handson_lib.sites import generate
 
 LIBRARY = COURSE_ROOT / "handson_lib"
 
@@ -229,7 +230,9 @@ README = """# Distributed deep learning hands-on (student edition)
 - `exercises/`: the training scripts and job scripts you complete (`train_cifar_multi_gpu.py`,
   `train_cifar_multi_node.py`, `train_mnist_multi_node.py`, `run_multi_gpu_training.sh`,
   `run_multi_node_training.sh`).
-- `jobscripts/<site>/`: ready-to-submit job scripts for the other runs (profiling, scaling sweeps).
+- `jobscripts/<site>/`: each site's job scripts and `env.sh`: ready to submit for profiling and
+  scaling sweeps; the two task scripts leave their queue and resource lines to you, as
+  `exercises/` does (the exercises are written for Reedbush-H; take these at another site).
 - `handson_lib/`: the course's library (the CPU stand-in of MultiprocessParallelUpdater, offline
   data, the self-check). You do not need to change it.
 
@@ -280,20 +283,41 @@ def _leaks(path, shown, secrets):
     return found
 
 
-def _copy_jobscripts(out, root, secrets):
-    """jobscripts/ less the files that would hand out an exercise's answer (the sites' complete
-    task job scripts; any with an exercise's #PBS lines). Returns the withheld files and why."""
-    withheld = {}
+def student_task_script(site, kind):
+    """A site's task job script with its queue and resource lines left for the student to write
+    (they are the exercise's answer at every site), as the exercise asks for them."""
+    text = generate.site_script(site, kind)
+    answer = "\n".join(generate.resource_directives(site, kind))
+    assert answer in text, f"{site.key}/{generate.SCRIPTS[kind][0]}: no resource lines to leave out"
+    return text.replace(answer, f"# {generate.resource_request(site, kind)}\n{build.STUB}")
+
+
+def _student_jobscripts(root):
+    """{relative path: text} of jobscripts/ as students get it: the task scripts with a gap."""
+    files = {}
+    gaps = {Path("jobscripts") / site.key / generate.SCRIPTS[kind][0]: (site, kind)
+            for site in generate.script_sites() for kind in generate.EXERCISE_TASKS}
     for path in sorted((root / "jobscripts").rglob("*")):
         rel = path.relative_to(root)
-        if not path.is_file() or SKIP & set(rel.parts):
-            continue
-        leaks = _leaks(path, rel, secrets)
+        if path.is_file() and not SKIP & set(rel.parts):
+            files[rel] = student_task_script(*gaps[rel]) if rel in gaps else path.read_text()
+    return files
+
+
+def _copy_jobscripts(out, root, secrets):
+    """jobscripts/ as students get it, less any file that would still hand out an exercise's
+    answer (a solution line). Returns the withheld files and why."""
+    withheld = {}
+    for rel, text in _student_jobscripts(root).items():
+        target = out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        leaks = _leaks(target, rel, secrets)
         if leaks:
+            target.unlink()
             withheld[rel] = leaks[0].split(": ", 1)[1]
-            continue
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, out / rel)
+        elif target.name.startswith("run_"):
+            target.chmod(0o755)
     return withheld
 
 

@@ -37,7 +37,7 @@ SCRIPTS = {
 EXERCISE_TASKS = {
     "multi_gpu": ("Task #1", "one node, one MPI process with one\n#     OpenMP thread "
                              "(MultiprocessParallelUpdater starts its own worker processes, one per GPU)"),
-    "multi_node": ("Task #2", "{nodes} nodes with {gpus} MPI processes each\n#     (one per GPU) "
+    "multi_node": ("Task #2", "{nodes} nodes with {gpus} MPI {processes} each\n#     (one per GPU) "
                               "and one OpenMP thread per process: {ranks} ranks in all"),
 }
 
@@ -93,8 +93,14 @@ def group_directive(site):
     return None
 
 
+def queue(site, kind):
+    if kind in EXERCISE_TASKS or not site.scripts.measure_queue:
+        return site.scripts.queue
+    return site.scripts.measure_queue
+
+
 def resource_directives(site, kind):
-    return [f"#PBS -q {site.scripts.queue}", f"#PBS -l {select(site, kind)}"]
+    return [f"#PBS -q {queue(site, kind)}", f"#PBS -l {select(site, kind)}"]
 
 
 def job_directives(site, kind):
@@ -197,20 +203,26 @@ def site_script(site, kind):
     return fill(intro + DIRECTIVES + "\n" + body, values, SCRIPTS[kind][0])
 
 
+def resource_request(site, kind):
+    """What a task's resource lines must ask for, in words (the exercise's instruction)."""
+    nodes, _ = site.scripts.requests[kind]
+    what = EXERCISE_TASKS[kind][1].format(nodes=nodes, gpus=site.gpus, ranks=nodes * site.gpus,
+                                          processes="process" if site.gpus == 1 else "processes")
+    return f"Complete the queue and resource lines: the {queue(site, kind)} queue, {what}."
+
+
 def exercise_script(kind, site=None):
     """solutions/<script>: the exercise's intro with the resource lines between nbgrader markers
     (the student writes them), the rest of the #PBS lines, the same body as the site's script."""
     site = site or get_site(DEFAULT_SITE)
-    task, what = EXERCISE_TASKS[kind]
-    nodes, _ = site.scripts.requests[kind]
-    what = what.format(nodes=nodes, gpus=site.gpus, ranks=nodes * site.gpus)
+    task, _ = EXERCISE_TASKS[kind]
     script = SCRIPTS[kind][0]
     intro = [
         "#!/bin/bash",
         f"# {task} job script for {site.title} ({site.gpus} x {site.gpu_model} per node, "
         f"{site.scheduler}). Submit with:",
         f"#     qsub -j oe {script}",
-        f"# (1) Complete the queue and resource lines: the {site.scripts.queue} queue, {what}.",
+        "# (1) " + resource_request(site, kind),
         "### BEGIN SOLUTION",
         *resource_directives(site, kind),
         "### END SOLUTION",

@@ -737,6 +737,10 @@ def check_before_submit(path, site=None):
 # Command line
 # ============================================================================================
 
+#: The file the job scripts source (jobscripts/<site>/env.sh): no #PBS lines to check.
+ENV_SH = "env.sh"
+
+
 def lint_main(files, site=None, template=False, out=None):
     out = out or sys.stdout
     if site:
@@ -747,6 +751,11 @@ def lint_main(files, site=None, template=False, out=None):
             return 2
     n_err = n_warn = 0
     sites = set()
+    sourced = [path for path in files if Path(path).name == ENV_SH]
+    for path in sourced:
+        print(f"{path}: skipped: the site's environment, sourced by the job scripts (not submitted)",
+              file=out)
+    files = [path for path in files if path not in sourced]
     for path in files:
         try:
             key, findings = lint_file(path, site, template=template)

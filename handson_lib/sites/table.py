@@ -71,7 +71,7 @@ class Thresholds:
 @dataclass(frozen=True)
 class JobScripts:
     """What the generated job scripts under jobscripts/<site>/ ask for and how they start ranks."""
-    queue: str                  # the queue every generated script asks for
+    queue: str                  # the queue of the two task scripts
     #: script kind -> (nodes, walltime); one process per GPU (Task #1: one process per node).
     #: Task #1 on one node, Task #2 across nodes, a profile within one node (two on a one-GPU
     #: site), a sweep over a debug allocation.
@@ -83,6 +83,9 @@ class JobScripts:
     env_sh: str                 # where env.sh lives, as shell words
     profiler_hint: str          # how to get the profiler on PATH
     env: dict                   # env.sh's site parts: about, home, modules, python, extra
+    #: the queue of the measurement scripts (profile, sweep); "" means `queue`. Where it differs,
+    #: the shipped measurement scripts do not repeat a task's answer lines (the student edition).
+    measure_queue: str = ""
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,8 @@ SITES = {
         scripts=JobScripts(
             queue="h-debug",
             requests={"multi_gpu": (1, "00:10:00"), "multi_node": (2, "00:15:00"),
-                      "profile": (1, "00:20:00"), "scaling": (2, "00:30:00")},
+                      "profile": (1, "00:20:00"), "scaling": (4, "00:30:00")},
+            measure_queue="h-short",    # a 4-node sweep of 1..8 ranks (seed 001), a profile
             submit="qsub", launcher='mpiexec -n "$NP"',
             launcher_why="# -x passes the variables to the ranks on the other node (seed 000's job.sh); "
                          "Reedbush's\n# Open MPI reads the nodes from PBS itself.",

@@ -9,7 +9,7 @@
 # --profile-child-processes the updater's worker processes get their own files. Open them in
 # NVIDIA Visual Profiler, or: handson profile summarize prof_0_<pid>.nvvp
 # Replace the group gt00 below with yours (`id -ng`) first: `handson jobscript lint` checks.
-#PBS -q h-debug
+#PBS -q h-short
 #PBS -l select=1:mpiprocs=2:ompthreads=1
 #PBS -W group_list=gt00
 #PBS -l walltime=00:20:00

@@ -1,15 +1,15 @@
 #!/bin/bash
 # handson-site: reedbush   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
 # Scaling sweep on Reedbush-H (seed 001's measurement): Task #2 on 1, 2, 4, ... ranks
-# within this allocation (2 nodes x 2 P100: 4 ranks), one run each, every run's `Throughput:` line
+# within this allocation (4 nodes x 2 P100: 8 ranks), one run each, every run's `Throughput:` line
 # collected into result/scaling_<job>/throughput.tsv:
 #     ranks  images_per_sec  images  seconds
 # plus each run's log; a table with the speed-up is printed at the end.
 #     qsub run_scaling_sweep.sh
 # Ranks fill a node before the next, so the smaller runs stay within one node.
 # Replace the group gt00 below with yours (`id -ng`) first: `handson jobscript lint` checks.
-#PBS -q h-debug
-#PBS -l select=2:mpiprocs=2:ompthreads=1
+#PBS -q h-short
+#PBS -l select=4:mpiprocs=2:ompthreads=1
 #PBS -W group_list=gt00
 #PBS -l walltime=00:30:00
 #PBS -N scaling
