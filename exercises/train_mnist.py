@@ -27,28 +27,37 @@ def main():
     runtime.seed_everything(args.seed)
 
     device = chainer.get_device(args.gpu if args.gpu >= 0 else "@numpy")
-    train, test, info = runtime.load_data(args)
-    model = chainer.links.Classifier(runtime.MLP(args.unit, info.n_class))
+    model = chainer.links.Classifier(runtime.MLP(args.unit, 10))
     model.to_device(device)
     device.use()
+
     optimizer = chainer.optimizers.MomentumSGD(lr=args.lr)
     optimizer.setup(model)
+
+    train, test, info = runtime.load_data(args)
 
     train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
     test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
     updater = training.StandardUpdater(train_iter, optimizer, device=device)
     trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
-    trainer.extend(extensions.Evaluator(test_iter, model, device=device))
-    trainer.extend(extensions.LogReport())
-    trainer.extend(extensions.PrintReport(
-        ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
-         "elapsed_time"]))
-    trainer.extend(extensions.PlotReport(["main/loss", "validation/main/loss"], "epoch", filename="loss.png"))
-    trainer.extend(extensions.PlotReport(["main/accuracy", "validation/main/accuracy"], "epoch",
-                                         filename="accuracy.png"))
+
+    evaluator = extensions.Evaluator(test_iter, model, device=device)
+    trainer.extend(evaluator)
+
+    # The extensions that write: logs, plots, the progress bar and the throughput line.
+    reports = [
+        extensions.LogReport(),
+        extensions.PrintReport(["epoch", "main/loss", "validation/main/loss", "main/accuracy",
+                                "validation/main/accuracy", "elapsed_time"]),
+        extensions.PlotReport(["main/loss", "validation/main/loss"], "epoch", filename="loss.png"),
+        extensions.PlotReport(["main/accuracy", "validation/main/accuracy"], "epoch",
+                              filename="accuracy.png"),
+        runtime.throughput_extension(warmup=args.warmup_iterations, out=args.out),
+    ]
     if not args.no_progress:
-        trainer.extend(extensions.ProgressBar(update_interval=10))
-    trainer.extend(runtime.throughput_extension(args.batchsize, warmup=args.warmup_iterations, out=args.out))
+        reports.append(extensions.ProgressBar(update_interval=10))
+    for extension in reports:
+        trainer.extend(extension)
     trainer.run()
 
 

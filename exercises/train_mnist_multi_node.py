@@ -1,12 +1,11 @@
 #!/usr/bin/env python
 """`train_mnist.py` converted to ChainerMN: "ChainerMN in seconds" (seed 000).
 
-Part A is the minimal conversion of the seed: a communicator, the device from `intra_rank`, a
-multi-node optimizer, reports on rank 0. Part B is what the seed does next: `scatter_dataset`
-so that no two ranks train on the same examples, and a multi-node evaluator.
+Start from the single-process script and fill in the `# PUT YOUR CODE HERE` parts; each says what
+the multi-process run needs there (02_multi_node.ipynb teaches the calls). You only add lines.
 
-    mpiexec -n 2 python train_mnist_multi_node.py
-    mpiexec -n 4 python train_mnist_multi_node.py --gpu --communicator pure_nccl
+    mpiexec -n 2 python train_mnist_multi_node.py             # CPU ranks
+    mpiexec -n 4 python train_mnist_multi_node.py --gpu 0     # one GPU per rank
 
 Check it with `handson check mnist-multi-node train_mnist_multi_node.py`.
 """
@@ -14,43 +13,40 @@ Check it with `handson check mnist-multi-node train_mnist_multi_node.py`.
 import argparse
 
 import chainer
-import chainermn
 from chainer import training
 from chainer.training import extensions
 
-from handson_lib import runtime  # the course's rank start-up, offline data, models and throughput line
+from handson_lib import runtime  # the course's offline data, models and throughput line
+
+# What the conversion needs.
+# PUT YOUR CODE HERE
 
 
 def main():
-    parser = argparse.ArgumentParser(description="ChainerMN example: MNIST-style digits")
-    parser.add_argument("--gpu", "-g", action="store_true", help="one GPU per rank")
-    parser.add_argument("--communicator", default=None, help="default: pure_nccl with --gpu, else naive")
+    parser = argparse.ArgumentParser(description="Chainer example: MNIST-style digits")
+    parser.add_argument("--gpu", "-g", type=int, default=-1, help="GPU id (negative: CPU)")
     parser.add_argument("--unit", "-u", type=int, default=1000, help="units per hidden layer")
     runtime.add_common_arguments(parser, batchsize=100, epoch=20, model="mlp")
     parser.set_defaults(dataset="digits", lr=0.05)
     args = parser.parse_args()
-    communicator_name = args.communicator or ("pure_nccl" if args.gpu else "naive")
-    runtime.prepare_rank(communicator_name, gpu=args.gpu)
     runtime.seed_everything(args.seed)
 
-    comm = device = None
-    # Part A (1): the communicator, and this rank's device chosen from comm.intra_rank
-    #             (the CPU, "@numpy", without --gpu).
+    device = chainer.get_device(args.gpu if args.gpu >= 0 else "@numpy")
+    # The processes that mpiexec started must be connected to each other (over NCCL with --gpu,
+    # plain MPI on CPUs), and each process must use its own GPU of its node (the CPU without --gpu).
     # PUT YOUR CODE HERE
-    runtime.require_done("The conversion", comm=comm, device=device)
-
-    train, test, info = runtime.load_data(args, announce=comm.rank == 0)
-    model = chainer.links.Classifier(runtime.MLP(args.unit, info.n_class))
+    model = chainer.links.Classifier(runtime.MLP(args.unit, 10))
     model.to_device(device)
     device.use()
 
-    optimizer = None
-    # Part A (2): the optimizer, made multi-node.
+    optimizer = chainer.optimizers.MomentumSGD(lr=args.lr)
+    # Every update must use the gradients of all processes, so that the models stay identical.
     # PUT YOUR CODE HERE
-    runtime.require_done("The conversion", optimizer=optimizer)
     optimizer.setup(model)
 
-    # Part B (1): split the data over the ranks, without overlap.
+    train, test, info = runtime.load_data(args)
+    # Every process must train on its own part of the training set (no example twice), and test
+    # on its own part of the test set.
     # PUT YOUR CODE HERE
 
     train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
@@ -59,16 +55,28 @@ def main():
     trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
 
     evaluator = extensions.Evaluator(test_iter, model, device=device)
-    # Part B (2): make the evaluator report the mean over all ranks.
+    # The validation figures must describe the whole test set (all processes' parts), and be the
+    # same on every process.
     # PUT YOUR CODE HERE
     trainer.extend(evaluator)
 
-    # Part A (3): logs and reports on one rank only: train_mnist.py's LogReport, PrintReport,
-    #             PlotReports and ProgressBar, under `if comm.rank == 0:`.
+    # The extensions that write: logs, plots, the progress bar and the throughput line.
+    reports = [
+        extensions.LogReport(),
+        extensions.PrintReport(["epoch", "main/loss", "validation/main/loss", "main/accuracy",
+                                "validation/main/accuracy", "elapsed_time"]),
+        extensions.PlotReport(["main/loss", "validation/main/loss"], "epoch", filename="loss.png"),
+        extensions.PlotReport(["main/accuracy", "validation/main/accuracy"], "epoch",
+                              filename="accuracy.png"),
+        runtime.throughput_extension(warmup=args.warmup_iterations, out=args.out),
+    ]
+    if not args.no_progress:
+        reports.append(extensions.ProgressBar(update_interval=10))
+    # Only one process may write logs, plots and the throughput line (the others would repeat
+    # them, and write the same files at the same time).
     # PUT YOUR CODE HERE
-    trainer.extend(runtime.throughput_extension(args.batchsize * comm.size, warmup=args.warmup_iterations,
-                                             out=args.out if comm.rank == 0 else None,
-                                             print_fn=print if comm.rank == 0 else None))
+    for extension in reports:
+        trainer.extend(extension)
     trainer.run()
 
 

@@ -50,6 +50,8 @@ def local_mpi_env(base=None, omp_threads=1):
     # The process binding policy fails when (fake) nodes have fewer cores than ranks.
     env.setdefault("OMPI_MCA_hwloc_base_binding_policy", "none")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # A script without the course's abort hook: ChainerMN's own aborts every rank on an exception.
+    env.setdefault("CHAINERMN_FORCE_ABORT_ON_EXCEPTION", "1")
     return env
 
 

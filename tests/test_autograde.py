@@ -65,7 +65,8 @@ def test_feedback_hides_hidden_tests_and_export_has_every_student(graded_class):
     text = html.unescape(re.sub(r"<[^>]+>", "", page))  # what the student reads
     assert "total_batch_size(32, 2) == 64" in text  # the visible test is shown
     assert 'needed_parallelism == "model"' not in text and "total_batch_size(128, 8)" not in text
-    assert "AssertionError   (traceback not shown in feedback)" in text
+    assert ("AssertionError: total_batch_size(32, 1): expected the 32 images of the one worker"
+            "   (traceback not shown in feedback)") in text
     assert "NameError: name 'needed_parallelism' is not defined" in text
     res = nbgrader_course.nbgrader("export", course_dir=course_dir)
     assert res.ok, res.output
@@ -73,6 +74,25 @@ def test_feedback_hides_hidden_tests_and_export_has_every_student(graded_class):
         exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f)}
     for student, sub in SETUP_CLASS.items():
         assert exported.get(student) == sub.expected, (student, exported)
+
+
+def test_feedback_of_wrong_answers_says_what_was_expected(graded_class):
+    """Each failed cell's feedback names what its test expected, and gives no answer away."""
+    course_dir, rows = graded_class
+    assert rows["all_wrong"]["feedback"].startswith(
+        "failed: q1_total_batch_test, q2_parallelism_test, q3_lr_test"), rows["all_wrong"]
+    res = nbgrader_course.nbgrader("generate_feedback", "setup", "--student", "all_wrong", "--force",
+                                   course_dir=course_dir)
+    assert res.ok, res.output
+    page = (course_dir / "feedback" / "all_wrong" / "setup" / "00_setup.html").read_text()
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    for expected in ("AssertionError: total_batch_size(32, 2): expected the images of both workers",
+                     'AssertionError: needed_parallelism: expected one of the strings "data" or "model"',
+                     "AssertionError: lr_set_by_script and n_gpus: expected the script's rate divided by"):
+        assert expected in text
+    for answer in (r"batch_per_worker \* n_workers", r"== 128", r"needed_parallelism == .model",
+                   r"n_gpus == 2", r"lr_set_by_script = 0\.05\b", r"0\.05\) < 1e-9"):
+        assert not re.search(answer, text), answer
 
 
 def test_no_run_is_left_behind(graded_class):
@@ -87,6 +107,7 @@ def test_no_run_is_left_behind(graded_class):
     assert leftovers == []
 
 
+@pytest.mark.timed
 def test_task1_grades_the_scripts_each_student_handed_in(tmp_path):
     """The assignment's source holds the skeleton scripts; the student's own scripts must be the
     ones run (Autograde.exclude_overwriting), with throughput scored against the reference."""
@@ -106,7 +127,9 @@ def test_task1_grades_the_scripts_each_student_handed_in(tmp_path):
         shutil.copy(ROOT / "solutions" / name, correct / name)
     rows, _ = nbgrader_course.autograde("task1", tmp_path, jobs=1, timeout=600)
     scores = {r["student"]: (r["score"], r["max_score"]) for r in rows}
-    assert scores == {"correct": (7.0, 7.0), "skeleton": (0.0, 7.0)}, rows
+    # The 1 throughput point comes in bands of the ratio to the reference measured in the same
+    # session; a busy machine may give the correct scripts the half band.
+    assert scores["skeleton"] == (0.0, 7.0) and scores["correct"] in ((7.0, 7.0), (6.5, 7.0)), rows
 
 
 TASK2_CLASS = classroom.CLASSES["task2"]
@@ -126,25 +149,28 @@ def graded_task2_class(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.timed
 @pytest.mark.parametrize("student", sorted(TASK2_CLASS))
 def test_task2_submission_gets_its_expected_score(graded_task2_class, student):
     _, rows = graded_task2_class
     row, sub = rows[student], TASK2_CLASS[student]
-    assert row["max_score"] == 12.0 and row["status"].startswith(sub.status), row
+    assert row["max_score"] == 14.0 and row["status"].startswith(sub.status), row
     if student == "correct":
         # The 2 throughput points come in bands of the ratio to the reference measured in the same
         # session; on a shared machine the correct script may land in the half band.
-        assert row["score"] in (11.0, 12.0) and row["throughput_ratio"] is not None, row
+        assert row["score"] in (13.0, 14.0) and row["throughput_ratio"] is not None, row
     else:
         assert row["score"] == sub.expected, row
 
 
 @pytest.mark.slow
+@pytest.mark.timed
 @pytest.mark.parametrize("student, words", [
     ("deadlock", "deadlock"), ("crash_on_one_rank", "planted crash on the last rank"),
     ("missing_script", "train_cifar_multi_node.py was not handed in"),
     ("no_multi_node_optimizer", "create_multi_node_optimizer"),
-    ("skeleton", "failed: q1_ranks_test, mnist_conversion, task2_correctness, task2_throughput")])
+    ("skeleton", "failed: q1_ranks_test, mnist_conversion, task2_jobscript, task2_correctness, "
+                 "task2_throughput, stretch_per_class_test")])
 def test_task2_feedback_line_says_what_went_wrong(graded_task2_class, student, words):
     course_dir, rows = graded_task2_class
     assert words in rows[student]["feedback"], rows[student]
@@ -153,6 +179,7 @@ def test_task2_feedback_line_says_what_went_wrong(graded_task2_class, student, w
 
 
 @pytest.mark.slow
+@pytest.mark.timed
 def test_task2_throughput_plot_and_no_process_left(graded_task2_class):
     course_dir, rows = graded_task2_class
     plot = course_dir / "autograde_task2_throughput.png"
@@ -177,8 +204,12 @@ def test_every_assignment_releases_without_solutions(tmp_path):
         res = nbgrader_course.nbgrader("generate_assignment", name, "--force", course_dir=tmp_path)
         assert res.ok, (name, res.output[-2000:])
         release = tmp_path / "release" / name
-        assert sorted(p.name for p in release.iterdir()) == sorted([notebook, *files])
+        figures = nbgrader_course.shown_figures(ROOT / "solutions" / notebook)
+        assert sorted(p.name for p in release.iterdir()) == sorted([notebook, *files] + (["figures"] if figures else []))
+        assert sorted(p.name for p in (release / "figures").glob("*.svg")) == figures
         for path in release.iterdir():
+            if path.is_dir():
+                continue
             text = path.read_text()
             assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, path
         assert "# PUT YOUR CODE HERE" in (release / notebook).read_text()

@@ -82,11 +82,19 @@ def test_hidden_test_and_markers_in_student_copy_are_reported(course):
     nb = json.loads(path.read_text())
     cell = next(c for c in nb["cells"]
                 if c["metadata"].get("nbgrader", {}).get("grade_id") == "q2_parallelism_test")
-    cell["source"] = "".join(cell["source"]) + '\n### BEGIN HIDDEN TESTS\nassert needed_parallelism == "model"\n'
+    hidden = next(line.strip() for line in "".join(cell_of(course / "solutions" / "00_setup.ipynb",
+                                                          "q2_parallelism_test")["source"]).split("\n")
+                  if line.startswith("assert needed_parallelism =="))
+    cell["source"] = "".join(cell["source"]) + f"\n### BEGIN HIDDEN TESTS\n{hidden}\n"
     path.write_text(json.dumps(nb, indent=1))
     problems = _problems(course)
     assert any("marker 'BEGIN HIDDEN TESTS'" in p for p in problems), problems
-    assert any('leaked: \'assert needed_parallelism == "model"\'' in p for p in problems), problems
+    assert any(f"leaked: {hidden!r}" in p for p in problems), problems
+
+
+def cell_of(path, grade_id):
+    return next(c for c in json.loads(path.read_text())["cells"]
+                if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
 
 
 def test_stale_copy_and_orphan_are_reported(course):

@@ -24,7 +24,8 @@ from handson_lib.grading import build, release
 from handson_lib.sites import generate, jobscript
 from conftest import ROOT
 
-pytestmark = pytest.mark.slow
+#: The solved notebooks and self-checks judge throughput; one module fixture builds the edition.
+pytestmark = [pytest.mark.slow, pytest.mark.timed]
 
 SKIP = {".venv", "__pycache__", ".ipynb_checkpoints", "handson_lib_student.egg-info"}
 PYTHON311 = shutil.which("python3.11") or sys.executable

@@ -14,6 +14,9 @@ from handson_lib.grading import checks, runs
 from handson_lib.runtime import models, multigpu
 from conftest import ROOT, failed_checks, mutant
 
+#: The reference solution's pass includes its throughput against the reference run.
+pytestmark = pytest.mark.timed
+
 SOLUTION = ROOT / "solutions" / "train_cifar_multi_gpu.py"
 SKELETON = ROOT / "exercises" / "train_cifar_multi_gpu.py"
 SPLIT_LINE = "parts = chainer.datasets.split_dataset_n_random(train, len(args.gpus), seed=args.seed)"

@@ -7,6 +7,9 @@ import pytest
 from handson_lib.grading import checks, runs
 from conftest import ROOT, failed_checks, mutant
 
+#: The reference solution's pass includes its throughput against the reference run.
+pytestmark = pytest.mark.timed
+
 SOLUTION = ROOT / "solutions" / "train_cifar_multi_node.py"
 SKELETON = ROOT / "exercises" / "train_cifar_multi_node.py"
 SCATTER = ("    train = chainermn.scatter_dataset(train, comm, shuffle=True)\n"
@@ -116,3 +119,90 @@ def test_mnist_self_mode_has_no_speed_check():
     report = checks.check_mnist_multi_node(ROOT / "solutions" / "train_mnist_multi_node.py", against="self")
     assert report.ok, report.text()
     assert report.speed_checks == [] and len(report.checks) == 7
+
+
+MNIST_SOLUTION = ROOT / "solutions" / "train_mnist_multi_node.py"
+MNIST_SKELETON = ROOT / "exercises" / "train_mnist_multi_node.py"
+
+
+def _code_lines(path):
+    """The code of a script without its docstring and comments (the gaps are comments only)."""
+    import ast
+    import io
+    import tokenize
+    text = path.read_text()
+    doc = ast.get_docstring(ast.parse(text), clean=False)
+    text = text.replace(f'"""{doc}"""', "", 1)
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type != tokenize.COMMENT]
+    return [line.rstrip() for line in tokenize.untokenize(tokens).splitlines() if line.strip()]
+
+
+def test_mnist_skeleton_is_the_single_process_script():
+    """"ChainerMN in seconds" starts from train_mnist.py itself: the student only adds lines."""
+    skeleton = _code_lines(MNIST_SKELETON)
+    assert skeleton == _code_lines(ROOT / "solutions" / "train_mnist.py")
+    assert "chainermn" not in "\n".join(skeleton)
+    text = MNIST_SKELETON.read_text()
+    assert sum(line.strip() == "# PUT YOUR CODE HERE" for line in text.splitlines()) == 6
+    for api in ("create_communicator", "intra_rank", "scatter_dataset", "create_multi_node"):
+        assert api not in text, f"the skeleton names {api}: the notebook teaches it"
+
+
+def test_mnist_skeleton_fails_with_a_reason_per_missing_step():
+    report = checks.check_mnist_multi_node(MNIST_SKELETON, against="self")
+    failed = failed_checks(report)
+    assert set(failed) == {"shards are disjoint", "parameters identical on every rank",
+                           "evaluator aggregated over ranks", "reports only on rank 0"}, report.text()
+    assert "chainermn.scatter_dataset" in failed["shards are disjoint"]
+    assert "plain MomentumSGD" in failed["parameters identical on every rank"]
+    assert "evaluated the whole test set alone" in failed["evaluator aggregated over ranks"]
+    assert "ranks [1] also run" in failed["reports only on rank 0"]
+
+
+def test_mnist_throughput_line_counts_every_rank(tmp_path):
+    from handson_lib import launch
+    res = launch.run_mpi(2, [MNIST_SOLUTION, "--epoch", "1", "--no-progress", "--out", tmp_path], timeout=120)
+    assert res.returncode == 0, res.output[-3000:]
+    lines = [line for line in res.output.splitlines() if "Throughput:" in line]
+    assert len(lines) == 1, "only rank 0 reports"
+    # 2 ranks x batch 100 per timed iteration
+    images = int(lines[0].split("(")[1].split("/")[0])
+    assert images % 200 == 0 and images > 0, lines[0]
+
+
+def _stretch_cells():
+    import json
+    cells = {c["id"]: "".join(c["source"]) for c in
+             json.loads((ROOT / "solutions" / "02_multi_node.ipynb").read_text())["cells"]}
+    return cells["stretch-answer"], cells["stretch-run"], cells["stretch-test"]
+
+
+MEAN_OF_RANKS = '''
+    correct = numpy.bincount(t[predicted == t], minlength=n_class)
+    total = numpy.bincount(t, minlength=n_class)
+    return comm.allreduce_obj(correct / numpy.maximum(total, 1)) / comm.size
+'''
+
+
+@pytest.mark.parametrize("variant", ["solution", "mean_of_ranks", "skeleton"])
+def test_stretch_grade_cell_accepts_only_the_aggregated_metric(tmp_path, monkeypatch, variant):
+    answer, run, test = _stretch_cells()
+    source = answer
+    if variant == "mean_of_ranks":
+        head, rest = source.split("    correct = ", 1)
+        source = head + MEAN_OF_RANKS.lstrip("\n")
+    elif variant == "skeleton":
+        source = source.split("    ### BEGIN SOLUTION")[0]
+    lines = [line for line in source.splitlines() if "### " not in line]
+    cell = tmp_path / "answer_cell.py"  # a file, as a kernel's cell is for linecache
+    cell.write_text("\n".join(lines) + "\n")
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(compile(cell.read_text(), str(cell), "exec"), scope)
+    exec(run, scope)
+    if variant == "solution":
+        exec(test, scope)
+        assert scope["stretch"]["shard_sizes"] == [180, 179]
+    else:
+        with pytest.raises(AssertionError, match="returned None" if variant == "skeleton" else "whole test set"):
+            exec(test, scope)

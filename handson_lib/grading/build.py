@@ -2,9 +2,12 @@
 
 solutions/*.ipynb          -> notebooks/*.ipynb   (nbgrader's own release preprocessors)
 solutions/**/*.py, *.sh    -> exercises/...        (the same nbgrader marker logic, one file = one cell)
+solutions/figures/*        -> notebooks/figures/*  (the notebooks' images, copied as they are)
 solutions/** other files   -> exercises/...        (copied as they are)
 site table + templates     -> jobscripts/<site>/*, jobscripts/README.md, solutions/run_*.sh
                               (handson_lib.sites.generate; written first: exercises/ derive from them)
+teaching figure functions  -> solutions/figures/*.svg
+                              (handson_lib.grading.teaching_figures; written before the copies)
 
 The stub is `# PUT YOUR CODE HERE`, a comment in both Python and bash. `check_tree` is the
 test's oracle: it rebuilds into a temporary folder and reports stale copies, leaked solution
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
+from handson_lib.grading import teaching_figures
 from handson_lib.sites import generate as jobscripts
 
 STUB = "# PUT YOUR CODE HERE"
@@ -31,6 +35,8 @@ SCRIPT_SUFFIXES = (".py", ".sh")
 GENERIC_LINES = {"pass", "else:", "try:", "finally:", "return", "break", "continue", "fi", "done",
                  "}", ")", "]", "return None"}
 SKIP_NAMES = {"__pycache__", ".ipynb_checkpoints", ".DS_Store"}
+#: Folder of solutions/ whose files the notebooks show (`![...](figures/x.svg)`): they go next to them.
+NOTEBOOK_ASSETS = "figures"
 
 
 def _preprocessors():
@@ -87,6 +93,8 @@ def plan(root: Path = COURSE_ROOT):
         rel = path.relative_to(src)
         if path.suffix == ".ipynb":
             targets[Path("notebooks") / rel] = (path, "notebook")
+        elif rel.parts[0] == NOTEBOOK_ASSETS:
+            targets[Path("notebooks") / rel] = (path, "copy")
         elif path.suffix in SCRIPT_SUFFIXES:
             targets[Path("exercises") / rel] = (path, "script")
         else:
@@ -121,9 +129,10 @@ def _generated_dirs():
 
 
 def build(root: Path = COURSE_ROOT):
-    """Regenerate the job scripts, then notebooks/ and exercises/ in place; remove student files
-    whose source is gone."""
+    """Regenerate the job scripts and the teaching figures, then notebooks/ and exercises/ in
+    place; remove student files whose source is gone."""
     jobscripts.write(root)
+    teaching_figures.write(root)
     expected = set(build_into(root, root))
     removed = []
     for top in _generated_dirs():
@@ -295,7 +304,7 @@ def check_tree(root: Path = COURSE_ROOT) -> Report:
             rel = path.relative_to(root)
             if rel not in expected:
                 report.problems.append(Problem(rel.as_posix(), "has no source in solutions/"))
-    for rel, why in jobscripts.stale(root):
+    for rel, why in [*jobscripts.stale(root), *teaching_figures.stale(root)]:
         report.problems.append(Problem(rel.as_posix(), why))
     check_leaks(root, report)
     return report
@@ -311,7 +320,7 @@ def main(args, root: Path = COURSE_ROOT):
     if not args.check:
         written, removed = build(root)
         print(f"Built {len(written)} student files from solutions/ (and the job scripts from "
-              f"handson_lib/sites/):")
+              f"handson_lib/sites/, the figures from handson_lib/grading/teaching_figures.py):")
         for rel in written:
             print(f"  {rel}")
         for rel in removed:
@@ -319,7 +328,7 @@ def main(args, root: Path = COURSE_ROOT):
     report = check_tree(root)
     if report.ok:
         print("Student copies are in sync with solutions/ and leak nothing; job scripts are in sync "
-              "with the site table.")
+              "with the site table; teaching figures are in sync with their drawings.")
         return 0
     print(f"{len(report.problems)} problem(s):", file=sys.stderr)
     for problem in report.problems:

@@ -364,7 +364,15 @@ def _evaluator_check(report, obs):
     mean = sum(local) / len(local)
     same = max(reported) - min(reported) <= 1e-6
     is_mean = all(abs(v - mean) <= 1e-6 for v in reported)
-    if same and is_mean:
+    alone = not any(last[r].get("wrapped") for r in range(obs.np)) and \
+        max(local) - min(local) <= 1e-6 and reported == local
+    if alone:
+        # Equal only because every rank evaluated the same test set on its own.
+        report.add("evaluator aggregated over ranks", False,
+                   f"every rank evaluated the whole test set alone ({key} = {reported[0]:.4f} on each): "
+                   "give each rank its part of the test set and wrap the Evaluator with "
+                   "chainermn.create_multi_node_evaluator")
+    elif same and is_mean:
         report.add("evaluator aggregated over ranks", True,
                    f"{key} = {reported[0]:.4f} on every rank = mean of the ranks' own {local}")
     else:
@@ -375,7 +383,14 @@ def _evaluator_check(report, obs):
 
 def _parameters_check(report, obs):
     np = obs.np
-    if len(obs.params) == np:
+    alone = [r for r in range(np) if obs.ranks.get(r, {}).get("optimizer_communicator") is False]
+    if len(obs.params) == np and len(alone) == np:
+        # Identical parameters prove nothing when each rank ran the same single-process training.
+        report.add("parameters identical on every rank", False,
+                   f"no rank averages its gradients with the others (the optimizer is a plain "
+                   f"{obs.ranks[0].get('optimizer')}): each rank trains alone; wrap the optimizer "
+                   "with chainermn.create_multi_node_optimizer(opt, comm)")
+    elif len(obs.params) == np:
         worst = max(float(numpy.max(numpy.abs(obs.params[r] - obs.params[0]))) for r in range(1, np))
         report.add("parameters identical on every rank", worst == 0.0,
                    "identical after training" if worst == 0.0 else
@@ -491,6 +506,51 @@ def check_mnist_multi_node(script, np=2, **kwargs):
                             task="mnist-multi-node", **kwargs)
 
 
+#: Job scripts graded with each task: (file, the site table's request kind, MPI processes per node
+#: as a function of the site's GPUs per node).
+JOBSCRIPTS = {"multi-gpu": ("run_multi_gpu_training.sh", "multi_gpu", lambda gpus: 1),
+              "multi-node": ("run_multi_node_training.sh", "multi_node", lambda gpus: gpus)}
+
+
+def check_jobscript(script, task, site=None):
+    """Grade a task's job script with `handson jobscript lint` at the exercise's site (the one
+    solutions/run_*.sh are written for, DEFAULT_SITE), and its request against the task's layout.
+
+    The group line is the one exception: the course's placeholder (gt00) is a warning, as with
+    `--template`, because a grader cannot know each student's group; a student replaces it before
+    `qsub`, where `handson jobscript lint` without `--template` refuses it."""
+    from handson_lib.sites import jobscript
+    from handson_lib.sites.table import DEFAULT_SITE, get_site
+
+    name, kind, per_node = JOBSCRIPTS[task]
+    site = get_site(site or DEFAULT_SITE)
+    report = Report(f"jobscript-{task}", str(script), against="self")
+    path = Path(script)
+    if not path.exists():
+        report.add("job script lint", False, f"{name} was not handed in")
+        report.add("resources of the task", False, "not checked: no job script")
+        return report
+    text = path.read_text(errors="replace")
+    findings = jobscript.lint(text, site, template=True)
+    bad = jobscript.errors(findings)
+    shown = "\n".join("    " + f.format(path.name) for f in findings)
+    report.add("job script lint", not bad,
+               (f"`handson jobscript lint --site {site.key}`: " +
+                (f"{len(bad)} error(s)" if bad else "no error") + (":\n" + shown if shown else "")))
+    req = jobscript.parse_request(text)
+    nodes = site.scripts.requests[kind][0]
+    procs = per_node(site.gpus)
+    if not req.select:
+        report.add("resources of the task", False, "no `#PBS -l select=...` line")
+    else:
+        ok = req.nodes == nodes and req.mpiprocs == procs
+        report.add("resources of the task", ok,
+                   f"asks for {req.nodes} node(s) x {req.mpiprocs} MPI process(es)"
+                   + ("" if ok else f"; {task} on {site.title} runs on {nodes} node(s) x {procs} "
+                      "MPI process(es) per node"))
+    return report
+
+
 def band_share(ratio, bands):
     """Share of the points for a ratio to the reference: the first band whose floor it reaches."""
     for floor, share in bands:
@@ -533,11 +593,15 @@ def throughput_credit(report, points, site=None, print_fn=print):
 
 
 TASKS = {"multi-gpu": check_multi_gpu, "multi-node": check_multi_node,
-         "mnist-multi-node": check_mnist_multi_node}
+         "mnist-multi-node": check_mnist_multi_node,
+         # --site names the site whose lint applies (default: the exercise's, Reedbush-H)
+         "jobscript-multi-gpu": lambda script, site=None, **_: check_jobscript(script, "multi-gpu", site),
+         "jobscript-multi-node": lambda script, site=None, **_: check_jobscript(script, "multi-node", site)}
 
 
 def add_arguments(parser):
-    parser.add_argument("task", help="multi-gpu, multi-node or mnist-multi-node")
+    parser.add_argument("task", help="multi-gpu, multi-node, mnist-multi-node, or jobscript-multi-gpu / "
+                        "jobscript-multi-node (the job script's points: lint at the exercise's site)")
     parser.add_argument("file", help="your script, e.g. exercises/train_cifar_multi_gpu.py")
     parser.add_argument("--timeout", type=float, default=300, help="seconds before the watchdog stops a run")
     parser.add_argument("--site", default=None, help="the site whose thresholds and bands apply: "

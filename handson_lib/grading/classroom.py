@@ -46,7 +46,16 @@ SETUP_ANSWERS = {
 }
 _WRONG_Q1 = "def total_batch_size(b, n):\n    return b\n"
 
-TASK2_ANSWERS = {"q1_ranks": "placement = {0: (1, 0), 1: (1, 1), 2: (2, 0), 3: (2, 1)}\n"}
+def solution_source(notebook, grade_id):
+    """The instructor's answer of a solution cell, without its markers (what a correct student writes)."""
+    nb = json.loads((COURSE_ROOT / "solutions" / notebook).read_text())
+    lines = "".join(cell(nb, grade_id)["source"]).splitlines()
+    return "\n".join(line for line in lines if "### BEGIN SOLUTION" not in line
+                     and "### END SOLUTION" not in line) + "\n"
+
+
+TASK2_ANSWERS = {"q1_ranks": "placement = {0: (1, 0), 1: (1, 1), 2: (2, 0), 3: (2, 1), 4: (3, 0), 5: (3, 1)}\n",
+                 "stretch_per_class": solution_source("02_multi_node.ipynb", "stretch_per_class")}
 TASK2_SOLVED = {"train_cifar_multi_node.py": "solution", "train_mnist_multi_node.py": "solution",
                 "run_multi_node_training.sh": "solution"}
 _AFTER_OPTIMIZER = "    runtime.require_done(\"Task #2\", optimizer=optimizer)\n"
@@ -66,28 +75,33 @@ CLASSES = {
         "tampered_test": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": _WRONG_Q1},
                                     edit=_tamper("q1_total_batch_test"), why="the test cell is restored"),
         "deleted_grade_cell": Submission(2, SETUP_ANSWERS, edit=_delete("q2_parallelism_test")),
+        "all_wrong": Submission(0, {"q1_total_batch": _WRONG_Q1,
+                                    "q2_parallelism": 'needed_parallelism = "model parallelism"\n',
+                                    "q3_lr": "n_gpus = 2\nlr_set_by_script = 0.025\n"},
+                                why="every answer wrong: the feedback says what each test expected"),
     },
-    "task2": {  # 12 points: q1 2, MNIST conversion 3, correctness 5, throughput 2 (bands)
-        "correct": Submission(12, TASK2_ANSWERS, TASK2_SOLVED),
+    "task2": {  # 14 points: q1 2, MNIST conversion 3, job script 1, correctness 5, throughput 2
+                # (bands), the per-class stretch 1
+        "correct": Submission(14, TASK2_ANSWERS, TASK2_SOLVED),
         "skeleton": Submission(0, why="nothing filled in"),
-        "no_multi_node_optimizer": Submission(5, TASK2_ANSWERS, {
+        "no_multi_node_optimizer": Submission(7, TASK2_ANSWERS, {
             **TASK2_SOLVED, "train_cifar_multi_node.py": (
                 "chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(lr=args.lr), comm)",
                 "chainer.optimizers.MomentumSGD(lr=args.lr)")},
             why="ranks train alone: no credit for correctness nor for speed"),
-        "deadlock": Submission(5, TASK2_ANSWERS, {
+        "deadlock": Submission(7, TASK2_ANSWERS, {
             **TASK2_SOLVED, "train_cifar_multi_node.py": (
                 _AFTER_OPTIMIZER, _AFTER_OPTIMIZER + "    if comm.rank == 0:\n"
                 "        comm.mpi_comm.recv(source=comm.size - 1)  # waits for a message nobody sends\n")},
             why="rank 0 waits forever; the watchdog stops the run"),
-        "crash_on_one_rank": Submission(5, TASK2_ANSWERS, {
+        "crash_on_one_rank": Submission(7, TASK2_ANSWERS, {
             **TASK2_SOLVED, "train_cifar_multi_node.py": (
                 _AFTER_OPTIMIZER, _AFTER_OPTIMIZER + "    if comm.rank == comm.size - 1:\n"
                 "        raise RuntimeError('planted crash on the last rank')\n")},
             why="the abort hook stops the other ranks"),
-        "missing_script": Submission(5, TASK2_ANSWERS, {**TASK2_SOLVED, "train_cifar_multi_node.py": None},
+        "missing_script": Submission(7, TASK2_ANSWERS, {**TASK2_SOLVED, "train_cifar_multi_node.py": None},
                                      why="train_cifar_multi_node.py not handed in"),
-        "tampered_test": Submission(2, TASK2_ANSWERS, edit=_tamper("task2_correctness"),
+        "tampered_test": Submission(3, TASK2_ANSWERS, edit=_tamper("task2_correctness"),
                                     why="skeleton scripts; the test cell is restored"),
     },
 }

@@ -15,6 +15,7 @@ through handson_lib.grading.checks, which measures the reference solution from s
 import csv
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -53,8 +54,16 @@ def assemble(course_dir=COURSE_DIR, root=COURSE_ROOT, assignments=None):
         shutil.copy2(root / "solutions" / notebook, dest / notebook)
         for f in files:
             shutil.copy2(root / "exercises" / f, dest / f)
+        for figure in shown_figures(root / "solutions" / notebook):
+            (dest / "figures").mkdir(exist_ok=True)
+            shutil.copy2(root / "solutions" / "figures" / figure, dest / "figures" / figure)
         written.append(dest)
     return written
+
+
+def shown_figures(notebook):
+    """The teaching figures a notebook shows (`figures/<name>.svg`): they travel with it."""
+    return sorted(set(re.findall(r"\(figures/([\w.-]+\.svg)\)", Path(notebook).read_text())))
 
 
 def cell_timeout(cell):

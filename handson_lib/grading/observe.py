@@ -89,6 +89,11 @@ class Recorder:
         iterators = getattr(updater, "_mpu_iterators", None) or [updater.get_iterator("main")]
         self.record["updater"] = type(updater).__name__
         self.record["updater_module"] = type(updater).__module__
+        optimizer = updater.get_optimizer("main")
+        # ChainerMN's multi-node optimizer holds a communicator (identical parameters prove
+        # nothing when every rank trained the same data from the same seed on its own).
+        self.record["optimizer"] = type(optimizer).__name__
+        self.record["optimizer_communicator"] = getattr(optimizer, "communicator", None) is not None
         self.record["backend"] = multigpu.BACKEND["name"]
         self.record["n_iterators"] = len(iterators)
         self.record["batch_sizes"] = [getattr(it, "batch_size", None) for it in iterators]
@@ -106,10 +111,11 @@ class Recorder:
 
         trainer.extend(observe_throughput, name="handson_observer")
 
-    def on_evaluation(self, local, result):
+    def on_evaluation(self, local, result, wrapped=False):
         self.record["evaluations"].append({
             "local": {k: _plain(v) for k, v in (local or {}).items()},
-            "reported": {k: _plain(v) for k, v in (result or {}).items()}})
+            "reported": {k: _plain(v) for k, v in (result or {}).items()},
+            "wrapped": wrapped})
 
     def before_run(self, trainer):
         self.record["extensions"] = sorted(trainer._extensions)
@@ -195,7 +201,8 @@ def install_hooks(recorder):
     def call(self, trainer=None):
         last_local.clear()
         result = original_call(self, trainer)
-        recorder.on_evaluation(last_local.get("value"), result)
+        # create_multi_node_evaluator replaces the instance's `evaluate` by one that aggregates.
+        recorder.on_evaluation(last_local.get("value"), result, wrapped="evaluate" in vars(self))
         return result
 
     extensions.Evaluator.evaluate = evaluate

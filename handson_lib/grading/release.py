@@ -41,6 +41,7 @@ STUDENT_SUPPORT = (
     "handson_lib.experiments.stats",
     "handson_lib.experiments.allreduce",    # notebook 04's measurements
     "handson_lib.experiments.large_batch",  # notebook 06's training runs
+    "handson_lib.experiments.rank_metric",  # notebook 02's stretch (run under mpiexec)
     "handson_lib.sites",
     "handson_lib.sites.table",         # the site table: the linter's rules and the grading thresholds
     "handson_lib.tools",
@@ -49,14 +50,15 @@ STUDENT_SUPPORT = (
 #: Instructor-only modules that are no command's own module; they must never ship.
 INSTRUCTOR_ONLY = ("handson_lib.grading.reference", "handson_lib.grading.release",
                    "handson_lib.grading.answers", "handson_lib.grading.build",
-                   "handson_lib.grading.classroom", "handson_lib.grading.nbgrader_ext")
+                   "handson_lib.grading.classroom", "handson_lib.grading.nbgrader_ext",
+                   "handson_lib.grading.teaching_figures")   # students get its SVGs only
 
 #: Instructor-only modules that a shipped file may import only after finding them installed
 #: (importlib.util.find_spec): the file still works without them.
 OPTIONAL_IMPORTS = {"handson_lib.grading.reference"}
 
 #: Course requirements the student edition does without (grading server, browser tests).
-NOT_FOR_STUDENTS = ("nbgrader", "playwright")
+NOT_FOR_STUDENTS = ("nbgrader", "playwright", "pytest-xdist")
 
 SKIP = {"__pycache__", ".ipynb_checkpoints", ".DS_Store"}
 

@@ -75,14 +75,17 @@ def _default_images_per_iteration(trainer):
     batch = updater.get_iterator("main").batch_size
     # MultiprocessParallelUpdater (and the course's CPU backend) run one iterator per device.
     workers = len(getattr(updater, "_mpu_iterators", None) or [None])
-    return batch * workers
+    # ChainerMN: every rank of the multi-node optimizer's communicator trains its own batch.
+    comm = getattr(updater.get_optimizer("main"), "communicator", None)
+    return batch * workers * getattr(comm, "size", 1)
 
 
 def throughput_extension(images_per_iteration=None, warmup=2, out=None, print_fn=print):
     """A Chainer extension that times every iteration and prints the throughput line at the end.
 
     images_per_iteration: images per iteration over all workers (an int, or a function of the
-    trainer); by default the main iterator's batch size times the number of worker iterators.
+    trainer); by default the main iterator's batch size times the number of worker iterators
+    (times the ranks of a ChainerMN multi-node optimizer's communicator).
     Pass `print_fn=None` on non-zero ranks. The figures also go to `out/throughput.json`.
     """
     from chainer import training

@@ -1,0 +1,106 @@
+"""The job-script points of Task #1 and #2: `handson jobscript lint` at the exercise's site, the
+group placeholder accepted as a warning, and the task's own node and process layout."""
+
+import json
+
+import pytest
+
+from handson_lib.grading import checks
+from conftest import ROOT
+
+
+def _graded(tmp_path, task, old=None, new=None, source="solutions"):
+    name = checks.JOBSCRIPTS[task][0]
+    text = (ROOT / source / name).read_text()
+    if old is not None:
+        assert old in text, f"the planted mistake no longer applies to {name}: {old!r}"
+        text = text.replace(old, new)
+    path = tmp_path / name
+    path.write_text(text)
+    return checks.check_jobscript(path, task)
+
+
+@pytest.mark.parametrize("task", sorted(checks.JOBSCRIPTS))
+def test_correct_lines_earn_the_points_with_the_placeholder_group_as_a_warning(tmp_path, task):
+    report = _graded(tmp_path, task)
+    assert report.ok, report.text()
+    assert "warning: group `gt00` is a placeholder" in report.text()
+
+
+@pytest.mark.parametrize("task", sorted(checks.JOBSCRIPTS))
+def test_a_real_group_earns_them_without_warning(tmp_path, task):
+    report = _graded(tmp_path, task, "group_list=gt00", "group_list=pz1234")
+    assert report.ok and "warning" not in report.text(), report.text()
+
+
+def test_more_processes_than_gpus_per_node_loses_the_points(tmp_path):
+    report = _graded(tmp_path, "multi-node", "select=2:mpiprocs=2", "select=2:mpiprocs=4")
+    failed = {c.name: c.message for c in report.failed}
+    assert set(failed) == {"job script lint", "resources of the task"}, report.text()
+    assert "mpiprocs" in failed["job script lint"] and "error" in failed["job script lint"]
+    assert "2 node(s) x 4 MPI process(es)" in failed["resources of the task"]
+
+
+def test_a_missing_queue_loses_the_points_with_the_lint_message(tmp_path):
+    report = _graded(tmp_path, "multi-gpu", "#PBS -q h-debug\n", "")
+    failed = {c.name: c.message for c in report.failed}
+    assert list(failed) == ["job script lint"], report.text()
+    assert "queue" in failed["job script lint"]
+
+
+def test_multi_gpu_on_two_processes_runs_two_copies(tmp_path):
+    report = _graded(tmp_path, "multi-gpu", "select=1:mpiprocs=1", "select=1:mpiprocs=2")
+    assert [c.name for c in report.failed] == ["resources of the task"], report.text()
+
+
+@pytest.mark.parametrize("task", sorted(checks.JOBSCRIPTS))
+def test_the_skeleton_and_a_missing_file_score_nothing(tmp_path, task):
+    skeleton = _graded(tmp_path, task, source="exercises")
+    assert not any(c.passed for c in skeleton.checks), skeleton.text()
+    assert "unfinished skeleton" in skeleton.text()
+    missing = checks.check_jobscript(tmp_path / "absent.sh", task)
+    assert "was not handed in" in missing.text() and not missing.ok
+
+
+@pytest.mark.parametrize("notebook, task, grade_id", [("01_multi_gpu.ipynb", "multi-gpu", "task1_jobscript"),
+                                                      ("02_multi_node.ipynb", "multi-node", "task2_jobscript")])
+def test_the_notebooks_grade_the_job_script(notebook, task, grade_id):
+    cells = json.loads((ROOT / "solutions" / notebook).read_text())["cells"]
+    ids = [c["metadata"].get("nbgrader", {}).get("grade_id") for c in cells]
+    grade = cells[ids.index(grade_id)]
+    assert grade["metadata"]["nbgrader"]["points"] == 1
+    assert f'"{task}"' in "".join(cells[ids.index(grade_id) - 1]["source"])
+
+
+def test_task1_points_text_matches_the_grade_cells_and_the_site_bands():
+    import re
+    from handson_lib.grading.checks import site_thresholds
+    cells = json.loads((ROOT / "solutions" / "01_multi_gpu.ipynb").read_text())["cells"]
+    text = next("".join(c["source"]) for c in cells if c["id"] == "task1-points")
+    points = {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
+              for c in cells if c["metadata"].get("nbgrader", {}).get("grade")}
+    documented = {gid: int(p) for p, gid in re.findall(r"^\| (\d+) \| `(\w+)` \|", text, re.M)}
+    assert documented == points
+    assert f"({sum(points.values())} in all)" in text
+    # the throughput point stays the smallest share, and the cell awards what the metadata says
+    assert points["task1_throughput"] == 1 < points["task1_correctness"]
+    grade = next("".join(c["source"]) for c in cells
+                 if c["metadata"].get("nbgrader", {}).get("grade_id") == "task1_throughput")
+    assert f"points={points['task1_throughput']})" in grade
+    for site in ("local", "reedbush"):
+        limits = site_thresholds(site)
+        for bands in (limits["throughput_bands"], limits["speedup_bands"]):
+            for floor, _ in bands:
+                assert f"{floor:g}" in text, (site, floor)
+
+
+def test_handson_check_grades_a_job_script_like_the_notebook(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "run_multi_node_training.sh"
+    path.write_text((ROOT / "solutions" / path.name).read_text().replace("select=2:", "select=1:"))
+    res = subprocess.run([sys.executable, "-m", "handson_lib.cli", "check", "jobscript-multi-node", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "handson check jobscript-multi-node" in res.stdout
+    assert "[FAIL] resources of the task: asks for 1 node(s) x 2 MPI process(es)" in res.stdout

@@ -1,0 +1,258 @@
+"""Every graded question's visible test rejects a wrong answer and says what was expected without
+giving the answer away.
+
+The visible part of each graded test cell (the student notebook's copy, hidden tests removed) runs
+here in a small namespace holding planted wrong answers and the few objects the cell reads from
+earlier cells; no notebook is executed.
+"""
+
+import json
+import re
+import sqlite3
+import textwrap
+from dataclasses import dataclass
+
+import pytest
+
+from conftest import ROOT
+from handson_lib import profiling
+from handson_lib.grading import build, checks
+
+
+def _graded_cells(folder):
+    """grade_id -> (notebook, source) of every graded test cell of the notebooks in `folder`."""
+    cells = {}
+    for path in sorted((ROOT / folder).glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if meta.get("grade") and cell["cell_type"] == "code":
+                cells[meta["grade_id"]] = (path.name, "".join(cell["source"]))
+    return cells
+
+
+def _answer_cells(notebook):
+    """Sources of the answer cells of an instructor notebook, in order."""
+    nb = json.loads((ROOT / "solutions" / notebook).read_text())
+    return ["".join(c["source"]) for c in nb["cells"]
+            if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+
+
+@dataclass
+class Wrong:
+    grade_id: str
+    answer: str          # code that sets the answer variables to a wrong answer
+    secrets: tuple = ()  # how the correct answer would read in a message: never shown
+
+
+def _results():
+    # Two runs of a 2-rank scaling measurement: 90 % efficiency, allreduce 10 ms per iteration.
+    return {1: {"throughput": 100.0, "phases_s": {"allreduce": 0.0}},
+            2: {"throughput": 180.0, "phases_s": {"allreduce": 0.01}}}
+
+
+def _report(task, failing):
+    report = checks.Report(task, "planted.py")
+    report.add("runs to the end", True, "ran")
+    report.add(failing, False, "planted failure")
+    return report
+
+
+SCALING = textwrap.dedent("""
+    results = _results()
+    def allreduce_traffic(nbytes, p):
+        return 2 * nbytes * (p - 1) / p
+    L = 2180392
+    traffic = {p: allreduce_traffic(L, p) for p in (1, 2, 4, 8, 16)}
+    busbw_training = traffic[2] / results[2]["phases_s"]["allreduce"] / 1e9
+    bench = {"results": [{"path": "allreduce", "busbw_GBps": 1.0}, {"path": "p2p", "busbw_GBps": 0.5}]}
+""")
+
+WRONG = [
+    # 00 setup
+    Wrong("q1_total_batch_test", "def total_batch_size(b, n):\n    return b\n", ("128", "1024")),
+    Wrong("q1_total_batch_test", "def total_batch_size(b, n):\n    return b + n\n", ("128", "1024")),
+    Wrong("q2_parallelism_test", 'needed_parallelism = "model parallelism"', ('= "model"', '== "model"')),
+    Wrong("q2_parallelism_test", 'needed_parallelism = "Model"', ('= "model"', '== "model"')),
+    Wrong("q3_lr_test", "n_gpus = 2\nlr_set_by_script = 0.025", ("0.05",)),
+    Wrong("q3_lr_test", "n_gpus = 1\nlr_set_by_script = 0.1", ("2", "0.05")),
+    Wrong("q3_lr_test", "n_gpus = 2.0\nlr_set_by_script = 0.05", ()),
+    # 01 multi-GPU
+    Wrong("q1_lr_test", "lr_after_updater = 0.1\nimages_per_update = 64", ("256", "0.025")),
+    Wrong("q1_lr_test", "lr_after_updater = 0.4\nimages_per_update = 256", ("0.025",)),
+    Wrong("q1_lr_test", "lr_after_updater = 0.025\nimages_per_update = 128", ("256",)),
+    Wrong("q1_lr_test", "lr_after_updater = 0.0125\nimages_per_update = 256", ("0.025",)),
+    Wrong("task1_correctness", "report = _report('multi-gpu', 'shards are disjoint')"),
+    Wrong("task1_throughput", "report = _report('multi-gpu', 'shards are disjoint')"),
+    Wrong("task1_jobscript", "job_report = _report('jobscript-multi-gpu', 'job script lint')"),
+    # 02 multi-node
+    Wrong("q1_ranks_test", "placement = {0: (1, 0), 1: (1, 1), 2: (2, 2), 3: (2, 3), 4: (3, 4), 5: (3, 5)}",
+          ("(2, 0)", "(3, 1)")),
+    Wrong("q1_ranks_test", "placement = {0: (0, 0), 1: (0, 1), 2: (1, 0), 3: (1, 1), 4: (2, 0), 5: (2, 1)}",
+          ("(3, 0)",)),
+    Wrong("q1_ranks_test", "placement = {1: (1, 0), 2: (1, 1), 3: (2, 0), 4: (2, 1), 5: (3, 0), 6: (3, 1)}", ()),
+    Wrong("q1_ranks_test", "placement = {0: (1, 1), 1: (1, 0), 2: (2, 0), 3: (2, 1), 4: (3, 0), 5: (3, 1)}",
+          ("(1, 0)",)),
+    Wrong("q1_ranks_test", "placement = {0: (1, 0), 1: (1, 1), 2: (2, 0), 3: (2, 1)}", ("(3, 0)",)),  # the 2x2 job
+    Wrong("mnist_conversion", "mnist_report = _report('mnist-multi-node', 'parameters identical on every rank')"),
+    Wrong("task2_correctness", "report = _report('multi-node', 'reports only on rank 0')"),
+    Wrong("task2_throughput", "report = _report('multi-node', 'reports only on rank 0')"),
+    Wrong("task2_jobscript", "job_report = _report('jobscript-multi-node', 'resources of the task')"),
+    # the mean of the ranks' own accuracies (the single-process value is printed by the run anyway)
+    Wrong("stretch_per_class_test", "stretch = {'ranks': 2, 'per_rank': [[0.5] * 10] * 2, 'single': [0.6] * 10}"),
+    Wrong("stretch_per_class_test", "stretch = {'ranks': 2, 'per_rank': [[0.6] * 10, None], 'single': [0.6] * 10}"),
+    # 03 profiling (the answers of the sample profile: 5 kernels of one name, 2.62 GB HtoD,
+    # busy 0.08, longest gap 196.2 ms, host-bound)
+    Wrong("q1_kernel_count_test", "n_kernels = con.execute('SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME').fetchone()[0]", ("5",)),
+    Wrong("q1_kernel_count_test", "n_kernels = con.execute('SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()", ("5",)),
+    Wrong("q2_top_kernel_test", "top_kernel_name = con.execute('SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+          "JOIN StringIds s ON s.id = k.demangledName').fetchone()[0]", ("'saxpy'",)),
+    Wrong("q2_top_kernel_test", "top_kernel_name = 'the_fastest_kernel'", ("saxpy",)),
+    Wrong("q2_top_kernel_test", "top_kernel_name = con.execute('SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()[0]", ("saxpy",)),
+    Wrong("q3_htod_bytes_test", "htod_bytes = con.execute('SELECT SUM(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY').fetchone()[0]", ("2621440000",)),
+    Wrong("q3_htod_bytes_test", "htod_bytes = 2.62", ("2621440000",)),
+    Wrong("q4_busy_fraction_test", "busy_fraction = 0.34", ("0.08",)),   # copies counted as busy
+    Wrong("q4_busy_fraction_test", "busy_fraction = 0.0807", ("0.08",)),  # not rounded
+    Wrong("q4_busy_fraction_test", "busy_fraction = 8.0", ("0.08",)),     # a percentage
+    Wrong("q5_longest_gap_test", "longest_gap_ms = 196245801.0", ("196.2",)),  # nanoseconds
+    Wrong("q5_longest_gap_test", "longest_gap_ms = 0.196245801", ("196.2",)),  # seconds
+    Wrong("q6_bottleneck_test", "bottleneck = 'cpu'", ('= "host"', '== "host"')),
+    Wrong("q6_bottleneck_test", "bottleneck = 'Host'", ('= "host"', '== "host"')),
+    # 04 scaling
+    Wrong("q1_efficiency_test", SCALING + "efficiency_2 = 180.0 / 100.0", ("0.9",)),   # the speed-up
+    Wrong("q1_efficiency_test", SCALING + "efficiency_2 = 90.0", ("0.9",)),            # in percent
+    Wrong("q1_efficiency_test", SCALING + "efficiency_2 = None", ("0.9",)),
+    Wrong("q2_gradient_bytes_test", SCALING + "L = 545098", ("2180392", "2,180,392")),  # elements
+    Wrong("q2_gradient_bytes_test", SCALING + "L = 4.0 * 545098", ("2180392",)),        # a float
+    Wrong("q2_traffic_test", SCALING + "def allreduce_traffic(nbytes, p):\n    return nbytes * (p - 1) / p\n"
+          "traffic = {p: allreduce_traffic(L, p) for p in (1, 2, 4, 8, 16)}", ("4088235",)),
+    Wrong("q2_traffic_test", SCALING + "traffic = {p: 2 * L * (p - 1) / p for p in (2, 4, 8, 16)}", ()),
+    Wrong("q2_traffic_test", SCALING + "traffic = {p: 2 * L * p for p in (1, 2, 4, 8, 16)}", ()),
+    Wrong("q3_busbw_test", SCALING + "busbw_training = traffic[2] / results[2]['phases_s']['allreduce']",
+          ("0.2180392",)),  # bytes/s
+    Wrong("q3_busbw_test", SCALING + "busbw_training = -1.0", ("0.2180392",)),
+    Wrong("q4_share_test", SCALING + "share_of_p2p = 0.5 / busbw_training", ("0.4360784",)),  # upside down
+    Wrong("q4_share_test", SCALING + "share_of_p2p = busbw_training / 1.0", ("0.4360784",)),  # allreduce entry
+    # 05 tuning
+    Wrong("q1_gpu_only_test", "gpu_only_levers = set(tuning.LEVER_NAMES)", ("'autotune', 'cudnn'", "'cudnn', 'autotune'")),
+    Wrong("q1_gpu_only_test", "gpu_only_levers = {'cudnn', 'multiprocess'}", ("'autotune', 'cudnn'", "'cudnn', 'autotune'")),
+    Wrong("q1_gpu_only_test", "gpu_only_levers = set()", ("'autotune', 'cudnn'", "'cudnn', 'autotune'")),
+    Wrong("q1_gpu_only_test", "gpu_only_levers = {'cuDNN'}", ("'autotune', 'cudnn'", "'cudnn', 'autotune'")),
+    Wrong("make_iterator_test", "import chainer\n"
+          "def make_iterator(dataset, batchsize):\n"
+          "    return chainer.iterators.SerialIterator(dataset, batchsize)\n", ()),
+    Wrong("make_iterator_test", "import chainer\n"
+          "def make_iterator(dataset, batchsize):\n"
+          "    return chainer.iterators.MultiprocessIterator(dataset, 32, n_processes=1)\n", ()),
+    Wrong("speedup_test", "my_speedup = 1.3\nmy_conclusion = 'slower'", ()),
+    Wrong("speedup_test", "my_speedup = 1.3\nmy_conclusion = 'yes'", ()),
+    Wrong("speedup_test", "my_speedup = -0.7\nmy_conclusion = 'slower'", ()),
+    # 06 large batch
+    Wrong("scaled_lr_test", "def scaled_lr(base_lr, base_batch, batch):\n    return base_lr * base_batch / batch\n",
+          ("0.32", "12.8")),
+    Wrong("scaled_lr_test", "def scaled_lr(base_lr, base_batch, batch):\n    return base_lr * (batch / base_batch) ** 0.5\n",
+          ("0.32", "12.8")),
+    Wrong("warmup_extension_test", "trace = [-1] + [0.8] * 12", ("0.1375", "0.3125")),   # lr not set before update 0
+    Wrong("warmup_extension_test", "trace = [0.8] * 13", ("0.1375", "0.3125")),          # no warmup
+    Wrong("warmup_extension_test", "trace = [0.1 + 0.07 * i for i in range(13)]", ("0.1375",)),  # no plateau
+    Wrong("measure_gain_test", "result = {'batches': [32, 512], 'accuracy': {'fixed': [0.9, 0.4], "
+          "'scaled': [0.9, 0.7], 'scaled+warmup': [0.9, 0.8]}}\n"
+          "rule_gain = 0.4 - 0.8\nwarmup_gain = 0.8 - 0.7", ("0.4",)),  # subtraction the wrong way
+    Wrong("measure_gain_test", "result = {'batches': [32, 512], 'accuracy': {'fixed': [0.9, 0.4], "
+          "'scaled': [0.9, 0.7], 'scaled+warmup': [0.9, 0.8]}}\n"
+          "rule_gain = 40.0\nwarmup_gain = 10.0", ("0.4",)),  # percentage points
+]
+
+# Answers judged right by the visible test too (the instructor's answer cells), for the questions
+# whose answer cells need nothing heavier than the sample profile.
+RIGHT = {
+    "00_setup.ipynb": ["q1_total_batch_test", "q2_parallelism_test", "q3_lr_test"],
+    "01_multi_gpu.ipynb": ["q1_lr_test"],
+    "02_multi_node.ipynb": ["q1_ranks_test"],
+    "03_profiling.ipynb": ["q1_kernel_count_test", "q2_top_kernel_test", "q3_htod_bytes_test",
+                           "q4_busy_fraction_test", "q5_longest_gap_test", "q6_bottleneck_test"],
+}
+
+STUDENT = _graded_cells("notebooks")
+
+
+def _namespace():
+    con = sqlite3.connect(profiling.sample_profile().as_uri() + "?mode=ro", uri=True)
+    from handson_lib.experiments import tuning  # imports chainer: only when a case runs
+    return {"sqlite3": sqlite3, "profiling": profiling, "checks": checks, "tuning": tuning, "con": con,
+            "_results": _results, "_report": _report}
+
+
+def _shows(message, value):
+    """Whether `value` appears in `message` as a whole number or word, not as a piece of another."""
+    return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", message) is not None
+
+
+def test_every_graded_test_cell_has_a_wrong_answer():
+    graded = _graded_cells("solutions")
+    assert graded, "no graded cell found in solutions/"
+    missing = sorted(set(graded) - {w.grade_id for w in WRONG})
+    assert not missing, f"graded test cells without a wrong answer in WRONG: {missing}"
+    assert set(graded) == set(STUDENT), "notebooks/ is out of date: run `handson build`"
+
+
+def test_student_test_cells_hide_the_hidden_tests():
+    for grade_id, (_, source) in STUDENT.items():
+        assert "HIDDEN TESTS" not in source, grade_id
+
+
+@pytest.mark.parametrize("case", WRONG, ids=[f"{w.grade_id}-{i}" for i, w in enumerate(WRONG)])
+def test_visible_test_rejects_the_wrong_answer(case):
+    _, cell = STUDENT[case.grade_id]
+    ns = _namespace()
+    exec(case.answer, ns)
+    with pytest.raises(AssertionError) as failure:
+        exec(cell, ns)
+    message = str(failure.value)
+    assert message.strip(), f"{case.grade_id}: a failure without a message saying what was expected"
+    for secret in case.secrets:
+        assert not _shows(message, secret), f"{case.grade_id}: the message gives away {secret!r}: {message}"
+
+
+@pytest.mark.parametrize("notebook", sorted(RIGHT))
+def test_visible_tests_accept_the_solution(notebook):
+    ns = _namespace()
+    for source in _answer_cells(notebook):
+        exec(source, ns)
+    for grade_id in RIGHT[notebook]:
+        exec(STUDENT[grade_id][1], ns)
+
+
+# The variables (and functions) each answer cell must define, by the answer cell's grade_id.
+ASKED = {
+    "q1_total_batch": ["total_batch_size"], "q2_parallelism": ["needed_parallelism"],
+    "q3_lr": ["n_gpus", "lr_set_by_script"], "q1_lr": ["lr_after_updater", "images_per_update"],
+    "q1_ranks": ["placement"], "q1_kernel_count": ["n_kernels"], "q2_top_kernel": ["top_kernel_name"],
+    "q3_htod_bytes": ["htod_bytes"], "q4_busy_fraction": ["busy_fraction"],
+    "q5_longest_gap": ["longest_gap_ms"], "q6_bottleneck": ["bottleneck"], "q1_efficiency": ["efficiency_2"],
+    "q2_traffic": ["L", "allreduce_traffic", "traffic"], "q3_busbw": ["busbw_training"],
+    "q4_share": ["share_of_p2p"], "q1_gpu_only": ["gpu_only_levers"], "make_iterator": ["make_iterator"],
+    "speedup": ["my_speedup", "my_conclusion"], "scaled_lr": ["scaled_lr"],
+    "warmup_extension": ["WarmupScaledLR"], "measure_gain": ["rule_gain", "warmup_gain"],
+    "stretch_per_class": ["per_class_accuracy"],
+}
+
+
+def test_questions_name_their_variables():
+    """The markdown that asks a question (the nearest above its answer cell) names every variable
+    the answer cell must set, and the answer cell sets it."""
+    seen = set()
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        for i, cell in enumerate(cells):
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if not meta.get("solution") or meta.get("grade_id", "").startswith("task"):
+                continue
+            grade_id = meta["grade_id"]
+            assert grade_id in ASKED, f"{path.name}: answer cell {grade_id!r} has no entry in ASKED"
+            seen.add(grade_id)
+            asked = next("".join(c["source"]) for c in reversed(cells[:i]) if c["cell_type"] == "markdown")
+            source = "".join(cell["source"])
+            for name in ASKED[grade_id]:
+                assert re.search(rf"^(def |class )?{name}\b", source, re.M), f"{grade_id} does not set {name}"
+                assert f"`{name}" in asked, f"{path.name}: the question of {grade_id!r} does not name `{name}`"
+    assert seen == set(ASKED)
