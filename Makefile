@@ -28,7 +28,7 @@ demo: setup
 # the rest two at a time, whole files per worker (their module fixtures are built once).
 test: setup
 	$(BIN)/python -m pytest -m 'not timed' -n 2 --dist loadfile --durations=15
-	/python -m pytest -m timed --durations=15
+	$(BIN)/python -m pytest -m timed --durations=15
 
 lab: setup
 	$(BIN)/handson lab
