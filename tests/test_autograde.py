@@ -133,6 +133,9 @@ def test_task1_grades_the_scripts_each_student_handed_in(tmp_path):
 
 
 TASK2_CLASS = classroom.CLASSES["task2"]
+#: Seconds for grading the whole synthetic task2 class (its fixture runs within the first test):
+#: 7 students, 2 at a time, each with 1- and 2-rank runs, the MNIST conversion and the stretch.
+TASK2_CLASS_TIMEOUT = 1800
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +153,7 @@ def graded_task2_class(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.timed
+@pytest.mark.timeout(TASK2_CLASS_TIMEOUT)
 @pytest.mark.parametrize("student", sorted(TASK2_CLASS))
 def test_task2_submission_gets_its_expected_score(graded_task2_class, student):
     _, rows = graded_task2_class
@@ -165,6 +169,7 @@ def test_task2_submission_gets_its_expected_score(graded_task2_class, student):
 
 @pytest.mark.slow
 @pytest.mark.timed
+@pytest.mark.timeout(TASK2_CLASS_TIMEOUT)
 @pytest.mark.parametrize("student, words", [
     ("deadlock", "deadlock"), ("crash_on_one_rank", "planted crash on the last rank"),
     ("missing_script", "train_cifar_multi_node.py was not handed in"),
@@ -180,6 +185,7 @@ def test_task2_feedback_line_says_what_went_wrong(graded_task2_class, student, w
 
 @pytest.mark.slow
 @pytest.mark.timed
+@pytest.mark.timeout(TASK2_CLASS_TIMEOUT)
 def test_task2_throughput_plot_and_no_process_left(graded_task2_class):
     course_dir, rows = graded_task2_class
     plot = course_dir / "autograde_task2_throughput.png"
