@@ -11,11 +11,19 @@ Rank 0 also computes the single-process value over the whole test set with the c
 `counts`, on the same model in the same process, and writes both to OUT.json.
 """
 
+import importlib.util
+import inspect
 import json
+import linecache
 import sys
 from pathlib import Path
 
+import chainer
+import chainermn
 import numpy
+
+from handson_lib import data
+from handson_lib.runtime import MLP, seed_everything
 
 SEED = 0
 UNITS = 100
@@ -25,7 +33,6 @@ BATCH = 100
 
 def counts(model, dataset, n_class):
     """(correct, total) per class of `model` on `dataset`: two numpy arrays of n_class ints."""
-    import chainer
     x, t = chainer.dataset.concat_examples(dataset)
     with chainer.using_config("train", False), chainer.no_backprop_mode():
         predicted = model.predictor(x).array.argmax(axis=1)
@@ -36,8 +43,6 @@ def counts(model, dataset, n_class):
 
 def train_model(train, n_class):
     """A small MLP trained alone on this process: identical on every rank (same seed and data)."""
-    import chainer
-    from handson_lib.runtime import MLP, seed_everything
     seed_everything(SEED)
     model = chainer.links.Classifier(MLP(UNITS, n_class))
     optimizer = chainer.optimizers.MomentumSGD(lr=0.05)
@@ -52,8 +57,6 @@ def train_model(train, n_class):
 def save_function(function, path):
     """Write the source that defined `function` (its whole notebook cell, with the cell's imports)
     to `path`, for the ranks that mpiexec starts: they cannot see the notebook's kernel."""
-    import inspect
-    import linecache
     lines = linecache.getlines(function.__code__.co_filename)
     source = "".join(lines) if lines else inspect.getsource(function)
     Path(path).write_text(source)
@@ -61,7 +64,6 @@ def save_function(function, path):
 
 
 def load_function(path, name="per_class_accuracy"):
-    import importlib.util
     spec = importlib.util.spec_from_file_location("student_metric", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -71,8 +73,6 @@ def load_function(path, name="per_class_accuracy"):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     student, out = argv[0], argv[1]
-    import chainermn
-    from handson_lib import data
     comm = chainermn.create_communicator("naive")
     train, test, info = data.get_dataset("digits", announce=False)
     model = train_model(train, info.n_class)

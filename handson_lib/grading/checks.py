@@ -21,7 +21,8 @@ import numpy
 
 from handson_lib import COURSE_ROOT
 from handson_lib.grading.runs import run_observed, run_observed_mpi
-from handson_lib.sites.table import SITES, get_site, site_key
+from handson_lib.sites import jobscript
+from handson_lib.sites.table import DEFAULT_SITE, SITES, get_site, ranks_per_node, site_key
 
 #: How throughput is judged (see the module's docstring).
 AGAINST = ("reference", "self")
@@ -506,10 +507,9 @@ def check_mnist_multi_node(script, np=2, **kwargs):
                             task="mnist-multi-node", **kwargs)
 
 
-#: Job scripts graded with each task: (file, the site table's request kind, MPI processes per node
-#: as a function of the site's GPUs per node).
-JOBSCRIPTS = {"multi-gpu": ("run_multi_gpu_training.sh", "multi_gpu", lambda gpus: 1),
-              "multi-node": ("run_multi_node_training.sh", "multi_node", lambda gpus: gpus)}
+#: Job scripts graded with each task: (file, the site table's request kind).
+JOBSCRIPTS = {"multi-gpu": ("run_multi_gpu_training.sh", "multi_gpu"),
+              "multi-node": ("run_multi_node_training.sh", "multi_node")}
 
 
 def check_jobscript(script, task, site=None):
@@ -519,10 +519,7 @@ def check_jobscript(script, task, site=None):
     The group line is the one exception: the course's placeholder (gt00) is a warning, as with
     `--template`, because a grader cannot know each student's group; a student replaces it before
     `qsub`, where `handson jobscript lint` without `--template` refuses it."""
-    from handson_lib.sites import jobscript
-    from handson_lib.sites.table import DEFAULT_SITE, get_site
-
-    name, kind, per_node = JOBSCRIPTS[task]
+    name, kind = JOBSCRIPTS[task]
     site = get_site(site or DEFAULT_SITE)
     report = Report(f"jobscript-{task}", str(script), against="self")
     path = Path(script)
@@ -539,7 +536,7 @@ def check_jobscript(script, task, site=None):
                 (f"{len(bad)} error(s)" if bad else "no error") + (":\n" + shown if shown else "")))
     req = jobscript.parse_request(text)
     nodes = site.scripts.requests[kind][0]
-    procs = per_node(site.gpus)
+    procs = ranks_per_node(site, kind)
     if not req.select:
         report.add("resources of the task", False, "no `#PBS -l select=...` line")
     else:

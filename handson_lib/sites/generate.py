@@ -17,7 +17,7 @@ Templates: `{{NAME}}` is replaced by a value; a line that is only `{{NAME}}` by 
 import re
 from pathlib import Path
 
-from handson_lib.sites.table import DEFAULT_SITE, get_site, script_sites
+from handson_lib.sites.table import DEFAULT_SITE, get_site, ranks_per_node, script_sites
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PLACEHOLDER_RE = re.compile(r"\{\{([A-Z][A-Z0-9_]*)\}\}")
@@ -72,10 +72,6 @@ def _value(values, key, name):
 
 
 # ----------------------------------------------------------------------------- #PBS lines
-
-
-def ranks_per_node(site, kind):
-    return 1 if kind == "multi_gpu" else site.gpus
 
 
 def select(site, kind):

@@ -110,6 +110,12 @@ class Site:
     scripts: JobScripts = None  # None: no generated job scripts (the local site)
 
 
+def ranks_per_node(site, kind):
+    """MPI processes per node of a job-script kind: one for Task #1 (MultiprocessParallelUpdater
+    forks its own worker per GPU), one per GPU otherwise."""
+    return 1 if kind == "multi_gpu" else site.gpus
+
+
 def _queues(default_gpus, *rows):
     """Queue rows (name, max nodes, max walltime[, GPUs per node if not the site's])."""
     return {row[0]: Queue(row[0], row[1], parse_walltime(row[2]), row[3] if len(row) > 3 else default_gpus)
