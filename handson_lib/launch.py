@@ -4,11 +4,14 @@ options, and a watchdog that kills a run over its time limit with every process 
     result = run_mpi(2, ["train.py", "--epoch", "1"], timeout=120)
 """
 
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -74,6 +77,10 @@ class MPIResult:
     seconds: float
     timed_out: bool = False
     killed: list = field(default_factory=list)
+    stalled: bool = False         # stopped early: no progress for `stall` seconds
+    first_progress: float = None  # seconds from the start to the first progress mark
+    longest_gap: float = None     # the longest wait between progress marks (start-up included)
+    waited: float = 0.0           # seconds spent waiting for the machine's timing slot
 
     @property
     def ok(self):
@@ -116,9 +123,83 @@ def kill_tree(proc: subprocess.Popen, grace=3.0):
     return pids
 
 
-def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_000):
-    """Run `cmd` in its own session; kill the whole tree after `timeout` seconds."""
+#: One lock file for the whole machine: every run whose time is scored holds it alone.
+TIMING_LOCK = Path(os.environ.get("HANDSON_TIMING_LOCK") or Path(tempfile.gettempdir()) / "handson-timing.lock")
+#: Set in the children of a run that holds a slot, so that a run they start does not wait for it.
+SLOT_HELD = "HANDSON_TIMING_SLOT_HELD"
+
+
+@contextlib.contextmanager
+def timing_slot(timed):
+    """Hold the machine's timing slot: alone when `timed` (a run whose time is scored), shared
+    otherwise. Timed runs go first: a turnstile stops new shared holders while one waits.
+    Yields the seconds spent waiting."""
+    if os.environ.get(SLOT_HELD) == "1" or timed is None:
+        yield 0.0
+        return
     started = time.monotonic()
+    TIMING_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(TIMING_LOCK, "a") as main, open(TIMING_LOCK.with_name(TIMING_LOCK.name + ".turnstile"), "a") as gate:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(main, fcntl.LOCK_EX if timed else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield time.monotonic() - started
+        finally:
+            fcntl.flock(main, fcntl.LOCK_UN)
+
+
+class ProgressWatch:
+    """Progress marks of a run (files touched on every training iteration, see
+    handson_lib.grading.observe): when the first came, the longest gap, and whether the run
+    has made no progress for `stall` seconds (then it is stopped early)."""
+
+    def __init__(self, folder, stall=None, pattern="heartbeat*"):
+        self.folder, self.stall, self.pattern = Path(folder), stall, pattern
+        self.started = time.time()
+        self.last = self.started
+        self.first = None
+        self.longest = 0.0
+
+    def poll(self):
+        """True when the run has stalled."""
+        now = time.time()
+        marks = [p.stat().st_mtime for p in self.folder.glob(self.pattern)] if self.folder.exists() else []
+        newest = max(marks, default=None)
+        if newest is not None and newest > self.last:
+            if self.first is None:
+                self.first = newest - self.started
+            self.longest = max(self.longest, newest - self.last)
+            self.last = newest
+        return bool(self.stall) and now - self.last > self.stall
+
+    @property
+    def gap_now(self):
+        return time.time() - self.last
+
+
+def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_000, progress=None,
+                timed=None):
+    """Run `cmd` in its own session; kill the whole tree after `timeout` seconds, or earlier when
+    `progress` (a ProgressWatch) sees no progress for its `stall` seconds.
+
+    `timed`: None runs at once; True waits to hold the machine's timing slot alone (a run whose
+    time is scored), False shares it with other untimed runs (see timing_slot). The time limit
+    starts once the slot is held."""
+    with timing_slot(timed) as waited:
+        if timed is not None:
+            env = {**(os.environ if env is None else env), SLOT_HELD: "1"}
+        result = _run_watched(cmd, timeout, env, cwd, echo, max_output, progress)
+        result.waited = waited
+        return result
+
+
+def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress):
+    started = time.monotonic()
+    if progress is not None:
+        progress.started = progress.last = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                             start_new_session=True, text=True, errors="replace")
     chunks, size = [], [0]
@@ -134,12 +215,21 @@ def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_0
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
-    timed_out, killed = False, []
+    timed_out, stalled, killed = False, False, []
+    deadline = started + timeout
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        killed = kill_tree(proc)
+        while True:
+            try:
+                proc.wait(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                if progress is not None and progress.poll():
+                    stalled = True
+                elif time.monotonic() < deadline:
+                    continue
+                timed_out = True
+                killed = kill_tree(proc)
+                break
     except BaseException:
         kill_tree(proc)
         raise
@@ -151,16 +241,26 @@ def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_0
     output = "".join(chunks)
     if size[0] >= max_output:
         output += f"\n[output cut at {max_output} characters]\n"
-    if timed_out:
+    if stalled:
+        output += (f"\n[watchdog] stopped after {time.monotonic() - started:.0f} s: no training iteration "
+                   f"for {progress.stall:.0f} s (deadlock or infinite loop?); {len(killed)} process(es) stopped\n")
+    elif timed_out:
         output += (f"\n[watchdog] killed after {timeout:.0f} s: the run did not finish in time "
                    f"(deadlock or infinite loop?); {len(killed)} process(es) stopped\n")
+    if progress is not None:
+        progress.poll()
     return MPIResult(list(cmd), proc.returncode if not timed_out else -9, output,
-                     time.monotonic() - started, timed_out, killed)
+                     time.monotonic() - started, timed_out, killed, stalled,
+                     None if progress is None else progress.first,
+                     None if progress is None or progress.first is None else progress.longest)
 
 
 def run_mpi(np, argv, timeout=300, env=None, cwd=None, echo=False, omp_threads=1, python=True,
-            extra_args=()):
-    """Launch `python ARGV` on `np` local ranks under a watchdog; returns an MPIResult."""
+            extra_args=(), progress=None, timed=False):
+    """Launch `python ARGV` on `np` local ranks under a watchdog; returns an MPIResult.
+
+    It shares the machine's timing slot (`timed=False`), so that it never runs beside a run whose
+    time is scored; `timed=True` waits for the slot alone, None ignores it (see run_watched)."""
     cmd = mpiexec_command(np, argv, python=python, extra_args=extra_args)
     return run_watched(cmd, timeout, env=local_mpi_env(env, omp_threads=omp_threads), cwd=cwd,
-                       echo=echo)
+                       echo=echo, progress=progress, timed=timed)

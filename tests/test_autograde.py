@@ -10,7 +10,7 @@ import shutil
 import psutil
 import pytest
 
-from handson_lib.grading import classroom, nbgrader_course
+from handson_lib.grading import checks, classroom, nbgrader_course
 from conftest import ROOT
 
 SETUP_CLASS = classroom.CLASSES["setup"]
@@ -24,12 +24,15 @@ def graded_class(tmp_path_factory):
     res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=course_dir)
     assert res.ok, res.output
     classroom.write_class(course_dir, "setup")
-    rows, seconds = nbgrader_course.autograde("setup", course_dir, jobs=2, timeout=120, cell_timeout=15)
-    return course_dir, {r["student"]: r for r in rows}
+    printed = []
+    rows, seconds = nbgrader_course.autograde("setup", course_dir, jobs=2, timeout=120, cell_timeout=15,
+                                              print_fn=printed.append)
+    print("\n".join(printed))
+    return course_dir, {r["student"]: r for r in rows}, printed
 
 
 def test_release_leaks_no_solution(graded_class):
-    course_dir, _ = graded_class
+    course_dir, _, _ = graded_class
     text = (course_dir / "release" / "setup" / "00_setup.ipynb").read_text()
     assert "return batch_per_worker * n_workers" not in text and "HIDDEN TESTS" not in text
     assert "# PUT YOUR CODE HERE" in text
@@ -37,28 +40,28 @@ def test_release_leaks_no_solution(graded_class):
 
 @pytest.mark.parametrize("student", sorted(SETUP_CLASS))
 def test_each_submission_gets_its_expected_score(graded_class, student):
-    _, rows = graded_class
+    _, rows, _ = graded_class
     sub = SETUP_CLASS[student]
     assert rows[student]["score"] == sub.expected, rows[student]
     assert rows[student]["status"].startswith(sub.status), rows[student]
 
 
 def test_feedback_lines_name_the_cause(graded_class):
-    _, rows = graded_class
+    _, rows, _ = graded_class
     assert "ran past its time limit" in rows["infinite_loop"]["feedback"]
     assert "SystemExit: bye" in rows["sys_exit"]["feedback"]
     assert rows["correct"]["feedback"] == ""
 
 
 def test_huge_output_is_cut_in_the_gradebook_copy(graded_class):
-    course_dir, _ = graded_class
+    course_dir, _, _ = graded_class
     nb = json.loads((course_dir / "autograded" / "huge_output" / "setup" / "00_setup.ipynb").read_text())
     text = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
     assert "spam 10" in text and text.count("spam") <= 600
 
 
 def test_feedback_hides_hidden_tests_and_export_has_every_student(graded_class):
-    course_dir, rows = graded_class
+    course_dir, rows, _ = graded_class
     res = nbgrader_course.nbgrader("generate_feedback", "setup", "--force", course_dir=course_dir)
     assert res.ok, res.output
     page = (course_dir / "feedback" / "skeleton" / "setup" / "00_setup.html").read_text()
@@ -78,7 +81,7 @@ def test_feedback_hides_hidden_tests_and_export_has_every_student(graded_class):
 
 def test_feedback_of_wrong_answers_says_what_was_expected(graded_class):
     """Each failed cell's feedback names what its test expected, and gives no answer away."""
-    course_dir, rows = graded_class
+    course_dir, rows, _ = graded_class
     assert rows["all_wrong"]["feedback"].startswith(
         "failed: q1_total_batch_test, q2_parallelism_test, q3_lr_test"), rows["all_wrong"]
     res = nbgrader_course.nbgrader("generate_feedback", "setup", "--student", "all_wrong", "--force",
@@ -95,8 +98,26 @@ def test_feedback_of_wrong_answers_says_what_was_expected(graded_class):
         assert not re.search(answer, text), answer
 
 
+def test_each_student_is_shown_as_graded_with_the_time_left(graded_class):
+    course_dir, rows, printed = graded_class
+    bars = [line for line in printed if re.match(r"  \[[#-]{24}\] \d+/\d+ ", line)]
+    assert [b.split("] ")[1].split()[0] for b in bars] == [f"{k}/{len(rows)}" for k in range(1, len(rows) + 1)]
+    assert "left" in bars[0] and "left" not in bars[-1]
+    # Each student's line comes before the next progress bar, as soon as that student is graded.
+    first = printed.index(bars[0])
+    assert any(printed[first - 1].lstrip().startswith(s) for s in rows) or \
+        any(printed[first - 2].lstrip().startswith(s) for s in rows), printed[:first + 1]
+    with (course_dir / "autograde_setup_profile.csv").open() as f:
+        parts = list(csv.DictReader(f))
+    assert sorted({p["student"] for p in parts}) == sorted(rows)
+    for student, row in rows.items():
+        mine = [p for p in parts if p["student"] == student]
+        assert mine[-1]["part"].startswith("the rest") and \
+            abs(sum(float(p["seconds"]) for p in mine) - row["seconds"]) < 0.5, mine
+
+
 def test_no_run_is_left_behind(graded_class):
-    course_dir, _ = graded_class
+    course_dir, _, _ = graded_class
     leftovers = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
@@ -147,8 +168,12 @@ def graded_task2_class(tmp_path_factory):
     res = nbgrader_course.nbgrader("generate_assignment", "task2", "--force", course_dir=course_dir)
     assert res.ok, res.output
     classroom.write_class(course_dir, "task2")
-    rows, seconds = nbgrader_course.autograde("task2", course_dir, jobs=2, run_timeout=60)
-    return course_dir, {r["student"]: r for r in rows}
+    # No cap on a run's time: a deadlocked run is stopped once its iterations stop (the watchdog's
+    # stall limit), so a slow machine's correct run is never mistaken for one.
+    printed = []
+    rows, seconds = nbgrader_course.autograde("task2", course_dir, jobs=2, profile=True,
+                                              print_fn=lambda line: (printed.append(line), print(line)))
+    return course_dir, {r["student"]: r for r in rows}, printed
 
 
 @pytest.mark.slow
@@ -156,7 +181,7 @@ def graded_task2_class(tmp_path_factory):
 @pytest.mark.timeout(TASK2_CLASS_TIMEOUT)
 @pytest.mark.parametrize("student", sorted(TASK2_CLASS))
 def test_task2_submission_gets_its_expected_score(graded_task2_class, student):
-    _, rows = graded_task2_class
+    _, rows, _ = graded_task2_class
     row, sub = rows[student], TASK2_CLASS[student]
     assert row["max_score"] == 14.0 and row["status"].startswith(sub.status), row
     if student == "correct":
@@ -171,13 +196,13 @@ def test_task2_submission_gets_its_expected_score(graded_task2_class, student):
 @pytest.mark.timed
 @pytest.mark.timeout(TASK2_CLASS_TIMEOUT)
 @pytest.mark.parametrize("student, words", [
-    ("deadlock", "deadlock"), ("crash_on_one_rank", "planted crash on the last rank"),
+    ("deadlock", "deadlock"), ("deadlock", "stopped early by the watchdog"), ("crash_on_one_rank", "planted crash on the last rank"),
     ("missing_script", "train_cifar_multi_node.py was not handed in"),
     ("no_multi_node_optimizer", "create_multi_node_optimizer"),
     ("skeleton", "failed: q1_ranks_test, mnist_conversion, task2_jobscript, task2_correctness, "
                  "task2_throughput, stretch_per_class_test")])
 def test_task2_feedback_line_says_what_went_wrong(graded_task2_class, student, words):
-    course_dir, rows = graded_task2_class
+    course_dir, rows, _ = graded_task2_class
     assert words in rows[student]["feedback"], rows[student]
     with (course_dir / "autograde_task2.csv").open() as f:
         assert {r["student"]: r["feedback"] for r in csv.DictReader(f)}[student] == rows[student]["feedback"]
@@ -187,7 +212,7 @@ def test_task2_feedback_line_says_what_went_wrong(graded_task2_class, student, w
 @pytest.mark.timed
 @pytest.mark.timeout(TASK2_CLASS_TIMEOUT)
 def test_task2_throughput_plot_and_no_process_left(graded_task2_class):
-    course_dir, rows = graded_task2_class
+    course_dir, rows, _ = graded_task2_class
     plot = course_dir / "autograde_task2_throughput.png"
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
     assert rows["deadlock"]["throughput_ratio"] is None
@@ -200,6 +225,29 @@ def test_task2_throughput_plot_and_no_process_left(graded_task2_class):
         except psutil.Error:
             pass
     assert leftovers == []
+
+
+@pytest.mark.slow
+@pytest.mark.timed
+@pytest.mark.timeout(TASK2_CLASS_TIMEOUT)
+def test_task2_profile_shows_where_each_students_time_went(graded_task2_class):
+    course_dir, rows, printed = graded_task2_class
+    with (course_dir / "autograde_task2_profile.csv").open() as f:
+        parts = list(csv.DictReader(f))
+    names = [p["part"] for p in parts]
+    # Each reference run (script, ranks, arguments) is measured once for the whole session, by
+    # whichever student needs it first.
+    references = [n for n in names if n.startswith("reference ")]
+    assert len(references) == len(set(references)), references
+    for n in (1, 2):
+        assert f"reference train_cifar_multi_node.py on {n} rank(s): {' '.join(checks.MULTI_NODE_ARGS[:-1])}" \
+            in references, references
+    assert any(n.startswith("reference train_mnist_multi_node.py on 2 rank(s)") for n in references), references
+    correct = [p["part"] for p in parts if p["student"] == "correct"]
+    for part in ("multi-node: your 2-rank run", "multi-node: your 1-rank run (scaling)",
+                 "mnist-multi-node: your 2-rank run", "notebook: 2 rank(s)"):
+        assert part in correct, correct
+    assert any(line.startswith("Where the grading time went") for line in printed)
 
 
 def test_every_assignment_releases_without_solutions(tmp_path):

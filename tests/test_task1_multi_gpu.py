@@ -26,7 +26,7 @@ UPDATER_LINE = "updater = training.updaters.MultiprocessParallelUpdater(train_it
 @pytest.fixture(scope="module")
 def reference():
     """The reference solution, measured once for the whole module (same session)."""
-    obs = runs.run_observed(SOLUTION, ["--gpus", "0", "1", *checks.MULTI_GPU_ARGS], timeout=300)
+    obs = runs.run_observed(SOLUTION, ["--gpus", "0", "1", *checks.MULTI_GPU_ARGS], timeout=300, timed=True)
     assert obs.finished, obs.output[-3000:]
     return obs
 

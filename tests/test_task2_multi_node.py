@@ -23,7 +23,8 @@ RUN = "    trainer.run()\n"
 @pytest.fixture(scope="module")
 def reference():
     """The reference solution on 1 and 2 ranks, measured once for the module (same session)."""
-    observed = {n: runs.run_observed_mpi(SOLUTION, n, checks.MULTI_NODE_ARGS, timeout=300) for n in (1, 2)}
+    observed = {n: runs.run_observed_mpi(SOLUTION, n, checks.MULTI_NODE_ARGS, timeout=300, timed=True)
+                for n in (1, 2)}
     for n, obs in observed.items():
         assert obs.finished, f"{n} rank(s):\n{obs.output[-3000:]}"
     return observed
@@ -88,6 +89,21 @@ def test_deadlock_on_one_rank_is_stopped_within_the_time_limit(reference, tmp_pa
     message = failed_checks(report)["runs to the end"]
     assert message.startswith("deadlock: the 2-rank run did not finish within 25 s"), message
     assert "rank 0 last output:" in message and "rank 1 last output:" in message
+
+
+def test_deadlock_is_stopped_early_once_the_iterations_stop(reference, tmp_path):
+    """Under a long time limit the watchdog stops a deadlock once no iteration has come for 4 times
+    the reference's longest wait (its start-up), not at the limit."""
+    script = mutant(SOLUTION, tmp_path, RUN, "    if comm.rank == 1:\n        comm.mpi_comm.recv(source=0)\n" + RUN)
+    stall = checks.student_stall(reference[2])
+    limit = checks.student_limit(reference[2], 300)
+    assert stall is not None and stall < limit
+    started = time.monotonic()
+    report = checks.check_multi_node(script, reference=reference, scaling=False, timeout=300)
+    assert time.monotonic() - started < stall + 20 < limit
+    message = failed_checks(report)["runs to the end"]
+    assert message.startswith(f"deadlock: the 2-rank run waited {stall:.0f} s for its first training iteration "
+                              "and was stopped early by the watchdog"), message
 
 
 def test_crash_on_one_rank_is_reported_and_aborts_the_others(reference, tmp_path):

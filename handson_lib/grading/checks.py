@@ -87,6 +87,17 @@ def student_limit(reference, timeout, factor=5.0, floor=60.0):
     return min(timeout, max(floor, factor * reference.seconds))
 
 
+def student_stall(reference, factor=4.0, floor=30.0):
+    """Seconds without a training iteration after which a student's run is stopped early:
+    `factor` times the reference's longest wait in this session (start-up included, at least
+    `floor`); None (only the time limit) without a finished reference."""
+    progress = getattr(reference, "progress", None) or {}
+    waits = [w for w in (progress.get("first_progress"), progress.get("longest_gap")) if w]
+    if reference is None or not reference.finished or not waits:
+        return None
+    return max(floor, factor * max(waits))
+
+
 def locate(script_name):
     """Where a task script is: next to the notebook, else in ../exercises (student release).
 
@@ -161,11 +172,19 @@ def _tail(output, lines=15):
     return "\n".join(output.rstrip().splitlines()[-lines:])
 
 
+def _stopped_how(obs, timeout):
+    """How the watchdog stopped a run: after its time limit, or early once iterations stopped."""
+    progress = obs.progress or {}
+    if progress.get("stalled"):
+        since = "another training iteration" if progress.get("first_progress") else "its first training iteration"
+        return (f"waited {progress['stall']:.0f} s for {since} and was stopped early by the watchdog "
+                f"(after {obs.seconds:.0f} s)")
+    return f"did not finish within {obs.limit or timeout:.0f} s and was stopped by the watchdog"
+
+
 def _why_it_stopped(obs, timeout):
-    timeout = obs.limit or timeout
     if obs.timed_out:
-        return (f"did not finish within {timeout:.0f} s and was stopped by the watchdog "
-                "(an infinite loop, or workers waiting for each other?)")
+        return f"{_stopped_how(obs, timeout)} (an infinite loop, or workers waiting for each other?)"
     error = obs.record.get("error") or ""
     if error.startswith("NotImplementedError"):
         return "not implemented yet: " + error.split(": ", 1)[1]
@@ -272,10 +291,11 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
         speed_name = "throughput vs the reference"
     else:
         say(f"Running {script} on one device: the baseline of your {gpus}-device run ...")
-        baseline = run_observed(script, ["--gpus", "0", *args], timeout)
+        baseline = run_observed(script, ["--gpus", "0", *args], timeout, timed=True, part="your 1-device run")
         speed_name = f"throughput: {gpus} devices vs your 1-device run"
     say(f"Running {script} on {gpus} devices under the grader's launcher ...")
-    obs = run_observed(script, run_args, student_limit(baseline, timeout))
+    obs = run_observed(script, run_args, student_limit(baseline, timeout), timed=True,
+                       stall=student_stall(baseline), part=f"your {gpus}-device run")
     report = Report("multi-gpu", str(script), observed=obs.record,
                     reference=reference.record if against == "reference" else {},
                     output_tail=_tail(obs.output), against=against)
@@ -329,11 +349,10 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
 
 
 def _why_ranks_stopped(obs, timeout):
-    timeout = obs.limit or timeout
     if obs.timed_out:
         waiting = [r for r in range(obs.np) if not obs.ranks.get(r, {}).get("finished")]
-        lines = [f"deadlock: the {obs.np}-rank run did not finish within {timeout:.0f} s and was stopped by "
-                 f"the watchdog; rank(s) {waiting} never finished (one rank waiting for another forever?)"]
+        lines = [f"deadlock: the {obs.np}-rank run {_stopped_how(obs, timeout)}; rank(s) {waiting} never "
+                 "finished (one rank waiting for another forever?)"]
         for r in range(obs.np):
             lines.append(f"    rank {r} last output: " + (obs.rank_output(r, 2).replace("\n", " | ") or "(none)"))
         return "\n".join(lines)
@@ -420,12 +439,13 @@ def _multi_node_speed_names(against, np, scaling):
 
 def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=None, scaling=True,
                      min_throughput_ratio=None, min_accuracy=None, min_scaling_ratio=None, print_fn=None,
-                     reference_name="train_cifar_multi_node.py", task="multi-node", against=None):
+                     reference_name="train_cifar_multi_node.py", task="multi-node", against=None, timed=True):
     """Grade Task #2 on `np` local ranks (and 1 rank for the scaling check).
 
     `reference` may be a dict {1: MPIObservation, np: MPIObservation} of the solution measured
     earlier in this session. `against="self"` judges speed by the script's own 1-rank run only
-    (the scaling check; nothing when `scaling` is off)."""
+    (the scaling check; nothing when `scaling` is off). `timed`: the student's runs hold the
+    machine's timing slot alone (their speed is scored)."""
     against = _resolve_against(against, reference, reference_name)
     limits = site_thresholds(site)
     min_ratio = limits["min_throughput_ratio"] if min_throughput_ratio is None else min_throughput_ratio
@@ -445,10 +465,11 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     else:
         if scaling:
             say(f"Running {script} on 1 rank: the baseline of your {np}-rank run ...")
-            single = run_observed_mpi(script, 1, args, timeout)
+            single = run_observed_mpi(script, 1, args, timeout, timed=timed, part=f"{task}: your 1-rank run")
         limit = student_limit(single, timeout)
+    stall = student_stall(reference.get(np) if against == "reference" else single)
     say(f"Running {script} on {np} ranks under the grader's launcher ...")
-    obs = run_observed_mpi(script, np, args, limit)
+    obs = run_observed_mpi(script, np, args, limit, timed=timed, stall=stall, part=f"{task}: your {np}-rank run")
     report = Report(task, str(script), observed=obs.ranks.get(0, {}),
                     reference=reference[np].ranks.get(0, {}) if against == "reference" else {},
                     output_tail=_tail(obs.output), against=against)
@@ -482,7 +503,8 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     _throughput_check(report, obs, reference[np], min_ratio)
     if scaling:
         say(f"Running {script} on 1 rank for the scaling check ...")
-        single = run_observed_mpi(script, 1, args, student_limit(reference[1], timeout))
+        single = run_observed_mpi(script, 1, args, student_limit(reference[1], timeout), timed=timed,
+                                  stall=student_stall(reference[1]), part=f"{task}: your 1-rank run (scaling)")
         _reference_scaling_check(report, names[-1], obs, single, reference, min_scaling, timeout)
     return report
 
@@ -503,6 +525,7 @@ def check_mnist_multi_node(script, np=2, **kwargs):
     """Grade the "ChainerMN in seconds" conversion (digits MLP: too small to scale, so no scaling check)."""
     kwargs.setdefault("args", MNIST_ARGS)
     kwargs.setdefault("scaling", False)
+    kwargs.setdefault("timed", False)  # its speed is shown, never scored
     return check_multi_node(script, np=np, reference_name="train_mnist_multi_node.py",
                             task="mnist-multi-node", **kwargs)
 

@@ -20,7 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, launch
@@ -106,13 +106,19 @@ def students_of(course_dir, assignment):
     return sorted(p.parent.name for p in base.glob(f"*/{assignment}") if p.is_dir())
 
 
-def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, env=None):
+def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, env=None, profile_dir=None):
     started = time.monotonic()
+    env = dict(env or {})
     if cell_timeout:  # read by cell_timeout(), the course config's Execute.timeout_func
-        env = {**(env or {}), "HANDSON_CELL_TIMEOUT": str(int(cell_timeout))}
+        env["HANDSON_CELL_TIMEOUT"] = str(int(cell_timeout))
+    log = None
+    if profile_dir:  # every observed run of this student appends its part (grading.runs)
+        log = Path(profile_dir) / f"profile-{student}.jsonl"
+        env["HANDSON_PROFILE_LOG"] = str(log)
     res = nbgrader("autograde", assignment, "--student", student, "--force",
                    course_dir=course_dir, timeout=timeout, env=env)
     seconds = time.monotonic() - started
+    parts = [json.loads(line) for line in log.read_text().splitlines()] if log and log.exists() else []
     if res.timed_out:
         status = f"stopped after {timeout:.0f} s (the whole run: a cell that never ends?)"
     elif res.returncode != 0:
@@ -120,7 +126,30 @@ def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, 
         status = "nbgrader failed: " + (lines[0].split("]", 1)[-1].strip() if lines else f"exit {res.returncode}")
     else:
         status = "graded"
-    return {"student": student, "status": status, "seconds": round(seconds, 1), "output": res.output}
+    return {"student": student, "status": status, "seconds": round(seconds, 1), "output": res.output,
+            "parts": parts}
+
+
+def profile_rows(result):
+    """Where one student's grading time went: every observed run (the reference ones are measured
+    by whichever student needs them first), the waits for the timing slot, and the rest (the
+    notebook's other cells, the MPI runs outside the grader's launcher, nbgrader itself)."""
+    rows = [(part["part"], part["seconds"]) for part in result["parts"]]
+    waited = sum(part.get("waited") or 0 for part in result["parts"])
+    if waited:
+        rows.append(("waiting for the timing slot (a timed run elsewhere)", round(waited, 1)))
+    rest = result["seconds"] - sum(seconds for _, seconds in rows)
+    rows.append(("the rest: other cells, nbgrader, kernel start-up", round(rest, 1)))
+    return rows
+
+
+def _progress_line(done, total, elapsed, width=24):
+    """`[#####-----] 3/7  2:10 elapsed, about 3:00 left` (the time left from the mean so far)."""
+    filled = int(width * done / total)
+    left = elapsed / done * (total - done) if done else None
+    clock = lambda s: f"{int(s // 60)}:{int(s % 60):02d}"
+    return (f"[{'#' * filled}{'-' * (width - filled)}] {done}/{total}  {clock(elapsed)} elapsed"
+            + (f", about {clock(left)} left" if left is not None and done < total else ""))
 
 
 def scores(course_dir, assignment):
@@ -188,10 +217,31 @@ def throughput_figure(rows, bands, title):
     return fig
 
 
+def _row(result, graded, course_dir, assignment):
+    score, max_score, manual = graded.get(result["student"], (0.0, None, False))
+    facts = graded_facts(course_dir, assignment, result["student"])
+    feedback = facts["first_error"]
+    if facts["failed_cells"]:
+        feedback = f"failed: {', '.join(facts['failed_cells'])}; first error: {feedback}"
+    return {"student": result["student"], "score": score, "max_score": max_score,
+            "status": result["status"] if result["student"] in graded else result["status"] + " (no grade: 0)",
+            "seconds": result["seconds"], "throughput_ratio": facts["throughput_ratio"],
+            "scaling_ratio": facts["scaling_ratio"], "feedback": feedback}
+
+
+def _row_line(row):
+    return (f"  {row['student']:20s} {row['score']:6.1f} / {row['max_score'] or '-'}  {row['seconds']:6.1f} s  "
+            f"{row['status']}" + (f"\n  {'':20s} {row['feedback'][:110]}" if row["feedback"] else ""))
+
+
 def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT, cell_timeout=None,
-              site=None, run_timeout=None, print_fn=print):
-    """One `nbgrader autograde` process per student, at most `jobs` at once; a CSV report and,
-    when throughput was graded, a plot of the ratios."""
+              site=None, run_timeout=None, print_fn=print, profile=False):
+    """One `nbgrader autograde` process per student, at most `jobs` at once, each student's line
+    printed as soon as it is graded; a CSV report, the per-part profile of the grading time
+    (printed with `profile`) and, when throughput was graded, a plot of the ratios.
+
+    Throughput stays fair with students graded side by side: every run whose time is scored
+    (the reference's, a student's) holds the machine's timing slot alone (launch.timing_slot)."""
     env = grading_env(site, run_timeout)
     jobs = jobs or launch.cpu_count()
     students = students_of(course_dir, assignment)
@@ -199,38 +249,58 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
         raise SystemExit(f"no submissions in {course_dir}/submitted/*/{assignment}")
     print_fn(f"Autograding {len(students)} submission(s) of {assignment!r}, {jobs} at a time ...")
     started = time.monotonic()
+    results = {}
     with tempfile.TemporaryDirectory(prefix="handson-reference-") as cache, \
             ThreadPoolExecutor(max_workers=jobs) as pool:
         env = {**env, "HANDSON_REFERENCE_CACHE": cache}  # the reference is measured once per session
-        results = list(pool.map(lambda s: _autograde_one(course_dir, assignment, s, timeout, cell_timeout,
-                                                         env), students))
+        futures = [pool.submit(_autograde_one, course_dir, assignment, s, timeout, cell_timeout, env, cache)
+                   for s in students]
+        for future in as_completed(futures):
+            result = future.result()
+            results[result["student"]] = result
+            try:
+                graded = scores(course_dir, assignment)
+            except Exception as exc:  # the gradebook busy with another student's write: the table below has it
+                print_fn(f"  {result['student']:20s} graded in {result['seconds']:.1f} s (score read later: {exc})")
+            else:
+                print_fn(_row_line(_row(result, graded, course_dir, assignment)))
+            print_fn("  " + _progress_line(len(results), len(students), time.monotonic() - started))
     total = time.monotonic() - started
     graded = scores(course_dir, assignment)
-    rows = []
-    for r in results:
-        score, max_score, manual = graded.get(r["student"], (0.0, None, False))
-        facts = graded_facts(course_dir, assignment, r["student"])
-        feedback = facts["first_error"]
-        if facts["failed_cells"]:
-            feedback = f"failed: {', '.join(facts['failed_cells'])}; first error: {feedback}"
-        rows.append({"student": r["student"], "score": score, "max_score": max_score,
-                     "status": r["status"] if r["student"] in graded else r["status"] + " (no grade: 0)",
-                     "seconds": r["seconds"], "throughput_ratio": facts["throughput_ratio"],
-                     "scaling_ratio": facts["scaling_ratio"], "feedback": feedback})
-        print_fn(f"  {r['student']:20s} {score:6.1f} / {max_score or '-'}  {r['seconds']:6.1f} s  {rows[-1]['status']}"
-                 + (f"\n  {'':20s} {feedback[:110]}" if feedback else ""))
+    rows = [_row(results[s], graded, course_dir, assignment) for s in students]
+    print_fn("Scores:")
+    for row in rows:
+        print_fn(_row_line(row))
     report = Path(course_dir) / f"autograde_{assignment}.csv"
     with report.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    print_fn(f"{len(students)} submission(s) in {total:.1f} s with {jobs} at a time; report: {report}")
+    profile_csv = report.with_name(f"autograde_{assignment}_profile.csv")
+    with profile_csv.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "part", "seconds"])
+        for s in students:
+            writer.writerows([s, part, seconds] for part, seconds in profile_rows(results[s]))
+    if profile:
+        print_fn(profile_table(results[s] for s in students))
+    print_fn(f"{len(students)} submission(s) in {total:.1f} s with {jobs} at a time; report: {report}; "
+             f"where the time went: {profile_csv}")
     if any(r["throughput_ratio"] is not None or r["scaling_ratio"] is not None for r in rows):
         plot = report.with_name(f"autograde_{assignment}_throughput.png")
         bands = checks.site_thresholds(site)["throughput_bands"]
         throughput_figure(rows, bands, f"{assignment}: throughput ratios ({checks.grading_site(site)} bands)").savefig(plot, dpi=100)
         print_fn(f"throughput ratios plotted in {plot}")
     return rows, total
+
+
+def profile_table(results):
+    """Each student's grading time by part, as text."""
+    lines = ["Where the grading time went (seconds; runs of one student overlap with other students'):"]
+    for result in results:
+        lines.append(f"  {result['student']}  ({result['seconds']:.1f} s in all)")
+        lines += [f"    {seconds:8.1f}  {part}" for part, seconds in profile_rows(result)]
+    return "\n".join(lines)
 
 
 def add_course_arguments(parser):
@@ -251,6 +321,8 @@ def add_autograde_arguments(parser):
                         "HANDSON_SITE, else local)")
     parser.add_argument("--run-timeout", type=float, default=300,
                         help="seconds one training run may take before the watchdog kills it (deadlocks)")
+    parser.add_argument("--profile", action="store_true",
+                        help="print where each student's grading time went (always in autograde_<assignment>_profile.csv)")
     parser.add_argument("--course", default=str(COURSE_ROOT / "course"))
 
 
@@ -271,5 +343,6 @@ def course_main(args):
 
 def autograde_main(args):
     autograde(args.assignment, Path(args.course), jobs=args.jobs, timeout=args.timeout,
-                        cell_timeout=args.cell_timeout, site=args.site, run_timeout=args.run_timeout)
+              cell_timeout=args.cell_timeout, site=args.site, run_timeout=args.run_timeout,
+              profile=args.profile)
     return 0

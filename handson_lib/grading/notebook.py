@@ -46,21 +46,23 @@ def _without_out(args):
 
 
 def _graded_limit(script, args, timeout, np=None):
-    """Under `handson autograde` (a reference cache for the session), a student's run may take
-    5 times the reference's own run with the same arguments: a deadlock then costs about a minute."""
+    """(time limit, stall limit) of a run. Under `handson autograde` (a reference cache for the
+    session), a student's run may take 5 times the reference's own run with the same arguments,
+    and is stopped once no iteration has come for 4 times the reference's longest wait: a
+    deadlock then costs well under a minute."""
     name = os.path.basename(str(script))
     if not os.environ.get("HANDSON_REFERENCE_CACHE") or checks.default_against(name) != "reference":
-        return timeout
+        return timeout, None
     from handson_lib.grading import reference  # instructor-only: the autograder has it
     measured = reference.measure_reference(name, _without_out(args), timeout, np=np)
-    return checks.student_limit(measured, timeout)
+    return checks.student_limit(measured, timeout), checks.student_stall(measured)
 
 
 def run_script(script, args, label=None, timeout=600, show=12):
     """Run a course script under the grader's launcher; print its last lines; return the Observation."""
     args = [str(a) for a in args]
-    timeout = _graded_limit(script, args, timeout)
-    obs = runs.run_observed(script, args, timeout=timeout)
+    timeout, stall = _graded_limit(script, args, timeout)
+    obs = runs.run_observed(script, args, timeout=timeout, stall=stall, part=f"notebook: {label or script}")
     lines = _readable(obs.output)
     print(f"--- {label or script} ({'finished' if obs.finished else 'did NOT finish'}, {obs.seconds:.1f} s)")
     print("\n".join(lines[-show:]))
@@ -87,8 +89,9 @@ def print_table(rows, headers=("run", "images/s", "ratio")):
 def run_mpi_script(script, np, args, label=None, timeout=600, show=12):
     """Run a ChainerMN script on `np` local ranks under the launcher; print rank 0's last lines."""
     args = [str(a) for a in args]
-    timeout = _graded_limit(script, args, timeout, np=np)
-    obs = runs.run_observed_mpi(script, np, args, timeout=timeout)
+    timeout, stall = _graded_limit(script, args, timeout, np=np)
+    obs = runs.run_observed_mpi(script, np, args, timeout=timeout, stall=stall,
+                                part=f"notebook: {label or script}")
     rank0 = "\n".join(line.split(": ", 1)[-1] for line in obs.output.splitlines()
                       if line.startswith("[1,0]<stdout>"))
     print(f"--- {label or script} ({'finished' if obs.finished else 'did NOT finish'}, {obs.seconds:.1f} s)")

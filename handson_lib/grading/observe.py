@@ -105,9 +105,12 @@ class Recorder:
         batch = sum(b or 0 for b in self.record["batch_sizes"]) * mpi_size()
         from chainer import training
 
+        heartbeat = self.outdir / f"heartbeat{self.suffix}"
+
         @training.make_extension(trigger=(1, "iteration"), priority=training.PRIORITY_READER - 1)
         def observe_throughput(_):
             self.meter.step(batch)
+            heartbeat.touch()  # the watchdog stops a run whose iterations stop (launch.ProgressWatch)
 
         trainer.extend(observe_throughput, name="handson_observer")
 

@@ -39,10 +39,13 @@ def measure_reference(name, args, timeout, np=None):
         raise FileNotFoundError(f"no reference solution {script}: measuring against the reference needs "
                                 "the instructor's checkout (use --against self in the student edition)")
 
-    def run():
+    shown = " ".join(a for a in args if a != "--no-progress")
+    part = f"reference {name} on {f'{np} rank(s)' if np else 'one process'}: {shown}"
+
+    def run():  # alone on the machine: every student's ratio is taken against it
         if np is None:
-            return runs.run_observed(script, args, timeout)
-        return runs.run_observed_mpi(script, np, args, timeout)
+            return runs.run_observed(script, args, timeout, timed=True, part=part)
+        return runs.run_observed_mpi(script, np, args, timeout, timed=True, part=part)
 
     cache = os.environ.get("HANDSON_REFERENCE_CACHE")
     if not cache:

@@ -31,6 +31,7 @@ class Observation:
     workers: dict
     seconds: float
     limit: float = None
+    progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, waited
 
     @property
     def finished(self):
@@ -42,8 +43,29 @@ class Observation:
         return t["images_per_sec"] if t else None
 
 
-def run_observed(script, args, timeout=300, env=None):
-    """Run `python SCRIPT ARGS` under the instrumenting launcher and a watchdog."""
+#: Graded MPI ranks yield the core while they wait: a deadlocked run does not spin at 100 %.
+YIELD_WHEN_IDLE = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_threads_pthreads_yield_strategy": "nanosleep"}
+
+
+def _progress(res, watch):
+    return {"first_progress": res.first_progress, "longest_gap": res.longest_gap, "stalled": res.stalled,
+            "stall": watch.stall, "waited": round(res.waited, 2)}
+
+
+def _log_part(part, obs):
+    """Append one run to HANDSON_PROFILE_LOG (set per student by `handson autograde`)."""
+    log = os.environ.get("HANDSON_PROFILE_LOG")
+    if log and part:
+        with open(log, "a") as f:
+            f.write(json.dumps({"part": part, "seconds": round(obs.seconds, 2), **obs.progress}) + "\n")
+
+
+def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, part=None):
+    """Run `python SCRIPT ARGS` under the instrumenting launcher and a watchdog.
+
+    `timed`: the run's time is scored, so it holds the machine's timing slot alone (launch.timing_slot);
+    `stall`: stop it once no training iteration has come for that many seconds;
+    `part`: its name in the grading profile (HANDSON_PROFILE_LOG)."""
     timeout = run_limit(timeout)
     with tempfile.TemporaryDirectory(prefix="handson-observe-") as tmp:
         outdir = Path(tmp) / "observed"
@@ -54,7 +76,8 @@ def run_observed(script, args, timeout=300, env=None):
         full_env.setdefault("MPLBACKEND", "Agg")
         cmd = [sys.executable, "-m", "handson_lib.grading.observe", str(outdir), str(Path(script).resolve()),
                *args, "--out", str(workdir / "result")]
-        res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir))
+        watch = launch.ProgressWatch(outdir, stall)
+        res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir), timed=timed, progress=watch)
         record = {}
         if (outdir / "observed.json").exists():
             record = json.loads((outdir / "observed.json").read_text())
@@ -62,7 +85,10 @@ def run_observed(script, args, timeout=300, env=None):
         for path in sorted(outdir.glob("worker*.npz")) if outdir.exists() else []:
             with numpy.load(path) as npz:
                 workers[int(npz["index"])] = {k: npz[k] for k in npz.files}
-        return Observation(res.returncode, res.timed_out, res.output, record, workers, res.seconds, timeout)
+        obs = Observation(res.returncode, res.timed_out, res.output, record, workers, res.seconds, timeout,
+                          _progress(res, watch))
+        _log_part(part, obs)
+        return obs
 
 
 @dataclass
@@ -76,6 +102,7 @@ class MPIObservation:
     params: dict
     seconds: float
     limit: float = None
+    progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, waited
 
     @property
     def finished(self):
@@ -93,8 +120,9 @@ class MPIObservation:
         return "\n".join(mine[-lines:])
 
 
-def run_observed_mpi(script, np, args, timeout=300):
-    """Run SCRIPT on `np` local ranks under the launcher (each rank observed) and a watchdog."""
+def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None):
+    """Run SCRIPT on `np` local ranks under the launcher (each rank observed) and a watchdog;
+    `timed`, `stall` and `part` as in run_observed."""
     timeout = run_limit(timeout)
     with tempfile.TemporaryDirectory(prefix="handson-observe-") as tmp:
         outdir = Path(tmp) / "observed"
@@ -102,13 +130,17 @@ def run_observed_mpi(script, np, args, timeout=300):
         workdir.mkdir()
         argv = ["-m", "handson_lib.grading.observe", str(outdir), str(Path(script).resolve()), *args,
                 "--out", str(workdir / "result")]
+        watch = launch.ProgressWatch(outdir, stall)
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
-                          env={**os.environ, "MPLBACKEND": "Agg"})
+                             env={**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE}, timed=timed,
+                             progress=watch)
         ranks, params = {}, {}
         for path in sorted(outdir.glob("observed-rank*.json")) if outdir.exists() else []:
             ranks[int(path.stem.split("rank")[1])] = json.loads(path.read_text())
         for path in sorted(outdir.glob("params-rank*.npz")) if outdir.exists() else []:
             with numpy.load(path) as npz:
                 params[int(path.stem.split("rank")[1])] = npz["params"]
-        return MPIObservation(np, res.returncode, res.timed_out, res.output, ranks, params, res.seconds,
-                              timeout)
+        obs = MPIObservation(np, res.returncode, res.timed_out, res.output, ranks, params, res.seconds,
+                             timeout, _progress(res, watch))
+        _log_part(part, obs)
+        return obs

@@ -1,0 +1,141 @@
+"""Fair timing while runs go side by side: the machine's timing slot (a timed run holds it alone,
+untimed runs share it) and the watchdog's early stop of a run whose iterations stop."""
+
+import os
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from handson_lib import launch
+
+
+@pytest.fixture(autouse=True)
+def own_lock(tmp_path, monkeypatch):
+    """A lock file of this test's own: runs of other tests on the machine do not interfere."""
+    monkeypatch.setattr(launch, "TIMING_LOCK", tmp_path / "timing.lock")
+    monkeypatch.delenv(launch.SLOT_HELD, raising=False)
+
+
+def hold(timed, seconds, spans, name, ready=None):
+    """Hold the slot for `seconds`; record (name, entered, left)."""
+    with launch.timing_slot(timed):
+        entered = time.monotonic()
+        if ready is not None:
+            ready.set()
+        time.sleep(seconds)
+        spans.append((name, entered, time.monotonic()))
+
+
+def start(*args):
+    thread = threading.Thread(target=hold, args=args)
+    thread.start()
+    return thread
+
+
+def overlap(a, b):
+    return min(a[2], b[2]) - max(a[1], b[1])
+
+
+def test_untimed_runs_share_the_slot():
+    spans = []
+    threads = [start(False, 0.6, spans, n) for n in "ab"]
+    for t in threads:
+        t.join()
+    assert overlap(*spans) > 0.3, spans
+
+
+def test_a_timed_run_never_overlaps_another_run():
+    spans, ready = [], threading.Event()
+    first = start(False, 0.8, spans, "untimed", ready)
+    ready.wait()
+    timed = start(True, 0.4, spans, "timed")
+    time.sleep(0.2)  # the timed run is waiting at the turnstile now
+    late = start(False, 0.2, spans, "late untimed")
+    for t in (first, timed, late):
+        t.join()
+    by_name = {s[0]: s for s in spans}
+    assert overlap(by_name["untimed"], by_name["timed"]) < 0, spans
+    assert overlap(by_name["timed"], by_name["late untimed"]) < 0, spans
+    # Timed runs go first: the untimed run that came later waits for the timed one.
+    assert by_name["late untimed"][1] >= by_name["timed"][2], spans
+
+
+def test_a_run_started_inside_a_held_slot_does_not_wait_for_it(monkeypatch):
+    monkeypatch.setenv(launch.SLOT_HELD, "1")
+    spans = []
+    outer = start(True, 0.5, spans, "outer")
+    inner = start(True, 0.5, spans, "inner")
+    outer.join(), inner.join()
+    assert overlap(*spans) > 0.2, spans
+
+
+def test_run_watched_holds_the_slot_and_tells_its_children(tmp_path):
+    res = launch.run_watched([sys.executable, "-c", f"import os; print(os.environ.get('{launch.SLOT_HELD}'))"],
+                             30, timed=True)
+    assert res.ok and res.output.strip() == "1", res.output
+
+
+HEARTBEATS = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    beat = Path(sys.argv[1]) / "heartbeat"
+    for _ in range(int(sys.argv[2])):
+        time.sleep(0.3)
+        beat.touch()
+    time.sleep(120)  # then it hangs
+""")
+
+
+@pytest.mark.parametrize("beats", [0, 4])
+def test_a_run_whose_iterations_stop_is_stopped_early(tmp_path, beats):
+    script = tmp_path / "hang.py"
+    script.write_text(HEARTBEATS)
+    watch = launch.ProgressWatch(tmp_path, stall=3)
+    started = time.monotonic()
+    res = launch.run_watched([sys.executable, str(script), str(tmp_path), str(beats)], 120, progress=watch)
+    assert time.monotonic() - started < 20
+    assert res.timed_out and res.stalled and not res.ok
+    assert "no training iteration for 3 s" in res.output
+    if beats:
+        assert res.first_progress is not None and res.first_progress < 5
+        assert res.longest_gap is not None and res.longest_gap < 3
+    else:
+        assert res.first_progress is None
+
+
+def test_a_steady_run_is_not_stopped_and_its_waits_are_measured(tmp_path):
+    script = tmp_path / "steady.py"
+    script.write_text(HEARTBEATS.replace("time.sleep(120)", "pass"))
+    res = launch.run_watched([sys.executable, str(script), str(tmp_path), "10"], 60,
+                             progress=launch.ProgressWatch(tmp_path, stall=2))
+    assert res.ok and not res.stalled, res.output
+    assert 0 < res.first_progress < 2 and 0.2 < res.longest_gap < 2
+
+
+WAITER = textwrap.dedent("""
+    import time
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    if comm.rank == 0:
+        cpu = time.process_time()
+        comm.recv(source=1)  # rank 1 sends after 4 s
+        print("waiting used", time.process_time() - cpu, "s of CPU", flush=True)
+    else:
+        time.sleep(4)
+        comm.send(b"late", dest=0)
+""")
+
+
+def test_graded_ranks_yield_the_core_while_they_wait(tmp_path):
+    """A rank blocked in MPI under the grader's settings leaves the core to others (Open MPI
+    would otherwise poll at 100 %: a deadlocked student slows everyone graded beside it)."""
+    from handson_lib.grading import runs
+    script = tmp_path / "waiter.py"
+    script.write_text(WAITER)
+    res = launch.run_mpi(2, [script], timeout=120, env={**os.environ, **runs.YIELD_WHEN_IDLE})
+    assert res.ok, res.output
+    used = float(res.output.split("waiting used")[1].split()[0])
+    assert used < 1.2, f"rank 0 used {used:.2f} s of CPU in a 4 s wait (polling instead of yielding)"
