@@ -77,10 +77,8 @@ class MPIResult:
     seconds: float
     timed_out: bool = False
     killed: list = field(default_factory=list)
-    stalled: bool = False         # stopped early: no progress for `stall` seconds
-    first_progress: float = None  # seconds from the start to the first progress mark
-    longest_gap: float = None     # the longest wait between progress marks (start-up included)
-    waited: float = 0.0           # seconds spent waiting for the machine's timing slot
+    stalled: bool = False  # stopped early: no progress for `stall` seconds (see ProgressWatch)
+    waited: float = 0.0    # seconds spent waiting for the machine's timing slot
 
     @property
     def ok(self):
@@ -158,10 +156,13 @@ class ProgressWatch:
 
     def __init__(self, folder, stall=None, pattern="heartbeat*"):
         self.folder, self.stall, self.pattern = Path(folder), stall, pattern
-        self.started = time.time()
-        self.last = self.started
-        self.first = None
-        self.longest = 0.0
+        self.start()
+
+    def start(self):
+        """The run starts now (the watch is made before the wait for the timing slot)."""
+        self.started = self.last = time.time()
+        self.first = None     # seconds from the start to the first progress mark
+        self._longest = 0.0
 
     def poll(self):
         """True when the run has stalled."""
@@ -171,13 +172,14 @@ class ProgressWatch:
         if newest is not None and newest > self.last:
             if self.first is None:
                 self.first = newest - self.started
-            self.longest = max(self.longest, newest - self.last)
+            self._longest = max(self._longest, newest - self.last)
             self.last = newest
         return bool(self.stall) and now - self.last > self.stall
 
     @property
-    def gap_now(self):
-        return time.time() - self.last
+    def longest(self):
+        """The longest wait between progress marks, start-up included (None before the first)."""
+        return None if self.first is None else self._longest
 
 
 def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_000, progress=None,
@@ -199,7 +201,7 @@ def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_0
 def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress):
     started = time.monotonic()
     if progress is not None:
-        progress.started = progress.last = time.time()
+        progress.start()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                             start_new_session=True, text=True, errors="replace")
     chunks, size = [], [0]
@@ -250,9 +252,7 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress):
     if progress is not None:
         progress.poll()
     return MPIResult(list(cmd), proc.returncode if not timed_out else -9, output,
-                     time.monotonic() - started, timed_out, killed, stalled,
-                     None if progress is None else progress.first,
-                     None if progress is None or progress.first is None else progress.longest)
+                     time.monotonic() - started, timed_out, killed, stalled)
 
 
 def run_mpi(np, argv, timeout=300, env=None, cwd=None, echo=False, omp_threads=1, python=True,

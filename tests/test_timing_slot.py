@@ -100,19 +100,19 @@ def test_a_run_whose_iterations_stop_is_stopped_early(tmp_path, beats):
     assert res.timed_out and res.stalled and not res.ok
     assert "no training iteration for 3 s" in res.output
     if beats:
-        assert res.first_progress is not None and res.first_progress < 5
-        assert res.longest_gap is not None and res.longest_gap < 3
+        assert watch.first is not None and watch.first < 5
+        assert watch.longest is not None and watch.longest < 3
     else:
-        assert res.first_progress is None
+        assert watch.first is None and watch.longest is None
 
 
 def test_a_steady_run_is_not_stopped_and_its_waits_are_measured(tmp_path):
     script = tmp_path / "steady.py"
     script.write_text(HEARTBEATS.replace("time.sleep(120)", "pass"))
-    res = launch.run_watched([sys.executable, str(script), str(tmp_path), "10"], 60,
-                             progress=launch.ProgressWatch(tmp_path, stall=2))
+    watch = launch.ProgressWatch(tmp_path, stall=2)
+    res = launch.run_watched([sys.executable, str(script), str(tmp_path), "10"], 60, progress=watch)
     assert res.ok and not res.stalled, res.output
-    assert 0 < res.first_progress < 2 and 0.2 < res.longest_gap < 2
+    assert 0 < watch.first < 2 and 0.2 < watch.longest < 2
 
 
 WAITER = textwrap.dedent("""

@@ -249,7 +249,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
         raise SystemExit(f"no submissions in {course_dir}/submitted/*/{assignment}")
     print_fn(f"Autograding {len(students)} submission(s) of {assignment!r}, {jobs} at a time ...")
     started = time.monotonic()
-    results = {}
+    results, done_rows = {}, {}
     with tempfile.TemporaryDirectory(prefix="handson-reference-") as cache, \
             ThreadPoolExecutor(max_workers=jobs) as pool:
         env = {**env, "HANDSON_REFERENCE_CACHE": cache}  # the reference is measured once per session
@@ -260,14 +260,17 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
             results[result["student"]] = result
             try:
                 graded = scores(course_dir, assignment)
-            except Exception as exc:  # the gradebook busy with another student's write: the table below has it
+            except Exception as exc:  # the gradebook busy with another student's write: read it below
                 print_fn(f"  {result['student']:20s} graded in {result['seconds']:.1f} s (score read later: {exc})")
             else:
-                print_fn(_row_line(_row(result, graded, course_dir, assignment)))
+                done_rows[result["student"]] = _row(result, graded, course_dir, assignment)
+                print_fn(_row_line(done_rows[result["student"]]))
             print_fn("  " + _progress_line(len(results), len(students), time.monotonic() - started))
     total = time.monotonic() - started
-    graded = scores(course_dir, assignment)
-    rows = [_row(results[s], graded, course_dir, assignment) for s in students]
+    if len(done_rows) < len(students):
+        graded = scores(course_dir, assignment)
+        done_rows.update({s: _row(results[s], graded, course_dir, assignment) for s in students if s not in done_rows})
+    rows = [done_rows[s] for s in students]
     print_fn("Scores:")
     for row in rows:
         print_fn(_row_line(row))

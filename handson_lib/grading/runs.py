@@ -31,7 +31,7 @@ class Observation:
     workers: dict
     seconds: float
     limit: float = None
-    progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, waited
+    progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, stall, waited
 
     @property
     def finished(self):
@@ -48,7 +48,7 @@ YIELD_WHEN_IDLE = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_threads_pthrea
 
 
 def _progress(res, watch):
-    return {"first_progress": res.first_progress, "longest_gap": res.longest_gap, "stalled": res.stalled,
+    return {"first_progress": watch.first, "longest_gap": watch.longest, "stalled": res.stalled,
             "stall": watch.stall, "waited": round(res.waited, 2)}
 
 
@@ -102,7 +102,7 @@ class MPIObservation:
     params: dict
     seconds: float
     limit: float = None
-    progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, waited
+    progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, stall, waited
 
     @property
     def finished(self):
