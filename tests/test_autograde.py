@@ -239,14 +239,26 @@ def test_task2_profile_shows_where_each_students_time_went(graded_task2_class):
     # whichever student needs it first.
     references = [n for n in names if n.startswith("reference ")]
     assert len(references) == len(set(references)), references
-    for n in (1, 2):
-        assert f"reference train_cifar_multi_node.py on {n} rank(s): {' '.join(checks.MULTI_NODE_ARGS[:-1])}" \
-            in references, references
+    # The 2-rank run sets the watchdog of the student's; the notebook's 1-rank run (one epoch) its own.
+    graded = ' '.join(checks.MULTI_NODE_ARGS[:-1])
+    assert f"reference train_cifar_multi_node.py on 2 rank(s): {graded}" in references, references
+    assert f"reference train_cifar_multi_node.py on 1 rank(s): {graded} --epoch 1" in references, references
+    assert not any(n.startswith("reference train_cifar_multi_node.py on 1 rank(s): ") and n.endswith(graded)
+                   for n in references), references
     assert any(n.startswith("reference train_mnist_multi_node.py on 2 rank(s)") for n in references), references
     correct = [p["part"] for p in parts if p["student"] == "correct"]
-    for part in ("multi-node: your 2-rank run", "multi-node: your 1-rank run (scaling)",
-                 "mnist-multi-node: your 2-rank run", "notebook: 2 rank(s)"):
+    # The check takes the notebook's identical 2-rank run; only the timing runs again, in turn
+    # with the reference's steps, on 2 ranks and on 1 (scaling).
+    for part in ("notebook: 2 rank(s)", "multi-node: your 2-rank run (the same run as the notebook's, reused)",
+                 "multi-node: timing on 2 rank(s), the reference's steps and yours in turn",
+                 "multi-node: timing on 1 rank(s), the reference's steps and yours in turn",
+                 "mnist-multi-node: your 2-rank run"):
         assert part in correct, correct
+    # The course's demo cells run once for the whole session, by whichever student came first.
+    for ranks in (2, 4):
+        demo = f"notebook: course demo on {ranks} rank(s)"
+        assert names.count(demo) == 1, names
+        assert names.count(demo + " (the same run as an earlier student's, reused)") == len(TASK2_CLASS) - 1, names
     assert any(line.startswith("Where the grading time went") for line in printed)
 
 
@@ -267,3 +279,21 @@ def test_every_assignment_releases_without_solutions(tmp_path):
             text = path.read_text()
             assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, path
         assert "# PUT YOUR CODE HERE" in (release / notebook).read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.timed
+@pytest.mark.timeout(TASK2_CLASS_TIMEOUT)
+def test_synthetic_class_copies_hand_in_their_own_bytes(graded_task2_class, tmp_path):
+    """`synthetic-class --copies N`: each kind handed in by N students, whose scripts differ by
+    the student's name only, so that nothing a grader keeps per script is shared between them."""
+    course_dir, _, _ = graded_task2_class
+    shutil.copytree(course_dir / "release", tmp_path / "release")
+    folders = classroom.write_class(tmp_path, "task2", copies=2)
+    assert sorted(f.parent.name for f in folders) == sorted([*TASK2_CLASS, *(f"{k}-2" for k in TASK2_CLASS)])
+    assert classroom.kind_of("task2", "crash_on_one_rank-2") is TASK2_CLASS["crash_on_one_rank"]
+    first, second = (tmp_path / "submitted" / s / "task2" / "train_cifar_multi_node.py" for s in ("correct", "correct-2"))
+    assert first.read_bytes() != second.read_bytes()
+    assert first.read_text().replace("# handed in by correct\n", "") == \
+        second.read_text().replace("# handed in by correct-2\n", "")
+    assert not (tmp_path / "submitted" / "missing_script-2" / "task2" / "train_cifar_multi_node.py").exists()

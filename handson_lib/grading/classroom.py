@@ -107,16 +107,34 @@ CLASSES = {
 }
 
 
-def write_class(course_dir, assignment, students=None):
-    """submitted/<student>/<assignment>/ for each synthetic student, from the generated release."""
+def student_names(assignment, copies=1):
+    """{student: kind of submission}: each kind once, or `copies` times (kind, kind-2, kind-3, ...)."""
+    names = {}
+    for k in range(1, copies + 1):
+        names.update({(kind if k == 1 else f"{kind}-{k}"): kind for kind in CLASSES[assignment]})
+    return names
+
+
+def kind_of(assignment, student):
+    """The kind of submission a synthetic student handed in (`correct-3` is a `correct`)."""
+    kind = student if student in CLASSES[assignment] else student.rsplit("-", 1)[0]
+    return CLASSES[assignment][kind]
+
+
+def write_class(course_dir, assignment, students=None, copies=1):
+    """submitted/<student>/<assignment>/ for each synthetic student, from the generated release.
+
+    With `copies`, each kind of submission is handed in by that many students; every copy's
+    scripts carry their student's name, so that no two students hand in the same bytes."""
     release = Path(course_dir) / "release" / assignment
     if not release.is_dir():
         raise SystemExit(f"no {release}: run `nbgrader generate_assignment {assignment}` in {course_dir} first")
     notebooks = sorted(release.glob("*.ipynb"))
     written = []
-    for student, sub in CLASSES[assignment].items():
+    for student, kind in student_names(assignment, copies).items():
         if students and student not in students:
             continue
+        sub = CLASSES[assignment][kind]
         folder = Path(course_dir) / "submitted" / student / assignment
         if folder.exists():
             shutil.rmtree(folder)
@@ -139,5 +157,8 @@ def write_class(course_dir, assignment, students=None):
                     raise ValueError(f"the planted mistake of {student!r} no longer applies to {name}: {old!r}")
                 text = text.replace(old, new)
             (folder / name).write_text(text)
+        if copies > 1:
+            for script in sorted(folder.glob("*.py")) + sorted(folder.glob("*.sh")):
+                script.write_text(script.read_text() + f"\n# handed in by {student}\n")
         written.append(folder)
     return written

@@ -13,6 +13,7 @@ through handson_lib.grading.checks, which measures the reference solution from s
 """
 
 import csv
+import hashlib
 import json
 import os
 import re
@@ -106,6 +107,19 @@ def students_of(course_dir, assignment):
     return sorted(p.parent.name for p in base.glob(f"*/{assignment}") if p.is_dir())
 
 
+def default_jobs():
+    """Students graded at once: one more than the cores, so that a student whose run waits (the
+    timing slot, a deadlock until the watchdog, nbgrader's start-up) leaves no core idle."""
+    return launch.cpu_count() + 1
+
+
+def grading_order(students):
+    """A fixed order unrelated to the names: students whose names sort together (often the same
+    kind of work) are spread over the session, so that long and short gradings share the cores
+    and the time left, estimated from the mean so far, holds."""
+    return sorted(students, key=lambda s: hashlib.sha256(s.encode()).hexdigest())
+
+
 def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, env=None, profile_dir=None):
     started = time.monotonic()
     env = dict(env or {})
@@ -115,6 +129,8 @@ def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, 
     if profile_dir:  # every observed run of this student appends its part (grading.runs)
         log = Path(profile_dir) / f"profile-{student}.jsonl"
         env["HANDSON_PROFILE_LOG"] = str(log)
+        # The student's untimed runs, kept so that a check reuses the notebook's identical run.
+        env["HANDSON_RUN_MEMO"] = str(Path(profile_dir) / f"runs-{student}")
     res = nbgrader("autograde", assignment, "--student", student, "--force",
                    course_dir=course_dir, timeout=timeout, env=env)
     seconds = time.monotonic() - started
@@ -243,7 +259,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     Throughput stays fair with students graded side by side: every run whose time is scored
     (the reference's, a student's) holds the machine's timing slot alone (launch.timing_slot)."""
     env = grading_env(site, run_timeout)
-    jobs = jobs or launch.cpu_count()
+    jobs = jobs or default_jobs()
     students = students_of(course_dir, assignment)
     if not students:
         raise SystemExit(f"no submissions in {course_dir}/submitted/*/{assignment}")
@@ -252,9 +268,10 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     results, done_rows = {}, {}
     with tempfile.TemporaryDirectory(prefix="handson-reference-") as cache, \
             ThreadPoolExecutor(max_workers=jobs) as pool:
-        env = {**env, "HANDSON_REFERENCE_CACHE": cache}  # the reference is measured once per session
+        # The reference is measured once per session; a course demo cell runs once per session.
+        env = {**env, "HANDSON_REFERENCE_CACHE": cache, "HANDSON_DEMO_MEMO": str(Path(cache) / "demos")}
         futures = [pool.submit(_autograde_one, course_dir, assignment, s, timeout, cell_timeout, env, cache)
-                   for s in students]
+                   for s in grading_order(students)]
         for future in as_completed(futures):
             result = future.result()
             results[result["student"]] = result
@@ -311,11 +328,14 @@ def add_course_arguments(parser):
     parser.add_argument("assignments", nargs="*",
                         help="assignments (default: all; synthetic-class: setup or task2)")
     parser.add_argument("--course", default=str(COURSE_ROOT / "course"))
+    parser.add_argument("--copies", type=int, default=1,
+                        help="synthetic-class: each kind of submission handed in by this many students "
+                             "(a class of 7 x N for task2)")
 
 
 def add_autograde_arguments(parser):
     parser.add_argument("assignment")
-    parser.add_argument("--jobs", type=int, default=None, help="students graded at once (default: cores)")
+    parser.add_argument("--jobs", type=int, default=None, help="students graded at once (default: cores + 1)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per student before the watchdog")
     parser.add_argument("--cell-timeout", type=float, default=None,
                         help="seconds per cell (default: course/nbgrader_config.py's Execute.timeout)")
@@ -335,8 +355,8 @@ def course_main(args):
         for name in args.assignments or ["task2"]:
             if name not in classroom.CLASSES:
                 raise SystemExit(f"no synthetic class for {name!r}; there is one for {', '.join(classroom.CLASSES)}")
-            for folder in classroom.write_class(course_dir, name):
-                sub = classroom.CLASSES[name][folder.parent.name]
+            for folder in classroom.write_class(course_dir, name, copies=args.copies):
+                sub = classroom.kind_of(name, folder.parent.name)
                 print(f"wrote {folder}  (expected score {sub.expected:g}{': ' + sub.why if sub.why else ''})")
         return 0
     for dest in assemble(course_dir, assignments=args.assignments or None):

@@ -4,7 +4,10 @@ Ships in the student edition: it needs neither the reference solutions nor the c
 """
 
 import difflib
+import fcntl
+import hashlib
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -13,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from handson_lib import launch
 from handson_lib.grading import checks, runs
 from handson_lib.sites import jobscript
 
@@ -32,19 +36,6 @@ def _readable(output):
     return lines
 
 
-def _without_out(args):
-    """The arguments that define a run (the launcher replaces --out with a folder of its own)."""
-    kept, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-        elif a == "--out":
-            skip = True
-        else:
-            kept.append(a)
-    return kept
-
-
 def _graded_limit(script, args, timeout, np=None):
     """(time limit, stall limit) of a run. Under `handson autograde` (a reference cache for the
     session), a student's run may take 5 times the reference's own run with the same arguments,
@@ -54,7 +45,7 @@ def _graded_limit(script, args, timeout, np=None):
     if not os.environ.get("HANDSON_REFERENCE_CACHE") or checks.default_against(name) != "reference":
         return timeout, None
     from handson_lib.grading import reference  # instructor-only: the autograder has it
-    measured = reference.measure_reference(name, _without_out(args), timeout, np=np)
+    measured = reference.measure_reference(name, runs.without_out(args), timeout, np=np)
     return checks.student_limit(measured, timeout), checks.student_stall(measured)
 
 
@@ -99,6 +90,39 @@ def run_mpi_script(script, np, args, label=None, timeout=600, show=12):
     if not obs.finished:
         print(f"!!! {checks._why_ranks_stopped(obs, timeout)}")
     return obs
+
+
+def _demo_key(np, argv):
+    """A course demo run's identity: its ranks and arguments, a file argument by its content."""
+    parts = [str(np)]
+    for a in map(str, argv):
+        path = Path(a)
+        parts.append(path.read_text(errors="replace") if path.is_file() else a)
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def run_demo(np, argv, timeout=120):
+    """Run a course demo (the course's code, no student's) on `np` local ranks; returns launch's
+    MPIResult. Under `handson autograde` (HANDSON_DEMO_MEMO, one folder per grading session) the
+    same demo run for an earlier student stands for it, and says so: its output is the same."""
+    memo = os.environ.get("HANDSON_DEMO_MEMO")
+    if not memo:
+        return launch.run_mpi(np, argv, timeout=runs.run_limit(timeout))
+    path = Path(memo) / f"demo-{_demo_key(np, argv)}.pickle"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Students graded side by side reach the demo together: the first runs it, the others wait for it.
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            result = pickle.loads(path.read_bytes())
+            runs.log_part(f"notebook: course demo on {np} rank(s) (the same run as an earlier student's, reused)", 0.0)
+            print(f"(the autograder reused this demo's run from an earlier student: the same code on {np} ranks)")
+            return result
+        result = launch.run_mpi(np, argv, timeout=runs.run_limit(timeout))
+        runs.log_part(f"notebook: course demo on {np} rank(s)", result.seconds, waited=result.waited)
+        if result.ok:
+            path.write_bytes(pickle.dumps(result))
+    return result
 
 
 def show_diff(before, after):

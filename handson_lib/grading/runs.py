@@ -2,11 +2,14 @@
 with a watchdog: one process, or N local MPI ranks. The checks, the reference measurement, the
 notebooks and the benchmarks all read what these return."""
 
+import hashlib
 import json
 import os
+import pickle
+import statistics
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy
@@ -52,12 +55,17 @@ def _progress(res, watch):
             "stall": watch.stall, "waited": round(res.waited, 2)}
 
 
-def _log_part(part, obs):
-    """Append one run to HANDSON_PROFILE_LOG (set per student by `handson autograde`)."""
+def log_part(part, seconds, **extra):
+    """Append one part of a student's grading to HANDSON_PROFILE_LOG (set per student by
+    `handson autograde`)."""
     log = os.environ.get("HANDSON_PROFILE_LOG")
     if log and part:
         with open(log, "a") as f:
-            f.write(json.dumps({"part": part, "seconds": round(obs.seconds, 2), **obs.progress}) + "\n")
+            f.write(json.dumps({"part": part, "seconds": round(seconds, 2), **extra}) + "\n")
+
+
+def _log_part(part, obs):
+    log_part(part, obs.seconds, **obs.progress)
 
 
 def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, part=None):
@@ -120,9 +128,48 @@ class MPIObservation:
         return "\n".join(mine[-lines:])
 
 
-def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None):
+def without_out(args):
+    """The arguments that define a run (the launcher replaces --out with a folder of its own)."""
+    kept, skip = [], False
+    for a in map(str, args):
+        if skip:
+            skip = False
+        elif a == "--out":
+            skip = True
+        else:
+            kept.append(a)
+    return kept
+
+
+def _memo_path(script, np, args):
+    """Where HANDSON_RUN_MEMO (one folder per student, set by `handson autograde`) keeps a run."""
+    memo = os.environ.get("HANDSON_RUN_MEMO")
+    if not memo:
+        return None
+    key = hashlib.sha256(repr((Path(script).read_bytes(), np, without_out(args))).encode()).hexdigest()[:16]
+    return Path(memo) / f"run-{key}.pickle"
+
+
+def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None, reuse=False):
     """Run SCRIPT on `np` local ranks under the launcher (each rank observed) and a watchdog;
-    `timed`, `stall` and `part` as in run_observed."""
+    `timed`, `stall` and `part` as in run_observed.
+
+    Under `handson autograde` every run that is not timed is kept for the student's session; with
+    `reuse`, the same script with the same ranks and arguments run earlier (the notebook's own
+    cell) stands for this one instead of running it again."""
+    memo = None if timed else _memo_path(script, np, args)
+    if reuse and memo is not None and memo.exists():
+        obs = pickle.loads(memo.read_bytes())
+        _log_part(f"{part} (the same run as the notebook's, reused)", replace(obs, seconds=0.0))
+        return obs
+    obs = _run_observed_mpi(script, np, args, timeout, timed, stall, part)
+    if memo is not None:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        memo.write_bytes(pickle.dumps(obs))
+    return obs
+
+
+def _run_observed_mpi(script, np, args, timeout, timed, stall, part):
     timeout = run_limit(timeout)
     with tempfile.TemporaryDirectory(prefix="handson-observe-") as tmp:
         outdir = Path(tmp) / "observed"
@@ -142,5 +189,69 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
                 params[int(path.stem.split("rank")[1])] = npz["params"]
         obs = MPIObservation(np, res.returncode, res.timed_out, res.output, ranks, params, res.seconds,
                              timeout, _progress(res, watch))
+        _log_part(part, obs)
+        return obs
+
+
+@dataclass
+class PairedObservation:
+    """One paired launch (handson_lib.grading.paired): the seconds of each training step of the
+    reference and of the student, taken in turn on `np` ranks."""
+    np: int
+    returncode: int
+    timed_out: bool
+    output: str
+    steps: dict
+    images_per_step: dict
+    error: str
+    seconds: float
+    progress: dict = None
+
+    @property
+    def finished(self):
+        return (self.returncode == 0 and not self.timed_out and not self.error
+                and all(self.steps.get(who) for who in ("reference", "student")))
+
+    def rate(self, who):
+        """Images per second of `who`: images per step over its median step time."""
+        return self.images_per_step[who] / statistics.median(self.steps[who])
+
+    def pair_ratios(self):
+        """The student's rate over the reference's for each pair of steps taken in turn."""
+        scale = self.images_per_step["student"] / self.images_per_step["reference"]
+        return [scale * ref / mine for ref, mine in zip(self.steps["reference"], self.steps["student"])]
+
+    @property
+    def ratio(self):
+        """The student's rate over the reference's: the median over the pairs of steps (a pair
+        shares the machine's state of the moment)."""
+        return statistics.median(self.pair_ratios())
+
+    def block_ratios(self, blocks=4):
+        """The same median in `blocks` consecutive blocks of pairs: its spread within the launch."""
+        pairs = self.pair_ratios()
+        blocks = max(1, min(blocks, len(pairs) // 3))
+        size = len(pairs) // blocks
+        return [statistics.median(pairs[b * size:(b + 1) * size]) for b in range(blocks)]
+
+
+def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=None, part=None):
+    """Time the training steps of `reference` and `script` in turn in one launch on `np` ranks,
+    alone on the machine (the timing slot); a watchdog as in run_observed_mpi."""
+    timeout = run_limit(timeout)
+    with tempfile.TemporaryDirectory(prefix="handson-paired-") as tmp:
+        outdir = Path(tmp) / "paired"
+        argv = ["-m", "handson_lib.grading.paired", str(outdir), str(steps), str(Path(reference).resolve()),
+                str(Path(script).resolve()), *args]
+        watch = launch.ProgressWatch(outdir, stall)
+        res = launch.run_mpi(np, argv, timeout=timeout, cwd=tmp, extra_args=["--output", "tag"],
+                             env={**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE}, timed=True,
+                             progress=watch)
+        path = outdir / "paired-rank0.json"
+        record = json.loads(path.read_text()) if path.exists() else {}
+        obs = PairedObservation(np, res.returncode, res.timed_out, res.output, record.get("steps", {}),
+                                record.get("images_per_step", {}),
+                                record.get("error") or ("" if record else "no record from rank 0"),
+                                res.seconds, _progress(res, watch))
         _log_part(part, obs)
         return obs

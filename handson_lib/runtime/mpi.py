@@ -48,13 +48,16 @@ def install_abort_hook():
 
 
 def start_forkserver():
-    """Start the forkserver before MPI is initialised (forking after it can break InfiniBand)."""
+    """Start the forkserver before MPI is initialised (forking after it can break InfiniBand).
+
+    The server preloads nothing: importing the script there again would cost every rank a second
+    Chainer import at start-up; a worker forked later imports what it needs itself."""
     import multiprocessing
+    from multiprocessing import forkserver
     if multiprocessing.get_start_method(allow_none=True) != "forkserver":
         multiprocessing.set_start_method("forkserver", force=True)
-    probe = multiprocessing.Process()
-    probe.start()
-    probe.join()
+    multiprocessing.set_forkserver_preload([])
+    forkserver.ensure_running()
 
 
 def check_communicator_name(name, gpu):
