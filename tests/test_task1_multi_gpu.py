@@ -73,7 +73,7 @@ def test_infinite_loop_is_stopped_by_the_watchdog(reference, tmp_path):
     script = mutant(SOLUTION, tmp_path, "    trainer.run()\n", "    while True:\n        pass\n")
     report = checks.check_multi_gpu(script, reference=reference, timeout=20)
     failed = failed_checks(report)
-    assert "stopped by the watchdog" in failed["runs to the end"]
+    assert "by the watchdog" in failed["runs to the end"]  # at its time limit, or earlier once it stalls
 
 
 def _initialised_model(train, seed):

@@ -34,6 +34,7 @@ STUDENT_SUPPORT = (
     "handson_lib.runtime.*",           # what the training scripts import
     "handson_lib.grading",
     "handson_lib.grading.observe",     # the grader's launcher (`python -m`), used by `handson check`
+    "handson_lib.grading.paired",      # step-by-step timing beside the reference (instructor mode only)
     "handson_lib.grading.runs",        # observed runs with a watchdog, used by `handson check`
     "handson_lib.grading.notebook",    # the notebooks' run / table / scheduler helpers
     "handson_lib.experiments",
