@@ -4,9 +4,11 @@ Under CI=true a skip is a failure unless the test is marked `gpu`: CI runs on a 
 machine where every other prerequisite (scheduler, browser, MPI) is installed by .ci/run.
 """
 
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,18 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.longrepr = f"skipped under CI=true, where only GPU tests may skip: {reason}"
+
+
+@pytest.fixture(scope="module")
+def cluster_turn():
+    """The machine's one local cluster, for one test module at a time: pytest-xdist runs files in
+    parallel, and the cluster tests and the network tests each bring it up their own way."""
+    with open(Path(tempfile.gettempdir()) / "handson-cluster-tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture

@@ -378,5 +378,9 @@ def test_training_script_reports_phases_when_switched_on(tmp_path):
         assert f"Phases (rank {rank}, median ms/iteration" in run.output
         saved = json.loads((out / f"phases_rank{rank}.json").read_text())
         assert set(saved["phases_s"]) == set(phases.PHASES) | {"other"}
+        # The spans of the timed iterations (at most the newest SPAN_ITERATIONS), on the shared clock.
+        kept = min(saved["timed_iterations"], phases.SPAN_ITERATIONS)
+        assert [s[0] for s in saved["spans"]].count("iteration") == kept and saved["host"]
     swept = breakdown.load_sweep(tmp_path)
     assert list(swept) == [2] and swept[2]["throughput"] > 0 and swept[2]["gradient_bytes"] > 0
+    assert [lane["rank"] for lane in swept[2]["timeline"]] == [0, 1]

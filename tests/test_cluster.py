@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from handson_lib.sites import cluster
+from handson_lib.sites import cluster, jobs
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 
@@ -52,13 +52,13 @@ def job_script(folder, name, body, queue="h-debug", select="1", walltime="00:05:
 
 
 def output_of(folder, jobid):
-    out = cluster.job_output(folder, jobid)
+    out = jobs.output_file(folder, jobid)
     assert out is not None, f"no *.o{jobid} in {folder}: {sorted(p.name for p in Path(folder).iterdir())}"
     return out.read_text(errors="replace")
 
 
 @pytest.fixture(scope="module")
-def up():
+def up(cluster_turn):
     if os.geteuid() != 0:
         pytest.fail("`handson cluster up` needs root (apt-get and system daemons); run the scheduler "
                     "tests as root, or use `handson jobscript run FILE` without a scheduler")

@@ -117,6 +117,13 @@ WRONG = [
     Wrong("q5_longest_gap_test", "longest_gap_ms = 0.196245801", ("196.2",)),  # seconds
     Wrong("q6_bottleneck_test", "bottleneck = 'cpu'", ('= "host"', '== "host"')),
     Wrong("q6_bottleneck_test", "bottleneck = 'Host'", ('= "host"', '== "host"')),
+    # (the planted CPU timeline: allreduce 4 ms on rank 0 and 124 ms on rank 1, iterations 374 ms each)
+    Wrong("q7_allreduce_wait_test", "allreduce_ms = {0: 0.004, 1: 0.124}\nwaiting_rank = 1", ("124", "4.0")),  # s
+    Wrong("q7_allreduce_wait_test", "allreduce_ms = {0: 374.0, 1: 374.0}\nwaiting_rank = 1", ("124",)),  # iterations
+    Wrong("q7_allreduce_wait_test", "allreduce_ms = {'node0': 4.0, 'node1': 124.0}\nwaiting_rank = 'node1'", ()),
+    Wrong("q7_allreduce_wait_test", "allreduce_ms = [4.0, 124.0]\nwaiting_rank = 1", ()),
+    Wrong("q7_allreduce_wait_test", "allreduce_ms = {0: 4.0, 1: 124.0}\nwaiting_rank = 0", ()),
+    Wrong("q7_allreduce_wait_test", "allreduce_ms = {0: 4.0, 1: 124.0}\nwaiting_rank = 'rank 1'", ()),
     # 04 scaling
     Wrong("q1_efficiency_test", SCALING + "efficiency_2 = 180.0 / 100.0", ("0.9",)),   # the speed-up
     Wrong("q1_efficiency_test", SCALING + "efficiency_2 = 90.0", ("0.9",)),            # in percent
@@ -169,7 +176,8 @@ RIGHT = {
     "01_multi_gpu.ipynb": ["q1_lr_test"],
     "02_multi_node.ipynb": ["q1_ranks_test"],
     "03_profiling.ipynb": ["q1_kernel_count_test", "q2_top_kernel_test", "q3_htod_bytes_test",
-                           "q4_busy_fraction_test", "q5_longest_gap_test", "q6_bottleneck_test"],
+                           "q4_busy_fraction_test", "q5_longest_gap_test", "q6_bottleneck_test",
+                           "q7_allreduce_wait_test"],
 }
 
 STUDENT = _graded_cells("notebooks")
@@ -178,8 +186,9 @@ STUDENT = _graded_cells("notebooks")
 def _namespace():
     con = sqlite3.connect(profiling.sample_profile().as_uri() + "?mode=ro", uri=True)
     from handson_lib.experiments import tuning  # imports chainer: only when a case runs
+    from test_cpu_timeline import planted_result  # notebook 03's `cpu_run`, two planted ranks
     return {"sqlite3": sqlite3, "profiling": profiling, "checks": checks, "tuning": tuning, "con": con,
-            "_results": _results, "_report": _report}
+            "_results": _results, "_report": _report, "cpu_run": planted_result()}
 
 
 def _shows(message, value):
@@ -228,7 +237,8 @@ ASKED = {
     "q3_lr": ["n_gpus", "lr_set_by_script"], "q1_lr": ["lr_after_updater", "images_per_update"],
     "q1_ranks": ["placement"], "q1_kernel_count": ["n_kernels"], "q2_top_kernel": ["top_kernel_name"],
     "q3_htod_bytes": ["htod_bytes"], "q4_busy_fraction": ["busy_fraction"],
-    "q5_longest_gap": ["longest_gap_ms"], "q6_bottleneck": ["bottleneck"], "q1_efficiency": ["efficiency_2"],
+    "q5_longest_gap": ["longest_gap_ms"], "q6_bottleneck": ["bottleneck"],
+    "q7_allreduce_wait": ["allreduce_ms", "waiting_rank"], "q1_efficiency": ["efficiency_2"],
     "q2_traffic": ["L", "allreduce_traffic", "traffic"], "q3_busbw": ["busbw_training"],
     "q4_share": ["share_of_p2p"], "q1_gpu_only": ["gpu_only_levers"], "make_iterator": ["make_iterator"],
     "speedup": ["my_speedup", "my_conclusion"], "scaled_lr": ["scaled_lr"],

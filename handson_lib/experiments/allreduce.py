@@ -9,7 +9,8 @@ allreduce of ResNet-50's L = 102,228,384 gradient bytes, counting the traffic of
   model itself, so one ``MPI_Allreduce`` per parameter array, as in training;
 - ``mpi4py``: one ``comm.Allreduce(sendbuf, recvbuf, op=MPI.SUM)`` over a float32 buffer of L bytes;
 - ``mpi4py-inplace`` (with ``--in-place``): the same with ``MPI.IN_PLACE``, as ChainerMN calls it;
-- ``p2p``: ping-pong ``Send`` / ``Recv`` of L bytes between ranks 0 and 1, bandwidth
+- ``p2p``: ping-pong ``Send`` / ``Recv`` of L bytes between rank 0 and the first rank on another
+  node (rank 1 when all share one host), bandwidth
   L / (round trip / 2): the limit the allreduce is compared with.
 
 Conventions of nccl-tests (doc/PERFORMANCE.md): algbw = S / t and, for allreduce, busbw = the bytes
@@ -37,11 +38,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from handson_lib import launch
 from handson_lib.experiments import stats
 from handson_lib.runtime.models import MODELS, get_model
 from handson_lib.runtime.mpi import prepare_rank
 from handson_lib.runtime.phases import gradient_bytes_of
+from handson_lib.sites import jobs
 
 PATHS = ("chainermn", "mpi4py", "p2p")
 #: Measured with --in-place only: nccl-tests reports in-place beside out-of-place too.
@@ -50,7 +51,7 @@ PATH_LABELS = {
     "chainermn": "ChainerMN naive multi_node_mean_grad",
     "mpi4py": "mpi4py Allreduce (one buffer)",
     IN_PLACE_PATH: "mpi4py Allreduce IN_PLACE (one buffer)",
-    "p2p": "point-to-point rank 0 <-> 1",
+    "p2p": "point-to-point, rank 0 <-> a rank on another node (else rank 1)",
 }
 DEFAULT_MODEL = "resnet50"
 DEFAULT_SWEEP = "1K:64M"
@@ -220,7 +221,7 @@ def _flat_link(nbytes):
 class _Path:
     """One measured operation: `prepare` (untimed), `operate` (timed), `check` (untimed).
     `halve` marks a round trip whose one-way time is half; `active` is False on ranks that
-    take no part (P2P beyond ranks 0 and 1)."""
+    take no part (P2P beyond its pair of ranks)."""
 
     def __init__(self, name, nbytes, calls, prepare, operate, check, halve=False, active=True):
         self.name, self.nbytes, self.calls = name, nbytes, calls
@@ -272,20 +273,27 @@ def _in_place_path(mpi_comm, base, send, recv):
                  lambda: check_buffer(recv, want))
 
 
-def _p2p_path(mpi_comm, base, send, recv):
-    """Ping-pong between ranks 0 and 1; each of them checks what arrived from the other."""
+def p2p_partner(hosts):
+    """Rank 0's partner in the ping-pong: the first rank on another node, so that the bytes cross
+    the network where there is one; rank 1 when every rank shares one host."""
+    return next((rank for rank, host in enumerate(hosts) if host != hosts[0]), 1)
+
+
+def _p2p_path(mpi_comm, base, send, recv, pair):
+    """Ping-pong between the two ranks of `pair` (rank 0 first); each checks what arrived."""
     import numpy as np
     rank = mpi_comm.rank
-    partner = 1 - rank if rank < 2 else None
+    first, second = pair
+    partner = {first: second, second: first}.get(rank)
     want = base + np.float32(partner + 1) if partner is not None else None
 
     def operate():
-        if rank == 0:
-            mpi_comm.Send(send, dest=1, tag=7)
-            mpi_comm.Recv(recv, source=1, tag=8)
-        elif rank == 1:
-            mpi_comm.Recv(recv, source=0, tag=7)
-            mpi_comm.Send(send, dest=0, tag=8)
+        if rank == first:
+            mpi_comm.Send(send, dest=second, tag=7)
+            mpi_comm.Recv(recv, source=second, tag=8)
+        elif rank == second:
+            mpi_comm.Recv(recv, source=first, tag=7)
+            mpi_comm.Send(send, dest=first, tag=8)
 
     return _Path("p2p", base.size * 4, 1, lambda: recv.fill(np.nan), operate,
                  lambda: check_buffer(recv, want), halve=True, active=partner is not None)
@@ -349,7 +357,7 @@ def _worker_arguments(argv):
     return parser.parse_args(argv)
 
 
-def _measure_size(comm, link, nbytes, args, corrupt, say):
+def _measure_size(comm, link, nbytes, args, corrupt, say, pair):
     """Every path at one message size; rank 0 gets the records (the others None)."""
     import numpy as np
     mpi_comm = comm.mpi_comm
@@ -364,7 +372,7 @@ def _measure_size(comm, link, nbytes, args, corrupt, say):
     if args.in_place:
         paths.append(_in_place_path(mpi_comm, base, send, recv))
     if comm.size >= 2:
-        paths.append(_p2p_path(mpi_comm, base, send, recv))
+        paths.append(_p2p_path(mpi_comm, base, send, recv, pair))
     else:
         say("[allreduce bench] one rank: no point-to-point partner, P2P skipped")
     _run_rounds(mpi_comm, paths, args.iterations, args.warmup)
@@ -383,10 +391,11 @@ def _worker_result(args, comm, hosts, sizes, load_at_start, corrupt, results):
         "communicator": "naive", "mpi_library": MPI.Get_library_version().strip().split("\n")[0],
         "load_average": load_at_start, "load_average_end": list(os.getloadavg()),
         "cpu_count": os.cpu_count(),
+        "link": jobs.job_link(),
         "corrupt_rank": corrupt,
         "units": {"GBps": "1e9 bytes/s", "Gibps": "2**30 bits/s",
                   "time_s": "median over timed iterations of the slowest rank's time; p2p: "
-                            "round trip / 2 (slower of ranks 0 and 1)"},
+                            "round trip / 2 (slower of its two ranks, p2p_pair)"},
         "results": results,
         "correct": all(r["correct"] for r in results),
     }
@@ -411,15 +420,17 @@ def run_worker(argv=None):
         model_link = build_gradient_link(args.model or DEFAULT_MODEL)
         sizes = [gradient_bytes_of(model_link)]
 
-    hosts = comm.mpi_comm.gather(_processor_name(), root=0)
+    hosts = comm.mpi_comm.allgather(_processor_name())
+    pair = (0, p2p_partner(hosts))
     load_at_start = list(os.getloadavg())
     results = []
     for nbytes in sizes:
         link = model_link if model_link is not None else _flat_link(nbytes)
-        results += _measure_size(comm, link, nbytes, args, corrupt, say)
+        results += _measure_size(comm, link, nbytes, args, corrupt, say, pair)
     if comm.rank != 0:
         return 0
     result = _worker_result(args, comm, hosts, sizes, load_at_start, corrupt, results)
+    result["p2p_pair"] = list(pair)
     if args.result_file:
         Path(args.result_file).write_text(json.dumps(result, indent=2))
         return 0
@@ -448,10 +459,22 @@ def add_bus_bandwidth(result, traffic_rule):
         r["traffic_bytes"] = traffic
         r["busbw_GBps"] = algbw(traffic, r["time_s"]) if traffic else 0.0
         r["busbw_Gibps"] = gbps_to_gibitps(r["busbw_GBps"])
+        r["busbw_over_link"] = busbw_over_link(r["busbw_GBps"], result)
     result["traffic_rule"] = getattr(traffic_rule, "__name__", repr(traffic_rule))
     result["units"]["busbw"] = "traffic_rule(bytes, p) / time_s for allreduce; = algbw for p2p"
     result["ratios"] = ratios(result)
     return result
+
+
+def link_rate_GBps(result):
+    """The rate of the link the ranks talked over, GB/s (1e9 bytes/s); None on one host."""
+    rate = (result.get("link") or {}).get("rate_bps")
+    return rate / 8 / 1e9 if rate else None
+
+
+def busbw_over_link(busbw_GBps, result):
+    """Bus bandwidth as a fraction of the link's rate: the physical limit of one rank's traffic."""
+    return stats.ratio_or_none(busbw_GBps, link_rate_GBps(result))
 
 
 def _has_busbw(result):
@@ -496,6 +519,11 @@ def format_table(result):
                      f"({human_bytes(result['bytes'])})"
                      + (f"; allreduce traffic per rank = {traffic:,.0f} bytes" if traffic is not None
                         else ""))
+    link = result.get("link") or {}
+    if link.get("rate_bps"):
+        lines.append(f"link between nodes: {link['profile']} ({link.get('note')}), shaped to "
+                     f"{link['rate_bps'] / 1e9:g} Gbit/s = {link_rate_GBps(result):.3f} GB/s each way "
+                     f"per node; busbw / link = the share of that limit the path reached")
     if len(hosts) == 1:
         lines.append("all ranks share one host: the bytes move through shared memory, not a network")
     load, load_end = result.get("load_average"), result.get("load_average_end")
@@ -506,7 +534,8 @@ def format_table(result):
                      f"the times are noisy")
     header = (f"{'path':14s} {'bytes':>12s} {'calls':>5s} {'iters':>5s} {'median ms':>10s} "
               f"{'min ms':>9s} {'max ms':>9s} {'algbw GB/s':>10s}"
-              + (f" {'busbw GB/s':>10s} {'busbw Gibit/s':>13s}" if bus else "") + f" {'correct':>7s}")
+              + (f" {'busbw GB/s':>10s} {'busbw Gibit/s':>13s}" if bus else "")
+              + (f" {'busbw/link':>10s}" if bus and link_rate_GBps(result) else "") + f" {'correct':>7s}")
     lines += [header, "-" * len(header)]
     for r in result["results"]:
         lines.append(
@@ -514,8 +543,10 @@ def format_table(result):
             f"{r['time_s'] * 1e3:10.3f} {r['min_s'] * 1e3:9.3f} {r['max_s'] * 1e3:9.3f} "
             f"{r['algbw_GBps']:10.3f}"
             + (f" {r['busbw_GBps']:10.3f} {r['busbw_Gibps']:13.3f}" if bus else "")
+            + (f" {_fmt_ratio(r.get('busbw_over_link')):>10s}" if bus and link_rate_GBps(result) else "")
             + f" {'yes' if r['correct'] else 'NO':>7s}")
-    lines.append(("p2p: busbw = algbw = bytes / (round trip / 2)" if bus else
+    pair = result.get("p2p_pair") or [0, 1]
+    lines.append((f"p2p (ranks {pair[0]} and {pair[1]}): busbw = algbw = bytes / (round trip / 2)" if bus else
                   "no busbw: measure(..., traffic_rule=...) adds it")
                  + "; calls = MPI_Allreduce calls per iteration (ChainerMN: one per parameter array)")
     for row in result.get("ratios") or (ratios(result) if bus else []):
@@ -562,6 +593,10 @@ def bandwidth_figure(result, ax=None):
         wrong = [(s, v) for s, v, ok in points if not ok]
         if wrong:
             ax.plot(*zip(*wrong), "x", color="red", markersize=12, label=f"{path}: WRONG result")
+    rate = link_rate_GBps(result)
+    if rate:
+        ax.axhline(rate, linestyle=":", color="#C44E52", linewidth=2,
+                   label=f"link rate: {result['link']['profile']} ({rate:.3g} GB/s each way)")
     ax.set_xscale("log", base=2)
     sizes = sorted({r["bytes"] for r in result["results"]})
     if len(sizes) <= 12:
@@ -601,10 +636,13 @@ def _size_argument(nbytes=None, model=None, sizes=None):
 
 
 def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, timeout=600,
-            echo=False, in_place=False, traffic_rule=None):
-    """Run the three paths on `np` local ranks under the watchdog; returns the result dict
-    (keys: ranks, hosts, model, bytes, sizes, results, correct, ...).
+            echo=False, in_place=False, traffic_rule=None, where="local"):
+    """Run the three paths on `np` ranks; returns the result dict (keys: ranks, hosts, link,
+    model, bytes, sizes, results, correct, ...).
 
+    `where`: 'local' (ranks on this machine under the watchdog), 'cluster' (a job across the
+    nodes of the local cluster brought up with `handson cluster up --link PROFILE`) or 'auto' (the
+    cluster when one is up); the result's `link` says which link the bytes crossed.
     Exactly one of `nbytes` (int or '1M'), `model` ('resnet50' or a course model) or `sizes`
     (list or '1K:64M') may be given; the default is ResNet-50's gradients (seed 001).
     `in_place=True` adds the MPI.IN_PLACE allreduce (path 'mpi4py-inplace').
@@ -621,7 +659,7 @@ def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, 
                 "--iterations", str(int(iterations)), "--warmup", str(int(warmup)),
                 *(["--in-place"] if in_place else []),
                 "--result-file", str(result_file)]
-        run = launch.run_mpi(int(np), argv, timeout=timeout, echo=echo)
+        run = jobs.run_ranks(int(np), argv, timeout=timeout, where=where, name="allreduce", echo=echo)
         if not run.ok or not result_file.exists():
             why = "timed out" if run.timed_out else f"exit status {run.returncode}"
             raise RuntimeError(f"allreduce benchmark on {np} rank(s) failed ({why}):\n{run.tail(30)}")
@@ -646,6 +684,11 @@ def add_arguments(parser):
     parser.add_argument("--warmup", type=int, default=3, help="untimed iterations first")
     parser.add_argument("--timeout", type=float, default=600,
                         help="seconds before the watchdog stops the run")
+    parser.add_argument("--where", choices=jobs.WHERE, default="local",
+                        help="local ranks (default), a job across the nodes of the local cluster "
+                             "(`handson cluster up --link 1gbe`), or auto: the cluster when one is up")
+    parser.add_argument("--plot", default=None, metavar="PNG",
+                        help="write the bandwidth figure (busbw per path and size, the link's rate)")
     parser.add_argument("--out", default="results/bench", help="folder for allreduce_<what>_np{P}.json ('' = none)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
 
@@ -656,11 +699,12 @@ def run_command(args, traffic_rule):
     try:
         result = measure(np=args.np, nbytes=args.bytes, model=args.model, sizes=args.sizes,
                          iterations=args.iterations, warmup=args.warmup, timeout=args.timeout,
-                         echo=not args.json, in_place=args.in_place, traffic_rule=traffic_rule)
+                         echo=not args.json, in_place=args.in_place, traffic_rule=traffic_rule,
+                         where=args.where)
     except ValueError as error:
         print(f"handson bench allreduce: {error}", file=sys.stderr)
         return 2
-    except RuntimeError as error:
+    except RuntimeError as error:  # jobs.JobError too: no cluster, a refused job
         print(f"handson bench allreduce: {error}", file=sys.stderr)
         return 1
     if args.json:
@@ -674,6 +718,13 @@ def run_command(args, traffic_rule):
         path.write_text(json.dumps(result, indent=2))
         if not args.json:
             print(f"JSON written to {path}")
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
+        bandwidth_figure(result).savefig(args.plot, dpi=120)
+        if not args.json:
+            print(f"figure written to {args.plot}")
     if not result["correct"]:
         wrong = [f"{r['path']} ({r['bytes']} bytes)" for r in result["results"] if not r["correct"]]
         print(f"ERROR: wrong allreduce result: {', '.join(wrong)}", file=sys.stderr)

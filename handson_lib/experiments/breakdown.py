@@ -23,16 +23,22 @@ line. Training scripts switch the instrumentation on with HANDSON_PHASES=1 (see
 """
 
 import argparse
+import contextlib
 import json
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from handson_lib import data, launch
 from handson_lib.experiments.figures import scaling_plot
+from handson_lib.profiling import cpu_timeline
 from handson_lib.runtime import models, mpi, training
-from handson_lib.runtime.phases import OTHER, PHASES, gradient_bytes_of, instrument
+from handson_lib.sites import jobs
+from handson_lib.runtime.phases import (OTHER, PHASE_COLORS, PHASES, gradient_bytes_of, instrument,
+                                        relative_timeline)
 
 
 def timer_table(hook, iterations):
@@ -98,17 +104,25 @@ def _timed_training(updater, args, comm):
 
 
 def _worker_result(args, comm, model, gathered, hook, timed):
-    """Rank 0's JSON-ready result of the whole job."""
+    """Rank 0's JSON-ready result of the whole job.
+
+    Every rank's spans of the timed iterations move from `gathered` into "timeline" (one entry
+    per rank: rank, host, processor, spans [name, start_s, stop_s] from the earliest timed start
+    of all ranks, "timeline_epoch_s"), drawn by `handson_lib.profiling.cpu_timeline`."""
+    lanes = [{"rank": r["rank"], "host": r["host"], "processor": r["processor"], "spans": r.pop("spans")}
+             for r in gathered]
+    timeline, origin = relative_timeline(lanes)
     result = {
         "np": comm.size, "model": args.model, "batchsize": args.batchsize,
         "total_batch": args.batchsize * comm.size, "iterations": args.iterations,
         "warmup": args.warmup, "dataset": args.dataset, "communicator": "naive",
-        "device": "CPU (NumPy ranks, naive communicator)",
+        "device": "CPU (NumPy ranks, naive communicator)", "link": jobs.job_link(),
         "gradient_bytes": gradient_bytes_of(model),
         "parameters": int(sum(p.size for p in model.params() if p.array is not None)),
         "ranks": sorted(gathered, key=lambda r: r["rank"]),
         "timer_hook": {"rank": 0, "iterations": timed, "total_ms": hook.total_time() * 1e3,
                        "rows": timer_table(hook, timed)},
+        "timeline": timeline, "timeline_epoch_s": origin,
     }
     result.update(_combine(result["ranks"], result["total_batch"]))
     return result
@@ -120,6 +134,7 @@ def _worker(argv):
     mpi.prepare_rank("naive", gpu=False, forkserver=False)  # SerialIterator: no child processes
     import chainer
     import chainermn
+    from mpi4py import MPI
     comm = chainermn.create_communicator("naive")
     training.seed_everything(args.seed)
     train, n_class = _rank_shard(args, comm)
@@ -138,7 +153,9 @@ def _worker(argv):
     mine = {"rank": comm.rank, **summary,
             "throughput": images / summary["total_s"] if summary["total_s"] > 0 else None,
             "per_iteration": rec.iterations,
-            "nvtx": rec.nvtx is not None}
+            "nvtx": rec.nvtx is not None,
+            "host": socket.gethostname(), "processor": MPI.Get_processor_name(),
+            "spans": rec.timed_spans(args.warmup)}
     gathered = comm.gather_obj(mine)
     if comm.rank == 0:
         result = _worker_result(args, comm, model, gathered, hook, timed)
@@ -157,9 +174,39 @@ def _combine(ranks, total_batch):
             "throughput": total_batch * timed / slowest if slowest > 0 else None}
 
 
+@contextlib.contextmanager
+def cpu_fillers(count):
+    """`count` processes that only spin while the block runs. With them a run on p ranks keeps as
+    many processes busy as a run on more ranks: every rank gets the same share of the cores at
+    every p, as one GPU per rank computes at the same speed however many ranks there are."""
+    # A session each: with the kernel's autogroup scheduling every session shares the cores
+    # equally, and each rank of a cluster job runs in its node's own session too.
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL,
+                              start_new_session=True)
+             for _ in range(max(0, int(count)))]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def busy_processes(counts, cores=None):
+    """For a sweep over rank counts: the processes to keep busy at every p so that each rank's share
+    of the cores stays the one of the largest run (None: the largest run fits the cores anyway)."""
+    largest = max(counts)
+    return largest if largest > (cores or launch.cpu_count()) else None
+
+
 def measure(np=2, model="cnn", batchsize=32, iterations=20, warmup=3, dataset="synthetic",
-            timeout=600, lr=0.02, seed=0):
-    """Phase breakdown of a short ChainerMN training on `np` local CPU ranks (`naive`).
+            timeout=600, lr=0.02, seed=0, where="local", busy=None):
+    """Phase breakdown of a short ChainerMN training on `np` CPU ranks (`naive`): local ranks,
+    or with `where` 'cluster' (or 'auto' when one is up) a job across the nodes of the local
+    cluster and its shaped link (`handson cluster up --link 1gbe`); the result's `link` says which.
+    `busy`: keep that many processes busy during the run, filling up with spinning processes
+    (`cpu_fillers`), so that a sweep's ranks compute at the same speed at every p; the result's
+    `fillers` says how many ran.
 
     Returns a dict: np, model, batchsize, total_batch, gradient_bytes (L), phases_s (medians,
     averaged over ranks), iteration_s, throughput (images/s of all ranks), ranks (each rank's
@@ -179,13 +226,17 @@ def measure(np=2, model="cnn", batchsize=32, iterations=20, warmup=3, dataset="s
         argv = ["-m", "handson_lib.experiments.breakdown", "--worker", "--model", model, "--batchsize", batchsize,
                 "--iterations", iterations, "--warmup", warmup, "--dataset", dataset, "--lr", lr,
                 "--seed", seed, "--result", out]
-        run = launch.run_mpi(np, argv, timeout=timeout, cwd=str(Path(__file__).resolve().parent.parent))
+        fillers = max(0, (busy or 0) - np)
+        with cpu_fillers(fillers):
+            run = jobs.run_ranks(np, argv, timeout=timeout, where=where, name="breakdown",
+                                 cwd=str(Path(__file__).resolve().parent.parent))
         if not run.ok or not out.exists():
             raise RuntimeError(f"the breakdown run on {np} rank(s) failed "
                                f"({'timed out' if run.timed_out else f'exit {run.returncode}'}):\n"
                                f"{run.tail(25)}")
         result = json.loads(out.read_text())
     result["seconds"] = run.seconds
+    result["fillers"] = fillers
     return result
 
 
@@ -193,7 +244,8 @@ def load_sweep(folder):
     """results_by_np from a scaling sweep run with HANDSON_PHASES=1 (jobscripts/*/run_scaling_sweep.sh).
 
     Reads FOLDER/p<ranks>/phases_rank<r>.json (every rank) and throughput.json (rank 0's
-    `Throughput:` figure); rank counts without phase files are left out."""
+    `Throughput:` figure); rank counts without phase files are left out. Where every rank's file
+    carries its spans, the result has the "timeline" that `measure` gives too."""
     results = {}
     for sub in sorted(Path(folder).glob("p*")):
         if not (sub.is_dir() and sub.name[1:].isdigit()):
@@ -207,6 +259,9 @@ def load_sweep(folder):
         result = {"np": p, "ranks": ranks, "model": None, "batchsize": None, "source": str(sub),
                   "gradient_bytes": ranks[0].get("gradient_bytes")}
         result.update(_combine(ranks, total_batch=0))
+        if all(r.get("spans") for r in ranks):
+            result["timeline"], result["timeline_epoch_s"] = relative_timeline(
+                [{"rank": r.get("rank"), "host": r.get("host"), "spans": r["spans"]} for r in ranks])
         meter = sub / "throughput.json"
         result["throughput"] = json.loads(meter.read_text())["images_per_sec"] if meter.exists() else None
         results[p] = result
@@ -218,8 +273,14 @@ def load_sweep(folder):
 
 # ------------------------------------------------------------------------------ figures, tables
 
-_PHASE_COLORS = {"forward": "#4C72B0", "backward": "#55A868", "allreduce": "#C44E52",
-                 "update": "#8172B2", OTHER: "#BBBBBB"}
+
+
+def link_text(result):
+    """Where the ranks' bytes went: 'one host' or the shaped link's profile and rate."""
+    link = result.get("link") or {}
+    if not link.get("rate_bps"):
+        return "one host (shared memory, no network)"
+    return f"{link['profile']} link, {link['rate_bps'] / 1e9:g} Gbit/s per node"
 
 
 def _label(result):
@@ -238,7 +299,7 @@ def phase_figure(results_by_np, title=None):
     for name in names:
         values = [max(0.0, results_by_np[p]["phases_s"].get(name, 0.0)) * 1e3 for p in counts]
         ax.bar([str(p) for p in counts], values, bottom=bottoms, label=name,
-               color=_PHASE_COLORS.get(name), width=0.6)
+               color=PHASE_COLORS.get(name), width=0.6)
         bottoms = [b + v for b, v in zip(bottoms, values)]
     for i, p in enumerate(counts):
         ax.text(i, bottoms[i], f"{results_by_np[p]['iteration_s'] * 1e3:.1f} ms", ha="center",
@@ -246,7 +307,7 @@ def phase_figure(results_by_np, title=None):
     first = results_by_np[counts[0]]
     ax.set_xlabel("ranks (p)")
     ax.set_ylabel("ms per iteration (median)")
-    ax.set_title(title or f"{_label(first)}: time per iteration")
+    ax.set_title(title or f"{_label(first)}, {link_text(first)}: time per iteration")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
     return fig
@@ -322,30 +383,48 @@ def add_arguments(parser):
     parser.add_argument("--warmup", type=int, default=3, help="iterations left out first (>= 1)")
     parser.add_argument("--dataset", default="synthetic")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run (watchdog)")
+    parser.add_argument("--same-cpu-share", action="store_true",
+                        help="when the largest --np has more ranks than this machine has cores, keep "
+                             "as many processes busy in every run (spinning fillers), so that each "
+                             "rank computes at the same speed at every p, as with one GPU per rank")
+    parser.add_argument("--where", choices=jobs.WHERE, default="local",
+                        help="local ranks (default), jobs across the nodes of the local cluster "
+                             "(`handson cluster up --link 1gbe`), or auto: the cluster when one is up")
     parser.add_argument("--top", type=int, default=10, help="rows of the TimerHook table")
     parser.add_argument("--plot", default=None, metavar="PNG",
                         help="write the stacked phase bars (and PNG_scaling.png for several --np)")
     parser.add_argument("--json", default=None, metavar="FILE", help="write every result as JSON")
+    parser.add_argument("--trace", default=None, metavar="FILE.json", help="write the timeline of every "
+                        "rank (largest --np) as a Chrome trace for ui.perfetto.dev / chrome://tracing")
+    parser.add_argument("--timeline", default=None, metavar="PNG",
+                        help="draw the timeline of every rank (largest --np)")
 
 
 def main(args):
     results = {}
+    busy = busy_processes(args.np) if args.same_cpu_share else None
+    if busy:
+        print(f"--same-cpu-share: {busy} processes busy in every run ({busy} ranks share "
+              f"{launch.cpu_count()} cores at the largest p; smaller runs get spinning fillers), "
+              f"so that compute per rank does not grow with p on this machine", flush=True)
     for p in args.np:
         print(f"measuring {args.model}, batch {args.batchsize} per rank, on {p} rank(s): "
               f"{args.warmup} warm-up + {args.iterations} timed iterations ...", flush=True)
         try:
             results[p] = measure(np=p, model=args.model, batchsize=args.batchsize,
                                  iterations=args.iterations, warmup=args.warmup,
-                                 dataset=args.dataset, timeout=args.timeout)
-        except (RuntimeError, ValueError) as err:
+                                 dataset=args.dataset, timeout=args.timeout, where=args.where,
+                                 busy=busy)
+        except (RuntimeError, ValueError) as err:  # jobs.JobError too
             print(f"error: {err}", file=sys.stderr)
             return 1
     for p, result in results.items():
         print()
         print(format_timer_table(result, top=args.top))
     print()
-    print(f"ranks: {results[args.np[0]]['device']}; gradient size L = "
-          f"{results[args.np[0]]['gradient_bytes']:,} bytes")
+    first = results[args.np[0]]
+    print(f"ranks: {first['device']}; between nodes: {link_text(first)}; gradient size L = "
+          f"{first['gradient_bytes']:,} bytes")
     print(format_phase_table(results))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -362,6 +441,7 @@ def main(args):
             scaling = plot.with_name(plot.stem + "_scaling" + plot.suffix)
             scaling_figure(results).savefig(scaling, dpi=120)
             print(f"scaling (throughput and efficiency vs ranks): {scaling}")
+    cpu_timeline.write_outputs(results, trace=args.trace, png=args.timeline)
     return 0
 
 

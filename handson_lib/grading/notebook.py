@@ -10,15 +10,12 @@ import os
 import pickle
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 from handson_lib import launch
 from handson_lib.grading import checks, runs
-from handson_lib.sites import jobscript
+from handson_lib.sites import jobs, jobscript
 
 _NOISE = re.compile(r"DeprecationWarning|^\s*$|numpy.distutils|distutils_status_migration")
 
@@ -135,45 +132,6 @@ def show_diff(before, after):
     return text
 
 
-def _qsub(script, workdir, extra_args):
-    """`qsub -j oe SCRIPT` in `workdir` (the venv first on PATH, so that the job finds the course's
-    Python and mpiexec); the job id, or None with the scheduler's message printed."""
-    env = {**os.environ, "EXTRA_ARGS": extra_args,
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    result = subprocess.run(["qsub", "-j", "oe", Path(script).name], cwd=workdir, env=env,
-                            capture_output=True, text=True, timeout=60)
-    output = (result.stdout + result.stderr).strip()
-    jobid = output.splitlines()[-1].strip() if output else ""
-    if result.returncode != 0 or not jobid.split(".")[0].isdigit():
-        print(f"qsub refused the job: {output or f'exit code {result.returncode}'}")
-        return None
-    return jobid
-
-
-def _job_done(jobid):
-    """True once `qstat JOBID` no longer lists the job as queued or running."""
-    result = subprocess.run(["qstat", jobid], capture_output=True, text=True, timeout=60)
-    if result.returncode != 0:
-        return True  # finished jobs leave qstat's list
-    for line in result.stdout.splitlines():
-        fields = line.split()
-        if fields and fields[0].split(".")[0] == jobid.split(".")[0] and len(fields) >= 5:
-            return fields[-2] in ("C", "E", "F")
-    return True
-
-
-def _wait_for_output(workdir, jobid, timeout, poll=1.0):
-    """The job's `NAME.oJOBID` file once the job is done (None after `timeout` seconds)."""
-    deadline = time.monotonic() + timeout
-    number = jobid.split(".")[0]
-    while time.monotonic() < deadline:
-        found = sorted(Path(workdir).glob(f"*.o{number}"))
-        if found and _job_done(jobid):
-            return found[0]
-        time.sleep(poll)
-    return None
-
-
 def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-size 100", timeout=600):
     """Submit a task job script with `qsub -j oe` where a scheduler answers; show the output.
 
@@ -186,7 +144,7 @@ def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-s
     if any(f.is_error for f in findings):
         print("Fix the errors above (`handson jobscript lint`) before submitting.")
         return None
-    if not (shutil.which("qsub") and shutil.which("qstat")):
+    if not jobs.scheduler_found():
         print("No scheduler here (no qsub): run the script without one: `handson jobscript run "
               + Path(job_script).name + "`, or submit it on the cluster's login node.")
         return None
@@ -194,11 +152,14 @@ def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-s
     for path in Path(job_script).parent.glob("*.py"):
         shutil.copy2(path, workdir)
     shutil.copy2(job_script, workdir)
-    jobid = _qsub(workdir / Path(job_script).name, workdir, extra_args)
-    if jobid is None:
+    try:
+        jobid = jobs.qsub(Path(job_script).name, workdir, "-j", "oe",
+                          env={**os.environ, "EXTRA_ARGS": extra_args})
+    except jobs.JobError as err:
+        print(f"qsub refused the job: {err}")
         return None
     print(f"qsub -j oe {Path(job_script).name}  ->  job {jobid}; waiting ...")
-    output = _wait_for_output(workdir, jobid, timeout)
+    output = jobs.wait_for_output(workdir, jobid, timeout)
     if output is None:
         print(f"job {jobid}: no output after {timeout:.0f} s (still queued? `qstat {jobid}`)")
         return None

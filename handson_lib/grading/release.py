@@ -45,6 +45,7 @@ STUDENT_SUPPORT = (
     "handson_lib.experiments.rank_metric",  # notebook 02's stretch (run under mpiexec)
     "handson_lib.sites",
     "handson_lib.sites.table",         # the site table: the linter's rules and the grading thresholds
+    "handson_lib.sites.jobs",          # qsub from the notebooks; experiments' ranks on the local cluster
     "handson_lib.tools",
 )
 
@@ -52,7 +53,8 @@ STUDENT_SUPPORT = (
 INSTRUCTOR_ONLY = ("handson_lib.grading.reference", "handson_lib.grading.release",
                    "handson_lib.grading.answers", "handson_lib.grading.build",
                    "handson_lib.grading.classroom", "handson_lib.grading.nbgrader_ext",
-                   "handson_lib.grading.teaching_figures")   # students get its SVGs only
+                   "handson_lib.grading.teaching_figures",   # students get its SVGs only
+                   "handson_lib.sites.network")              # the local cluster's namespaces (root)
 
 #: Instructor-only modules that a shipped file may import only after finding them installed
 #: (importlib.util.find_spec): the file still works without them.

@@ -25,10 +25,15 @@ through CUDA_VISIBLE_DEVICES belong in separate files, one per rank, as the job 
 Modules: `model` (what a profile holds), `sqlite_file`, `nsys` and `nvprof` (the two readers),
 `read` (`read_profile`, the shipped sample), `summary` (`summarize`, the summary's dataclasses),
 `report` (the text report), `timeline` (the figure), `command` (`handson profile summarize`).
+`cpu_timeline` draws the other kind of timeline, without a GPU or a profiler: the forward /
+backward / allreduce / update spans of every CPU rank that `handson profile breakdown` records,
+as a figure and as a Chrome trace for ui.perfetto.dev (`chrome_trace`, `write_chrome_trace`).
 The names below are the package's API.
 """
 
+from handson_lib.profiling import cpu_timeline
 from handson_lib.profiling.command import add_arguments, main
+from handson_lib.profiling.cpu_timeline import chrome_trace, write_chrome_trace
 from handson_lib.profiling.model import GpuOp, NvtxRange, ProfileData, ProfileFormatError, short_kernel_name
 from handson_lib.profiling.read import detect_format, read_profile, sample_profile
 from handson_lib.profiling.sqlite_file import print_query
@@ -41,5 +46,6 @@ __all__ = [
     "detect_format", "read_profile", "sample_profile", "print_query",
     "summarize", "ProfileSummary", "DeviceSummary", "ProcessSummary", "KernelStat", "MemcpyStat",
     "Gap", "NvtxStat", "merge_intervals", "timeline_figure", "timeline_rows",
+    "cpu_timeline", "chrome_trace", "write_chrome_trace",
     "add_arguments", "main",
 ]

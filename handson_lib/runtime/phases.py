@@ -2,10 +2,16 @@
 
 Training scripts switch it on with HANDSON_PHASES=1 (`training.instrument_phases`); the
 experiments (`handson profile breakdown`) call `instrument` directly.
+
+Besides the seconds per phase, the recorder keeps the spans (name, start, stop) of the last
+SPAN_ITERATIONS iterations on a clock that the ranks share, so that a timeline of all ranks can
+be drawn (`handson_lib.profiling.cpu_timeline`): `relative_timeline` puts them on one origin.
 """
 
+import collections
 import json
 import os
+import socket
 import statistics
 import time
 from pathlib import Path
@@ -13,6 +19,11 @@ from pathlib import Path
 PHASES = ("forward", "backward", "allreduce", "update")
 ITERATION = "iteration"
 OTHER = "other"
+#: one colour per phase in every figure that shows phases (stacked bars, CPU timelines)
+PHASE_COLORS = {"forward": "#4C72B0", "backward": "#55A868", "allreduce": "#C44E52",
+                "update": "#8172B2", OTHER: "#BBBBBB"}
+#: Iterations whose spans a recorder keeps (the newest): training scripts run thousands.
+SPAN_ITERATIONS = 50
 ENV_VAR = "HANDSON_PHASES"
 _MARK = "_handson_phase_recorder"
 
@@ -42,14 +53,31 @@ def _gpu_of(link):
 
 # ------------------------------------------------------------------------------ recorder
 
+def epoch_offset():
+    """time.time() - time.perf_counter(), read once with the perf_counter halves around it.
+
+    perf_counter is precise but its zero is undefined (the boot of the machine on Linux), so two
+    machines' readings do not compare; time.time() is the clock that all processes of a machine
+    share, and machines synchronised by NTP nearly share (to about a millisecond)."""
+    before = time.perf_counter()
+    wall = time.time()
+    after = time.perf_counter()
+    return wall - (before + after) / 2
+
+
 class PhaseRecorder:
     """Wall time of named phases per iteration, with matching NVTX ranges.
 
     `iterations` holds one dict per finished iteration: phase -> seconds (a phase entered twice
     in one iteration is summed) and "iteration" -> seconds of the whole iteration.
+
+    `recent_spans` holds (iteration index, spans) of the last `span_iterations` finished
+    iterations; spans are (name, start, stop) in `clock() + epoch_offset` seconds (epoch seconds
+    with the default clock; a clock of your own is taken as shared already), sorted by start,
+    the iteration's own span first: it contains its phases.
     """
 
-    def __init__(self, nvtx=None, sync=None, clock=time.perf_counter):
+    def __init__(self, nvtx=None, sync=None, clock=time.perf_counter, span_iterations=SPAN_ITERATIONS):
         # nvtx: a module with RangePush/RangePop, True/None (CuPy's when it imports), or False.
         self.nvtx = load_nvtx() if nvtx in (None, True) else (nvtx or None)
         self.nvtx_error = None
@@ -57,7 +85,10 @@ class PhaseRecorder:
         self.sync = sync          # a callable, or None: synchronise the target's GPU if it has one
         self.clock = clock
         self.iterations = []
+        self.epoch_offset = epoch_offset() if clock is time.perf_counter else 0.0
+        self.recent_spans = collections.deque(maxlen=span_iterations)
         self._current = None
+        self._spans = None        # spans closed so far in the running iteration
         self._stack = []          # (name, start time)
         self._link = None         # the model, to find its device
         self._undo = []           # (object, attribute, previous instance value or _MISSING)
@@ -105,6 +136,8 @@ class PhaseRecorder:
         self._nvtx_call("RangePop")
         if self._current is not None and name != ITERATION:
             self._current[name] = self._current.get(name, 0.0) + (stop - start)
+        if self._spans is not None:
+            self._spans.append((name, start + self.epoch_offset, stop + self.epoch_offset))
         return stop - start
 
     @property
@@ -115,6 +148,7 @@ class PhaseRecorder:
         if self._current is not None:
             raise RuntimeError("an iteration is already running")
         self._current = {}
+        self._spans = []
         self.push(ITERATION)
 
     def end_iteration(self, completed=True):
@@ -123,8 +157,13 @@ class PhaseRecorder:
             self.pop(self._stack[-1][0])
         record, self._current = self._current, None
         seconds = self.pop(ITERATION)
+        spans, self._spans = self._spans, None
         if completed and record is not None:
             record[ITERATION] = seconds
+            # (start, -stop): where a coarse clock gives the iteration and its first phase the
+            # same start, the longer span (the iteration, which contains it) comes first.
+            spans.sort(key=lambda span: (span[1], -span[2]))
+            self.recent_spans.append((len(self.iterations), spans))
             self.iterations.append(record)
 
     # -- results
@@ -136,6 +175,13 @@ class PhaseRecorder:
 
     def summary(self, warmup=0):
         return summarize(self.timed(warmup), warmup=warmup)
+
+    def timed_spans(self, warmup=0):
+        """[name, start, stop] of the kept iterations after the first `warmup` ones, oldest first
+        (JSON-ready lists)."""
+        if warmup < 0:
+            raise ValueError("warmup must be >= 0")
+        return [list(span) for index, spans in self.recent_spans if index >= warmup for span in spans]
 
     # -- wrapping
     def _patch(self, obj, name, replacement):
@@ -381,7 +427,8 @@ def enable_from_environment(target, out=None, warmup=2, rank=None, print_fn=prin
             size = gradient_bytes_of(rec._link) if rec._link is not None else None
             Path(out, name).write_text(json.dumps(
                 {**summary, "rank": rank, "note": note, "gradient_bytes": size,
-                 "iterations": rec.iterations}, indent=1))
+                 "iterations": rec.iterations, "host": socket.gethostname(),
+                 "spans": rec.timed_spans(warmup)}, indent=1))
         return summary
 
     rec.report = report
@@ -389,6 +436,22 @@ def enable_from_environment(target, out=None, warmup=2, rank=None, print_fn=prin
         import atexit
         atexit.register(report)
     return rec
+
+
+def relative_timeline(ranks):
+    """(timeline, origin): every rank's spans in seconds from the earliest start of all ranks.
+
+    ranks: dicts with "rank" and "spans" ([name, start, stop] on the shared clock, as
+    `PhaseRecorder.timed_spans` gives them); their other keys (host, processor) are kept. The
+    timeline is sorted by rank; origin is the shared clock's reading (epoch seconds) at 0."""
+    starts = [span[1] for r in ranks for span in r["spans"]]
+    if not starts:
+        raise ValueError("no spans to put on a timeline (no timed iteration was recorded)")
+    origin = min(starts)
+    timeline = [{**{k: v for k, v in r.items() if k != "spans"},
+                 "spans": [[name, start - origin, stop - origin] for name, start, stop in r["spans"]]}
+                for r in sorted(ranks, key=lambda r: r["rank"] or 0)]
+    return timeline, origin
 
 
 def phase_line(summary, rank=None, nvtx=False):

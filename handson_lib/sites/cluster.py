@@ -35,7 +35,7 @@ $HANDSON_CLUSTER_DIR, logs in its log/ folder):
   the script or on qsub's command line, becomes the job's account, accepted without checks.
   `OMP_NUM_THREADS` is 1 unless the environment sets it (PBS Pro takes `ompthreads`).
 
-Notebooks and tests: `qsub(script, cwd)`, `wait_job(jobid)`, `job_output(cwd, jobid)`, `job_info`.
+Tests: `qsub(script, cwd)`, `wait_job(jobid)`, `job_info` (the output file: jobs.output_file).
 """
 
 from __future__ import annotations
@@ -54,14 +54,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from handson_lib.launch import venv_bin
-from handson_lib.sites.table import format_walltime, get_site
+from handson_lib.sites import jobs, network
+from handson_lib.sites.table import LINKS, LinkProfile, format_walltime, get_link, get_site
 
 #: Debian packages: controller, node daemon, client commands, PBS wrappers, authentication.
-PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurm-wlm-torque", "munge")
+#: iproute2: `ip` and `tc` for the nodes' own network (`up --link`).
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurm-wlm-torque", "munge", "iproute2")
 #: commands that must exist after the installation
 COMMANDS = ("slurmctld", "slurmd", "sbatch", "sinfo", "squeue", "scontrol", "scancel", "qsub",
-            "qstat", "qdel", "pbsnodes", "munged")
-DEFAULT_STATE_DIR = "/var/lib/handson-cluster"
+            "qstat", "qdel", "pbsnodes", "munged", "ip", "tc")
 #: the file that Slurm's client commands (and so the PBS wrappers) read by default
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 CTLD_PORT = 6817
@@ -158,13 +159,13 @@ class Paths:
     def jobcomp(self):
         return self.log / "jobcomp.log"
 
-
-def state_dir() -> Path:
-    return Path(os.environ.get("HANDSON_CLUSTER_DIR") or DEFAULT_STATE_DIR)
+    @property
+    def link(self):
+        return self.root / jobs.link_state_file().name  # the link profile `up` applied (absent: none)
 
 
 def paths() -> Paths:
-    return Paths(state_dir())
+    return Paths(jobs.state_dir())
 
 
 def node_names(count):
@@ -244,13 +245,17 @@ def ensure_installed(out=print):
 # ----------------------------------------------------------------------------- configuration
 
 
-def render_slurm_conf(p: Paths, nodes: int) -> str:
+def render_slurm_conf(p: Paths, nodes: int, link: LinkProfile = LINKS["none"]) -> str:
     names = node_names(nodes)
     node_list = f"n[1-{nodes}]" if nodes > 1 else "n1"
+    shaped = link.rate_bps is not None
+    # On a shaped cluster each slurmd lives in its node's namespace: it reaches the controller
+    # through the bridge, and the controller reaches it at the node's own address.
+    addresses = network.node_addresses(names) if shaped else dict.fromkeys(names, "127.0.0.1")
     lines = [
-        "# Written by `handson cluster up` (handson_lib/cluster.py) at every start: edits are lost.",
+        "# Written by `handson cluster up` (handson_lib/sites/cluster.py) at every start: edits are lost.",
         "ClusterName=handson",
-        "SlurmctldHost=localhost",
+        f"SlurmctldHost=localhost({network.HOST_ADDRESS})" if shaped else "SlurmctldHost=localhost",
         f"SlurmctldPort={CTLD_PORT}",
         "AuthType=auth/munge",
         "CredType=cred/munge",
@@ -297,7 +302,7 @@ def render_slurm_conf(p: Paths, nodes: int) -> str:
         "",
     ]
     for i, name in enumerate(names, start=1):
-        lines.append(f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 "
+        lines.append(f"NodeName={name} NodeHostname=localhost NodeAddr={addresses[name]} "
                      f"Port={SLURMD_BASE_PORT + i} {NODE_RESOURCES} State=UNKNOWN")
     lines.append("")
     for q, max_nodes in partitions(nodes):
@@ -308,7 +313,23 @@ def render_slurm_conf(p: Paths, nodes: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_task_prolog(p: Paths) -> str:
+def render_link_settings(link: LinkProfile) -> str:
+    """TaskProlog lines of a shaped cluster: the link's name for the benchmarks' results, and Open
+    MPI on TCP over the nodes' own interfaces between nodes, shared memory inside one."""
+    if link.rate_bps is None:
+        return ""
+    return f"""# The link between nodes (`handson cluster up --link {link.name}`): recorded by the benchmarks.
+echo "export {jobs.LINK_ENV}={link.name}"
+echo "export {jobs.LINK_RATE_ENV}={link.rate_bps}"
+# Between nodes TCP over each node's own interface (the shaped veth), inside a node shared memory;
+# the runtime's daemons talk over the same subnet.
+echo "export OMPI_MCA_btl=self,sm,tcp"
+echo "export OMPI_MCA_btl_tcp_if_include={network.SUBNET}"
+echo "export PRTE_MCA_oob_tcp_if_include={network.SUBNET}"
+"""
+
+
+def render_task_prolog(p: Paths, link: LinkProfile = LINKS["none"]) -> str:
     scontrol = shutil.which("scontrol") or "scontrol"
     return f"""#!/bin/sh
 # TaskProlog of `handson cluster` (written at every `up`). slurmstepd runs it before each task with
@@ -317,16 +338,19 @@ def render_task_prolog(p: Paths) -> str:
 # The course's virtual environment first: its python and its Open MPI mpiexec, not /usr/bin/mpiexec
 # (from the Slurm/Torque wrappers).
 echo "export PATH={venv_bin()}:$PATH"
-# Fake nodes share this machine's cores: no process binding (it would fail or pile ranks up).
+# Fake nodes share this machine's cores: no process binding (it would fail or pile ranks up), and
+# a rank that waits for a message yields its core instead of spinning (4 ranks spinning on 2 cores
+# made an allreduce 10x slower).
 echo "export OMPI_MCA_hwloc_base_binding_policy=none"
 echo "export PRTE_MCA_hwloc_default_binding_policy=none"
+echo "export OMPI_MCA_mpi_yield_when_idle=1"
 echo "export OMP_NUM_THREADS=${{OMP_NUM_THREADS:-1}}"
 echo "export PYTHONUNBUFFERED=1"
 if [ "$(id -u)" = 0 ]; then
   echo "export OMPI_ALLOW_RUN_AS_ROOT=1"
   echo "export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
 fi
-# PBS Pro's $PBS_NODEFILE: one line per MPI process (select x mpiprocs), in the batch step only.
+{render_link_settings(link)}# PBS Pro's $PBS_NODEFILE: one line per MPI process (select x mpiprocs), in the batch step only.
 if [ -z "${{SLURM_STEP_ID:-}}" ] || [ "${{SLURM_STEP_ID}}" = batch ] || [ "${{SLURM_STEP_ID}}" = 4294967291 ]; then
   if [ -n "${{SLURM_JOB_ID:-}}" ] && [ -n "${{SLURM_JOB_NODELIST:-}}" ]; then
     nodefile="${{TMPDIR:-/tmp}}/pbs_nodefile.${{SLURM_JOB_ID}}"
@@ -389,7 +413,7 @@ exit 0
 """
 
 
-def write_config(p: Paths, nodes: int):
+def write_config(p: Paths, nodes: int, link: LinkProfile = LINKS["none"]):
     p.root.mkdir(parents=True, exist_ok=True)
     os.chmod(p.root, 0o755)
     for sub in (p.log, p.munge, p.root / "slurmctld", p.root / "spool"):
@@ -401,9 +425,9 @@ def write_config(p: Paths, nodes: int):
     spank = spank_pbs_path()
     p.plugstack.write_text(f"# PBS_O_WORKDIR, PBS_JOBID, PBS_O_HOST ... in every job (handson cluster)\n"
                            f"required {spank}\n")
-    p.conf.write_text(render_slurm_conf(p, nodes))
+    p.conf.write_text(render_slurm_conf(p, nodes, link))
     p.job_submit.write_text(JOB_SUBMIT_LUA)
-    for path, text in ((p.task_prolog, render_task_prolog(p)), (p.task_epilog, render_task_epilog(p))):
+    for path, text in ((p.task_prolog, render_task_prolog(p, link)), (p.task_epilog, render_task_epilog(p))):
         path.write_text(text)
         os.chmod(path, 0o755)
     link_system_conf(p)
@@ -531,6 +555,20 @@ def _set_hostname_in_new_uts(name):
     return preexec
 
 
+def _node_preexec(node, own_hostname, shaped):
+    """Before slurmd -N node starts: into the node's network namespace (shaped link) and a UTS
+    namespace of its own name; None when neither applies."""
+    steps = ([network.enter(node)] if shaped else []) + \
+        ([_set_hostname_in_new_uts(node)] if own_hostname else [])
+    if not steps:
+        return None
+
+    def preexec():
+        for step in steps:
+            step()
+    return preexec
+
+
 def uts_namespaces_work():
     try:
         subprocess.run(["true"], preexec_fn=_set_hostname_in_new_uts("probe"), check=True, timeout=10)
@@ -647,44 +685,88 @@ def start_slurmctld(p: Paths):
         raise ClusterError(f"slurmctld does not answer:\n{_tail(p.log / 'slurmctld.log')}")
 
 
-def start_slurmd(p: Paths, node, own_hostname):
+def start_slurmd(p: Paths, node, own_hostname, shaped=False):
     if pid_alive(read_pid(p.slurmd_pid(node)), "slurmd"):
         return
     (p.root / "spool" / node).mkdir(parents=True, exist_ok=True)
-    preexec = _set_hostname_in_new_uts(node) if own_hostname else None
+    preexec = _node_preexec(node, own_hostname, shaped)
     _run_daemon([shutil.which("slurmd"), "-N", node, "-f", str(p.conf)], p, f"slurmd-{node}",
                 preexec_fn=preexec)
     if not _wait_for(lambda: pid_alive(read_pid(p.slurmd_pid(node)), "slurmd"), 10):
         raise ClusterError(f"slurmd -N {node} did not start:\n{_tail(p.log / f'slurmd-{node}.log')}")
 
 
-def up(nodes=2, out=print):
-    """Install if needed, (re)write the configuration, start what is not running, wait for idle nodes."""
+def applied_link(p: Paths) -> LinkProfile:
+    """The link profile the running cluster was brought up with (none without a record)."""
+    state = network.load_state(p.link)
+    return LINKS.get((state or {}).get("profile", {}).get("name"), LINKS["none"])
+
+
+def _link_profile(name):
+    try:
+        return get_link(name)
+    except ValueError as err:
+        raise ClusterError(str(err)) from None
+
+
+def _check_link_support(profile):
+    problem = network.support_problem()
+    if problem:
+        raise ClusterError(f"--link {profile.name}: {problem}. The cluster runs without a network "
+                           f"of its own too: `handson cluster up --link none` (every node on this "
+                           f"machine's loopback, ranks share memory across nodes).")
+
+
+def _record_link(p: Paths, names, profile):
+    if profile.rate_bps is None:
+        p.link.unlink(missing_ok=True)
+    else:
+        network.save_state(p.link, names, profile)
+
+
+def up(nodes=2, link="none", out=print):
+    """Install if needed, (re)write the configuration, start what is not running, wait for idle
+    nodes. `link`: a profile of LINKS; other than 'none', every node gets a network
+    namespace and a link shaped to the profile's rate."""
     if nodes < 1:
         raise ClusterError("--nodes must be at least 1")
+    profile = _link_profile(link)
+    shaped = profile.rate_bps is not None
     if not is_root():
         raise ClusterError("`handson cluster up` needs root: it installs Debian packages and starts "
-                           "munged, slurmctld and slurmd. " + FALLBACK)
+                           "munged, slurmctld and slurmd"
+                           + (", and --link makes network namespaces. " if shaped else ". ") + FALLBACK)
     ensure_installed(out)
+    if shaped:
+        _check_link_support(profile)
     p = paths()
     names = node_names(nodes)
-    if configured_nodes(p) == names and is_up(p, names):
-        write_config(p, nodes)  # the same text; refreshes the prolog after a venv move
+    before = applied_link(p)
+    if configured_nodes(p) == names and is_up(p, names) and (before.rate_bps is None) == (not shaped):
+        write_config(p, nodes, profile)  # refreshes the prolog after a venv move or a new rate
+        if shaped:
+            network.create(names, profile)  # what exists is kept; the rate is set again
+        _record_link(p, names, profile)
         slurm(["scontrol", "reconfigure"], p)
         wait_until_ready(p, names)
-        out(f"the cluster is already up ({nodes} nodes)")
+        changed = f"; link changed from {before.name} to {profile.name}" if before != profile else ""
+        out(f"the cluster is already up ({nodes} nodes){changed}")
         print_summary(p, names, out)
         return 0
-    if any(alive for _, _, alive in daemons(p).values()) or cluster_processes(p):
-        out("restarting the cluster (node count changed or a daemon is missing) ...")
+    if any(alive for _, _, alive in daemons(p).values()) or cluster_processes(p) \
+            or network.existing_namespaces():
+        out("restarting the cluster (node count or link changed, or a daemon is missing) ...")
         down(out=lambda *a: None)
     for port in [CTLD_PORT] + [SLURMD_BASE_PORT + i for i in range(1, nodes + 1)]:
         if not _port_free(port):
             raise ClusterError(f"TCP port {port} is in use (another Slurm?): stop it first, "
                                f"or run `handson cluster down`")
-    write_config(p, nodes)
+    write_config(p, nodes, profile)
     own_hostname = uts_namespaces_work()
     started = time.monotonic()
+    if shaped:
+        network.create(names, profile)
+    _record_link(p, names, profile)
     start_munged(p)
     start_slurmctld(p)
     # Jobs saved as queued or running when the cluster last stopped (a crash, a reboot): their
@@ -694,7 +776,7 @@ def up(nodes=2, out=print):
         slurm(["scancel", *left], p)
         out(f"cancelled {len(left)} job(s) left from before the restart: {' '.join(left)}")
     for node in names:
-        start_slurmd(p, node, own_hostname)
+        start_slurmd(p, node, own_hostname, shaped)
     wait_until_ready(p, names)
     out(f"cluster up in {time.monotonic() - started:.1f} s: munged, slurmctld, {nodes} x slurmd "
         f"(state and logs in {p.root})")
@@ -723,6 +805,7 @@ def print_summary(p: Paths, names, out=print):
             f"{capped}{'  (default)' if q is default_queue() else ''}")
     out(f"nodes: {', '.join(names)} (each declares {NODE_RESOURCES.split()[0]}, whole nodes per job; "
         f"no GPUs: the CPU stand-in replaces them)")
+    out(link_summary(p, names))
     if SYSTEM_CONF.is_symlink() and Path(os.readlink(SYSTEM_CONF)) == p.conf:
         out(f"submit from any shell: `qsub -j oe run.sh`, `qstat`, `qdel ID`, `pbsnodes -a` "
             f"({SYSTEM_CONF} -> {p.conf})")
@@ -730,6 +813,24 @@ def print_summary(p: Paths, names, out=print):
         out(f"{SYSTEM_CONF} belongs to another configuration: first run\n  export SLURM_CONF={p.conf}")
     out(f"jobs get {venv_bin()} first on PATH, PBS_NODEFILE and Open MPI's settings from {p.task_prolog};"
         f" in your own shell: export PATH={venv_bin()}:$PATH")
+
+
+def link_summary(p: Paths, names):
+    """The link line of `up` and `status`: the profile, and the rates tc really applies."""
+    profile = applied_link(p)
+    if profile.rate_bps is None:
+        return (f"link: none ({profile.title}); `handson cluster up --link 1gbe` gives each node a "
+                f"network of its own (profiles: {', '.join(LINKS)})")
+    lines = [f"link: {profile.name} = {profile.title}, {profile.rate_text} each way per node "
+             f"(tbf on both ends of each node's veth; bridge {network.BRIDGE} {network.HOST_ADDRESS}); "
+             f"jobs run Open MPI over TCP between nodes, shared memory inside one"]
+    for node, address in network.node_addresses(names).items():
+        rates = network.qdisc_rates(node)
+        sent, received = network.interface_bytes(node) if rates else (0, 0)
+        shown = ", ".join(f"{dev} {rate}" for dev, rate in rates.items()) or "NOT SHAPED"
+        lines.append(f"  {node}: {address} in namespace {network.namespace(node)}; tc: {shown}; "
+                     f"{sent:,} bytes sent, {received:,} received")
+    return "\n".join(lines)
 
 
 def down(out=print, timeout=20):
@@ -770,7 +871,11 @@ def down(out=print, timeout=20):
     unlink_system_conf(p)
     if left:
         raise ClusterError("still running after down: " + ", ".join(f"{x.pid} {x.name()}" for x in left))
-    out(f"cluster down: {len(procs)} process(es) stopped; packages and {p.root} kept")
+    removed = network.remove() if not network.missing_tools() else []
+    p.link.unlink(missing_ok=True)
+    out(f"cluster down: {len(procs)} process(es) stopped"
+        + (f"; removed {', '.join(removed)}" if removed else "")
+        + f"; packages and {p.root} kept")
     return 0
 
 
@@ -800,6 +905,7 @@ def status(out=print):
     else:
         out("slurmctld does not answer")
     if running:
+        out(link_summary(p, configured_nodes(p)))
         out(f"cluster up ({len(states)} nodes); logs in {p.log}")
         return 0
     if not any(alive for _, _, alive in table.values()):
@@ -817,23 +923,13 @@ def _indent(text, prefix="  "):
 
 
 def qsub(script, cwd, *qsub_args, env=None, timeout=60):
-    """`qsub [ARGS] SCRIPT` in `cwd` with this cluster's environment; the job id (a string).
-
-    A refused job (a walltime over the queue's limit, too many nodes, ...) raises ClusterError with
-    the scheduler's message."""
-    full_env = cluster_env(base=env)
-    result = subprocess.run(["qsub", *map(str, qsub_args), str(script)], cwd=cwd, env=full_env,
-                            capture_output=True, text=True, timeout=timeout)
-    output = (result.stdout + result.stderr).strip()
-    if result.returncode != 0 or not output.split("\n")[-1].strip().isdigit():
-        raise ClusterError(refusal_message(output) or output)
-    return output.split("\n")[-1].strip()
-
-
-def refusal_message(output):
-    """The scheduler's reason in a refused qsub's output (`sbatch: error: ...`)."""
-    found = re.findall(r"sbatch: error: (?:Batch job submission failed: )?(.+)", output)
-    return found[-1].strip().strip("'") if found else ""
+    """`qsub [ARGS] SCRIPT` in `cwd` against this cluster (jobs.qsub); the job id. A refused job (a
+    walltime over the queue's limit, too many nodes, ...) raises ClusterError with the scheduler's
+    message."""
+    try:
+        return jobs.qsub(script, cwd, *qsub_args, env=cluster_env(base=env), timeout=timeout)
+    except jobs.JobError as err:
+        raise ClusterError(str(err)) from None
 
 
 def job_info(jobid):
@@ -844,32 +940,16 @@ def job_info(jobid):
     return dict(re.findall(r"(\w+)=(\S*)", result.stdout))
 
 
-def qstat_state(jobid):
-    """The PBS state letter from `qstat JOBID` (Q queued, R running, C completed, ...); None if unknown."""
-    result = slurm(["qstat", str(jobid)])
-    for line in result.stdout.split("\n"):
-        fields = line.split()
-        if fields and fields[0].split(".")[0] == str(jobid) and len(fields) >= 5:
-            return fields[-2]
-    return None
-
-
 def wait_job(jobid, timeout=300, poll=1.0):
     """Wait with qstat until the job is completed; its Slurm state (COMPLETED, TIMEOUT, FAILED ...)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if qstat_state(jobid) in ("C", "E", "F", None):
+        if jobs.job_done(jobid, env=cluster_env()):
             state = job_info(jobid).get("JobState", "")
             if state not in ("RUNNING", "PENDING", "COMPLETING", "CONFIGURING"):
                 return state or "UNKNOWN"
         time.sleep(poll)
     raise ClusterError(f"job {jobid} still not done after {timeout:.0f} s: {job_info(jobid).get('JobState')}")
-
-
-def job_output(workdir, jobid):
-    """The job's output file (NAME.oJOBID) in `workdir`, or None."""
-    found = sorted(Path(workdir).glob(f"*.o{jobid}"))
-    return found[0] if found else None
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -878,13 +958,17 @@ def job_output(workdir, jobid):
 def add_arguments(parser):
     parser.add_argument("action", choices=["up", "down", "status"])
     parser.add_argument("--nodes", type=int, default=2, help="number of slurmd nodes (up)")
+    parser.add_argument("--link", default="none", metavar="PROFILE",
+                        help=f"up: the network between nodes, one of {', '.join(LINKS)}: a "
+                             f"namespace per node, the link shaped to the profile's rate (default "
+                             f"none: every node on this machine's loopback)")
 
 
 def main(args):
     action = getattr(args, "action", "status")
     try:
         if action == "up":
-            return up(getattr(args, "nodes", 2) or 2)
+            return up(getattr(args, "nodes", 2) or 2, link=getattr(args, "link", "none") or "none")
         if action == "down":
             if not is_root():
                 raise ClusterError("`handson cluster down` needs root (the daemons run as root)")

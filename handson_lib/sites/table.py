@@ -41,6 +41,45 @@ def format_walltime(seconds):
 
 
 @dataclass(frozen=True)
+class LinkProfile:
+    """A network link between nodes, as the local cluster shapes it (`handson cluster up --link`)."""
+    name: str
+    rate_bps: int | None        # bits per second, each direction; None: no network at all
+    title: str
+
+    @property
+    def rate_text(self):
+        if self.rate_bps is None:
+            return "no network (loopback and shared memory)"
+        if self.rate_bps >= 10 ** 9:
+            return f"{self.rate_bps / 1e9:g} Gbit/s"
+        return f"{self.rate_bps / 1e6:g} Mbit/s"
+
+    @property
+    def rate_bytes(self):
+        return None if self.rate_bps is None else self.rate_bps / 8
+
+
+LINKS = {
+    "none": LinkProfile("none", None, "no network: every node on the host's loopback, ranks share "
+                                      "memory across nodes (the cluster without --link)"),
+    "1gbe": LinkProfile("1gbe", 10 ** 9, "1 Gigabit Ethernet"),
+    "10gbe": LinkProfile("10gbe", 10 ** 10, "10 Gigabit Ethernet, seed 001's rented nodes"),
+    "ib-edr": LinkProfile("ib-edr", 10 ** 11, "InfiniBand EDR 4x (100 Gbit/s per port), Reedbush-H's "
+                                              "interconnect; above what a veth moves on this machine"),
+}
+
+
+def get_link(name) -> LinkProfile:
+    """The link profile called `name`; ValueError, with the list of profiles, for any other."""
+    key = str(name).strip().lower()
+    if key not in LINKS:
+        choices = ", ".join(f"{p.name} ({p.rate_text})" for p in LINKS.values())
+        raise ValueError(f"unknown link profile {name!r}; choose one of: {choices}")
+    return LINKS[key]
+
+
+@dataclass(frozen=True)
 class Queue:
     name: str
     max_nodes: int

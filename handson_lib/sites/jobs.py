@@ -1,0 +1,244 @@
+"""PBS jobs from Python: submit with `qsub`, wait, read `NAME.oJOBID`; and MPI runs as jobs on the
+course's local cluster (`handson cluster up`), whose nodes may have a shaped network between them.
+
+Ships in the student edition: nothing here needs root. The notebooks submit the task job scripts
+with it, and the experiments (`breakdown.measure`, `allreduce.measure`) put their ranks on the
+cluster's nodes when a cluster with a link of its own is up (`handson cluster up --link 1gbe`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from handson_lib import launch
+from handson_lib.launch import MPIResult
+from handson_lib.sites.table import LINKS, format_walltime, get_site
+
+DEFAULT_STATE_DIR = "/var/lib/handson-cluster"
+#: environment of every job step on a shaped cluster (the cluster's TaskProlog exports them)
+LINK_ENV = "HANDSON_LINK"
+LINK_RATE_ENV = "HANDSON_LINK_RATE_BPS"
+#: queue of the jobs the experiments submit (the local site's first queue: h-debug)
+EXPERIMENT_QUEUE = next(iter(get_site("local").queues.values()))
+
+
+class JobError(RuntimeError):
+    """qsub refused a job, or a job did not finish; the message has the scheduler's words."""
+
+
+def _env(env=None):
+    """The venv first on PATH, so that a job finds the course's Python and mpiexec."""
+    env = dict(os.environ if env is None else env)
+    venv = str(Path(sys.executable).parent)
+    if not env.get("PATH", "").startswith(venv + os.pathsep):
+        env["PATH"] = f"{venv}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def scheduler_found():
+    return bool(shutil.which("qsub") and shutil.which("qstat"))
+
+
+def refusal_message(output):
+    """The scheduler's reason in a refused qsub's output (`sbatch: error: ...`)."""
+    found = re.findall(r"sbatch: error: (?:Batch job submission failed: )?(.+)", output)
+    return found[-1].strip().strip("'") if found else ""
+
+
+def qsub(script, cwd, *qsub_args, env=None, timeout=60):
+    """`qsub [ARGS] SCRIPT` in `cwd`; the job id (a string). JobError with the scheduler's reason
+    when the job is refused (a walltime over the queue's limit, too many nodes, ...)."""
+    result = subprocess.run(["qsub", *map(str, qsub_args), str(script)], cwd=cwd, env=_env(env),
+                            capture_output=True, text=True, timeout=timeout)
+    output = (result.stdout + result.stderr).strip()
+    jobid = output.splitlines()[-1].strip() if output else ""
+    if result.returncode != 0 or not jobid.split(".")[0].isdigit():
+        raise JobError(refusal_message(output) or output or f"qsub exit code {result.returncode}")
+    return jobid
+
+
+def qstat_state(jobid, env=None):
+    """The PBS state letter from `qstat JOBID` (Q queued, R running, C completed, ...); None if unknown."""
+    result = subprocess.run(["qstat", str(jobid)], capture_output=True, text=True, timeout=60,
+                            env=_env(env))
+    for line in result.stdout.split("\n"):
+        fields = line.split()
+        if fields and fields[0].split(".")[0] == str(jobid).split(".")[0] and len(fields) >= 5:
+            return fields[-2]
+    return None
+
+
+def job_done(jobid, env=None):
+    """True once `qstat JOBID` no longer lists the job as queued or running."""
+    return qstat_state(jobid, env) in ("C", "E", "F", None)
+
+
+def output_file(workdir, jobid):
+    """The job's output file (NAME.oJOBID) in `workdir`, or None."""
+    found = sorted(Path(workdir).glob(f"*.o{str(jobid).split('.')[0]}"))
+    return found[0] if found else None
+
+
+def wait_for_output(workdir, jobid, timeout, poll=1.0, env=None):
+    """The job's `NAME.oJOBID` once the job is done; None after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = output_file(workdir, jobid)
+        if found and job_done(jobid, env):
+            return found
+        time.sleep(poll)
+    return None
+
+
+def qdel(jobid, env=None):
+    subprocess.run(["qdel", str(jobid)], capture_output=True, text=True, timeout=60, env=_env(env))
+
+
+# ----------------------------------------------------------------------------- the local cluster
+
+def state_dir() -> Path:
+    """Where `handson cluster up` keeps its state ($HANDSON_CLUSTER_DIR or /var/lib/handson-cluster)."""
+    return Path(os.environ.get("HANDSON_CLUSTER_DIR") or DEFAULT_STATE_DIR)
+
+
+def link_state_file() -> Path:
+    return state_dir() / "link.json"
+
+
+def shaped_cluster():
+    """The local cluster's link record ({"profile": {...}, "nodes": [...], ...}) when a cluster
+    with a network of its own is up and its scheduler answers; None otherwise."""
+    try:
+        state = json.loads(link_state_file().read_text())
+    except (OSError, ValueError):
+        return None
+    if not scheduler_found():
+        return None
+    try:
+        answer = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True,
+                                timeout=15, env=_env())
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    states = answer.stdout.split()
+    if answer.returncode != 0 or not states or not all(s.rstrip("*~#") in ("idle", "alloc", "mix")
+                                                       and not s.endswith("*") for s in states):
+        return None
+    return state
+
+
+def job_link(environ=None):
+    """The link a run's ranks talked over, for its result: the profile's name and rate where a
+    shaped cluster's job set them, else 'none' (ranks on one host)."""
+    env = os.environ if environ is None else environ
+    name = env.get(LINK_ENV, "").strip()
+    if not name:
+        return {"profile": "none", "rate_bps": None,
+                "note": "not a job of a shaped cluster: every rank on one host, no network"}
+    rate = env.get(LINK_RATE_ENV, "")
+    profile = LINKS.get(name)
+    return {"profile": name, "rate_bps": int(rate) if rate.isdigit() else (profile and profile.rate_bps),
+            "note": profile.title if profile else "a profile this course does not know"}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How `np` ranks sit on the cluster's nodes: as few ranks per node as the nodes allow."""
+    np: int
+    nodes: int
+    per_node: int
+
+    @classmethod
+    def spread(cls, np, nodes_available):
+        nodes = max(1, min(int(np), int(nodes_available)))
+        per_node = math.ceil(int(np) / nodes)
+        nodes = math.ceil(int(np) / per_node)
+        return cls(int(np), nodes, per_node)
+
+    @property
+    def text(self):
+        return f"{self.np} rank(s) on {self.nodes} node(s), {self.per_node} per node"
+
+
+def mpi_job_script(placement: Placement, argv, name, walltime_s=600, queue=None):
+    """A PBS job script that runs `python ARGV` on the placement's ranks, one `ppr` per node."""
+    queue = queue or EXPERIMENT_QUEUE
+    walltime = format_walltime(min(max(60, int(walltime_s)), queue.max_walltime))
+    command = " ".join(_shell_word(a) for a in argv)
+    return f"""#!/bin/bash
+# Written by handson_lib.sites.jobs for {placement.text}.
+#PBS -q {queue.name}
+#PBS -l select={placement.nodes}:mpiprocs={placement.per_node}:ompthreads=1
+#PBS -l walltime={walltime}
+#PBS -N {name}
+#PBS -j oe
+cd "$PBS_O_WORKDIR"
+echo "nodes: $(sort -u "${{PBS_NODEFILE:-/dev/null}}" | tr '\\n' ' ')link: ${{{LINK_ENV}:-none}}"
+mpiexec -n {placement.np} --map-by ppr:{placement.per_node}:node python {command}
+"""
+
+
+def _shell_word(text):
+    text = str(text)
+    return text if re.fullmatch(r"[\w./:=,+-]+", text) else "'" + text.replace("'", "'\\''") + "'"
+
+
+def run_mpi_job(np, argv, nodes_available, name="handson-run", timeout=600, workdir=None):
+    """Run `python ARGV` on `np` ranks as a job of the local cluster and wait for it (qdel after
+    `timeout` s). An MPIResult like launch.run_mpi's: the job's output, its exit status read from
+    the output's end marker, seconds from submission to the end."""
+    placement = Placement.spread(np, nodes_available)
+    folder = Path(workdir or tempfile.mkdtemp(prefix="handson-job-"))
+    script = folder / f"{name}.sh"
+    script.write_text(mpi_job_script(placement, argv, name, walltime_s=timeout + 60)
+                      + 'echo "handson-job-exit: $?"\n')
+    started = time.monotonic()
+    jobid = qsub(script.name, folder)
+    found = wait_for_output(folder, jobid, timeout)
+    timed_out = found is None
+    if timed_out:
+        qdel(jobid)
+        found = wait_for_output(folder, jobid, 30)
+    text = found.read_text(errors="replace") if found else ""
+    exit_codes = re.findall(r"^handson-job-exit: (\d+)$", text, flags=re.M)
+    returncode = int(exit_codes[-1]) if exit_codes else 1
+    command = ["qsub", str(script), f"({placement.text}, job {jobid})"]
+    return MPIResult(command, returncode, text, time.monotonic() - started, timed_out=timed_out)
+
+
+WHERE = ("auto", "local", "cluster")
+
+
+def where_ranks_run(where="auto"):
+    """(the shaped cluster's record, or None for local ranks) for `where`: 'local', 'cluster' (a
+    JobError when no shaped cluster is up) or 'auto' (the cluster when one is up)."""
+    if where not in WHERE:
+        raise ValueError(f"where={where!r}: choose one of {', '.join(WHERE)}")
+    if where == "local":
+        return None
+    state = shaped_cluster()
+    if state is None and where == "cluster":
+        raise JobError("no local cluster with a network of its own is up: as root, "
+                       "`handson cluster up --link 1gbe` (or run the ranks here: where='local')")
+    return state
+
+
+def run_ranks(np, argv, timeout=600, where="auto", name="handson-run", echo=False, cwd=None):
+    """`python ARGV` on `np` ranks: as a job across the shaped cluster's nodes when `where` picks
+    it (see where_ranks_run), else on local ranks under launch.run_mpi's watchdog."""
+    state = where_ranks_run(where)
+    if state is None:
+        return launch.run_mpi(np, argv, timeout=timeout, echo=echo, cwd=cwd)
+    result = run_mpi_job(np, argv, len(state["nodes"]), name=name, timeout=timeout)
+    if echo:
+        print(result.output, end="", flush=True)
+    return result
