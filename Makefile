@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test lab build bench clean-venv
+.PHONY: setup demo test lab build bench bench-network clean-venv
 
 setup: $(STAMP)
 
@@ -44,6 +44,17 @@ bench: setup
 	$(BIN)/handson bench large-batch --out results/bench
 	$(BIN)/handson profile breakdown --np 1 2 --json results/bench/breakdown.json
 	$(BIN)/handson bench report --out results/bench
+
+# Seed 001's network wall (root): the local cluster with 4 nodes on a 1 Gbit/s link, the allreduce
+# across two of them, the phase breakdown for p = 1, 2, 4; the cluster is taken down at the end.
+NET := results/bench-network
+bench-network: setup
+	$(BIN)/handson cluster up --nodes 4 --link 1gbe
+	$(BIN)/handson bench allreduce --where cluster --np 2 --model resnet50 --in-place --out $(NET)
+	$(BIN)/handson bench allreduce --where cluster --np 2 --sizes --in-place --out $(NET)
+	$(BIN)/handson profile breakdown --where cluster --np 1 2 4 --model cnn --batchsize 16 --json $(NET)/breakdown.json --timeline $(NET)/timeline.png --trace $(NET)/timeline.json
+	$(BIN)/handson bench report --out $(NET)
+	$(BIN)/handson cluster down
 
 build: setup
 	$(BIN)/handson build

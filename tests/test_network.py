@@ -13,8 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import psutil
 import pytest
+from nbclient import NotebookClient
 
 from handson_lib.experiments import allreduce, breakdown
 from handson_lib.grading import answers
@@ -213,6 +215,22 @@ def test_a_rank_killed_mid_allreduce_ends_the_job_and_leaves_nothing(shaped, tmp
     assert not marker.exists()
     # Open MPI's launcher ends the step and Slurm the job: the batch script itself is killed.
     assert cluster.job_info(jobid).get("ExitCode") != "0:0"
+
+
+@pytest.mark.scheduler
+@pytest.mark.slow
+def test_notebook_04_runs_its_measurements_as_jobs_across_the_nodes(shaped):
+    source = ROOT / "solutions" / "04_scaling.ipynb"
+    nb = nbformat.read(str(source), as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(source.parent)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "ranks: jobs (qsub) across the local cluster's nodes n1, n2, linked at 1 Gbit/s" in text
+    assert "p = 1, 2, 4" in text and "same share of the cores at every p" in text
+    assert "link between nodes: 1gbe" in text            # the allreduce benchmark's table
+    assert "B = 0.125 GB/s each way: the rate of the 1gbe link between the nodes" in text
 
 
 @pytest.mark.scheduler

@@ -139,6 +139,14 @@ WRONG = [
     Wrong("q3_busbw_test", SCALING + "busbw_training = -1.0", ("0.2180392",)),
     Wrong("q4_share_test", SCALING + "share_of_p2p = 0.5 / busbw_training", ("0.4360784",)),  # upside down
     Wrong("q4_share_test", SCALING + "share_of_p2p = busbw_training / 1.0", ("0.4360784",)),  # allreduce entry
+    # B = 0.125 GB/s: predicted 2180392 / 1.25e8 = 0.0174 s, measured 0.01 s
+    Wrong("q5_prediction_test", SCALING + "predicted_allreduce_s = traffic[2] / 0.125\n"
+          "measured_over_predicted = 0.01 / predicted_allreduce_s", ("0.0174",)),  # GB/s, not bytes/s
+    Wrong("q5_prediction_test", SCALING + "predicted_allreduce_s = 17.44\n"
+          "measured_over_predicted = 0.01 / 0.01744", ("0.0174",)),  # ms, and the ratio of other numbers
+    Wrong("q5_prediction_test", SCALING + "predicted_allreduce_s = 0.01744\n"
+          "measured_over_predicted = predicted_allreduce_s / 0.01", ("0.573",)),  # upside down
+    Wrong("q5_prediction_test", SCALING + "predicted_allreduce_s = None\nmeasured_over_predicted = 1.0", ()),
     # 05 tuning
     Wrong("q1_gpu_only_test", "gpu_only_levers = set(tuning.LEVER_NAMES)", ("'autotune', 'cudnn'", "'cudnn', 'autotune'")),
     Wrong("q1_gpu_only_test", "gpu_only_levers = {'cudnn', 'multiprocess'}", ("'autotune', 'cudnn'", "'cudnn', 'autotune'")),
@@ -240,7 +248,8 @@ ASKED = {
     "q5_longest_gap": ["longest_gap_ms"], "q6_bottleneck": ["bottleneck"],
     "q7_allreduce_wait": ["allreduce_ms", "waiting_rank"], "q1_efficiency": ["efficiency_2"],
     "q2_traffic": ["L", "allreduce_traffic", "traffic"], "q3_busbw": ["busbw_training"],
-    "q4_share": ["share_of_p2p"], "q1_gpu_only": ["gpu_only_levers"], "make_iterator": ["make_iterator"],
+    "q4_share": ["share_of_p2p"], "q5_prediction": ["predicted_allreduce_s", "measured_over_predicted"],
+    "q1_gpu_only": ["gpu_only_levers"], "make_iterator": ["make_iterator"],
     "speedup": ["my_speedup", "my_conclusion"], "scaled_lr": ["scaled_lr"],
     "warmup_extension": ["WarmupScaledLR"], "measure_gain": ["rule_gain", "warmup_gain"],
     "stretch_per_class": ["per_class_accuracy"],

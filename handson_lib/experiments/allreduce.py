@@ -472,6 +472,20 @@ def link_rate_GBps(result):
     return rate / 8 / 1e9 if rate else None
 
 
+def link_bandwidth(result):
+    """(GB/s, what it is): the bandwidth each way that bounds an allreduce of `result`'s ranks. The
+    shaped link's rate where the ranks ran on the local cluster with a network; elsewhere the
+    point-to-point bandwidth the benchmark measured between its two ranks (the 'link' of ranks on
+    one host is its memory)."""
+    rate = link_rate_GBps(result)
+    if rate:
+        return rate, f"the rate of the {result['link']['profile']} link between the nodes"
+    p2p = next((r for r in result["results"] if r["path"] == "p2p"), None)
+    if p2p is None:
+        raise ValueError("no link and no point-to-point measurement in this result (one rank?)")
+    return p2p["algbw_GBps"], "the point-to-point bandwidth measured between the two ranks (no network)"
+
+
 def busbw_over_link(busbw_GBps, result):
     """Bus bandwidth as a fraction of the link's rate: the physical limit of one rank's traffic."""
     return stats.ratio_or_none(busbw_GBps, link_rate_GBps(result))
@@ -546,7 +560,8 @@ def format_table(result):
             + (f" {_fmt_ratio(r.get('busbw_over_link')):>10s}" if bus and link_rate_GBps(result) else "")
             + f" {'yes' if r['correct'] else 'NO':>7s}")
     pair = result.get("p2p_pair") or [0, 1]
-    lines.append((f"p2p (ranks {pair[0]} and {pair[1]}): busbw = algbw = bytes / (round trip / 2)" if bus else
+    lines.append((f"point to point between ranks {pair[0]} and {pair[1]}: busbw = algbw = bytes / "
+                  f"(round trip / 2)" if bus else
                   "no busbw: measure(..., traffic_rule=...) adds it")
                  + "; calls = MPI_Allreduce calls per iteration (ChainerMN: one per parameter array)")
     for row in result.get("ratios") or (ratios(result) if bus else []):

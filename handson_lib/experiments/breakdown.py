@@ -375,18 +375,20 @@ def report_figure(saved):
 # ------------------------------------------------------------------------------ CLI
 
 def add_arguments(parser):
-    parser.add_argument("--np", type=int, nargs="+", default=[1, 2],
-                        help="rank counts to measure, e.g. --np 1 2 4 (default: 1 2)")
+    parser.add_argument("--np", type=int, nargs="+", default=None,
+                        help="rank counts to measure, e.g. --np 1 2 4 (default: 1 2 locally, 1 2 4 "
+                             "on the cluster)")
     parser.add_argument("--model", default="cnn", help="cnn, cnn-bn, resnet18 or mlp")
     parser.add_argument("--batchsize", type=int, default=32, help="minibatch per rank")
     parser.add_argument("--iterations", type=int, default=20, help="timed iterations")
     parser.add_argument("--warmup", type=int, default=3, help="iterations left out first (>= 1)")
     parser.add_argument("--dataset", default="synthetic")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run (watchdog)")
-    parser.add_argument("--same-cpu-share", action="store_true",
+    parser.add_argument("--same-cpu-share", action=argparse.BooleanOptionalAction, default=None,
                         help="when the largest --np has more ranks than this machine has cores, keep "
                              "as many processes busy in every run (spinning fillers), so that each "
-                             "rank computes at the same speed at every p, as with one GPU per rank")
+                             "rank computes at the same speed at every p, as with one GPU per rank "
+                             "(default: on for runs on the cluster, off for local ranks)")
     parser.add_argument("--where", choices=jobs.WHERE, default="local",
                         help="local ranks (default), jobs across the nodes of the local cluster "
                              "(`handson cluster up --link 1gbe`), or auto: the cluster when one is up")
@@ -400,29 +402,54 @@ def add_arguments(parser):
                         help="draw the timeline of every rank (largest --np)")
 
 
-def main(args):
-    results = {}
-    busy = busy_processes(args.np) if args.same_cpu_share else None
+def sweep(counts=None, where="auto", same_cpu_share=None, print_fn=print, **settings):
+    """`measure` for each rank count, saying where the ranks run: {p: result}.
+
+    On the local cluster with a network (`where` 'cluster', or 'auto' when one is up) each run is a
+    job across its nodes, by default for p = 1, 2, 4, every rank with the same share of this
+    machine's cores at every p (`same_cpu_share`, default on there: `busy_processes`); elsewhere
+    local ranks, by default p = 1, 2, and a note that no network is involved."""
+    state = jobs.where_ranks_run(where)
+    counts = tuple(counts or ((1, 2, 4) if state else (1, 2)))
+    if same_cpu_share is None:
+        same_cpu_share = state is not None
+    busy = busy_processes(counts) if same_cpu_share else None
+    if state:
+        profile = state["profile"]
+        print_fn(f"ranks: jobs (qsub) across the local cluster's nodes {', '.join(state['nodes'])}, "
+                 f"linked at {profile['rate_bps'] / 1e9:g} Gbit/s ({profile['name']}); p = "
+                 f"{', '.join(map(str, counts))}")
+    else:
+        print_fn(f"ranks: local processes on this machine, p = {', '.join(map(str, counts))}: they "
+                 f"share memory, no network is involved (with `handson cluster up --link 1gbe`, "
+                 f"run by an admin as root, the same call runs them as jobs across nodes)")
     if busy:
-        print(f"--same-cpu-share: {busy} processes busy in every run ({busy} ranks share "
-              f"{launch.cpu_count()} cores at the largest p; smaller runs get spinning fillers), "
-              f"so that compute per rank does not grow with p on this machine", flush=True)
-    for p in args.np:
-        print(f"measuring {args.model}, batch {args.batchsize} per rank, on {p} rank(s): "
-              f"{args.warmup} warm-up + {args.iterations} timed iterations ...", flush=True)
-        try:
-            results[p] = measure(np=p, model=args.model, batchsize=args.batchsize,
-                                 iterations=args.iterations, warmup=args.warmup,
-                                 dataset=args.dataset, timeout=args.timeout, where=args.where,
-                                 busy=busy)
-        except (RuntimeError, ValueError) as err:  # jobs.JobError too
-            print(f"error: {err}", file=sys.stderr)
-            return 1
+        print_fn(f"same share of the cores at every p: {busy} processes busy in every run ({busy} "
+                 f"ranks share {launch.cpu_count()} cores at the largest p; smaller runs get "
+                 f"spinning fillers), so that compute per rank does not grow with p on this machine")
+    results = {}
+    for p in counts:
+        print_fn(f"measuring {settings.get('model', 'cnn')} on {p} rank(s) ...")
+        results[p] = measure(np=p, where="cluster" if state else "local", busy=busy, **settings)
+    return results
+
+
+def main(args):
+    settings = dict(model=args.model, batchsize=args.batchsize, iterations=args.iterations,
+                    warmup=args.warmup, dataset=args.dataset, timeout=args.timeout)
+    print(f"{args.model}, batch {args.batchsize} per rank: {args.warmup} warm-up + {args.iterations} "
+          f"timed iterations per run", flush=True)
+    try:
+        results = sweep(args.np, where=args.where, same_cpu_share=args.same_cpu_share,
+                        print_fn=lambda text: print(text, flush=True), **settings)
+    except (RuntimeError, ValueError) as err:  # jobs.JobError too
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     for p, result in results.items():
         print()
         print(format_timer_table(result, top=args.top))
     print()
-    first = results[args.np[0]]
+    first = results[min(results)]
     print(f"ranks: {first['device']}; between nodes: {link_text(first)}; gradient size L = "
           f"{first['gradient_bytes']:,} bytes")
     print(format_phase_table(results))

@@ -26,6 +26,7 @@ from handson_lib import data, launch
 from handson_lib.runtime import devices, models
 from handson_lib.runtime.mpi import prepare_rank, start_multi_node
 from handson_lib.runtime.training import seed_everything
+from handson_lib.sites import jobs
 
 SCHEDULES = ("fixed", "scaled", "scaled+warmup")
 DEFAULT_BATCHES = (16, 32, 64, 128, 256, 512)
@@ -300,6 +301,7 @@ def _summarize(runs, batches, schedules, started, config):
 
     return {
         "benchmark": "large-batch",
+        "link": jobs.job_link(),
         "batches": batches,
         "schedules": list(schedules),
         "accuracy": {s: [statistics.mean(r["accuracy"] for r in of(s, b)) for b in batches]

@@ -12,13 +12,14 @@ from pathlib import Path
 from handson_lib import COURSE_ROOT
 from handson_lib.experiments import stats
 from handson_lib.grading import runs
+from handson_lib.sites import jobs
 
 
 def _finish(benchmark, rates, meta, out, filename, label, print_fn):
     """Table, speed-up of the second configuration over the first (median, and range), JSON file."""
     configs = {name: stats.spread_summary(values) for name, values in rates.items()}
     base, parallel = configs.values()
-    result = {"benchmark": benchmark, **meta, "configs": configs,
+    result = {"benchmark": benchmark, **meta, "link": jobs.job_link(), "configs": configs,
               "speedup": stats.ratio_of_medians(parallel, base),
               "speedup_range": stats.ratio_range(parallel, base)}
     for line in speedup_text(result, label).splitlines():

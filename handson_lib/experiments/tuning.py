@@ -34,6 +34,7 @@ from pathlib import Path
 from handson_lib import data, launch
 from handson_lib.experiments import stats
 from handson_lib.runtime import devices, models, throughput
+from handson_lib.sites import jobs
 
 REPORT_PREFIX = "TUNING-REPORT "
 BATCH_FACTOR = 4            # the talk: batch x4 in FP32 (x8 in FP16)
@@ -664,6 +665,7 @@ def run_levers(levers=None, repeats=3, iterations=20, warmup=3, batchsize=32, de
 def _assemble(steps, runs, meta, with_speedups=True):
     """The result dict: every step with the spread of its runs; `with_speedups` adds each step's
     speed-up over the baseline and the gain of its lever (`_add_speedups`)."""
+    meta = {**meta, "link": jobs.job_link()}
     out = []
     for i, step in enumerate(steps):
         reports = runs.get(i, [])

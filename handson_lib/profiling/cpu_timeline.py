@@ -193,8 +193,10 @@ def timeline_figure(source, iterations=None, title=None, width=12):
                 if name == "allreduce" and stop - start > 0.035 * extent:
                     ax.text((start + stop - 2 * origin) / 2 * 1e3, row, f"{(stop - start) * 1e3:.0f} ms",
                             ha="center", va="center", fontsize=7, color="white", clip_on=True, zorder=4)
-            if row == 0:
-                ax.text((iteration[1] + iteration[2] - 2 * origin) / 2 * 1e3, -0.5, f"iteration {i}",
+            # Labels must fit their iteration: "iteration 3" where there is room, else "3".
+            if row == 0 and iteration[2] - iteration[1] > 0.025 * extent:
+                label = f"iteration {i}" if iteration[2] - iteration[1] > 0.07 * extent else str(i)
+                ax.text((iteration[1] + iteration[2] - 2 * origin) / 2 * 1e3, -0.5, label,
                         ha="center", va="bottom", fontsize=7, color="#444444")
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels([f"rank {_rank(lane)}\n{lane.get('host') or ''}".strip() for lane in lanes])

@@ -13,6 +13,13 @@ $HANDSON_CLUSTER_DIR, logs in its log/ folder):
   in its own UTS namespace whose host name is its node name, so that `hostname` in a job, and
   ChainerMN's `intra_rank` / `inter_rank` (computed from MPI processor names), tell the fake nodes
   apart as on a real cluster. Where namespaces are not allowed, all nodes share the real host name.
+- `up --link PROFILE` (1gbe, 10gbe, ib-edr; default none) gives each node a network of its own
+  (handson_lib.sites.network): a network namespace per node, joined by veth pairs through a bridge,
+  each link shaped to the profile's rate with `tc`. Every slurmd runs in its node's namespace, so
+  its job steps and ranks do too; the TaskProlog makes Open MPI use TCP over those interfaces
+  between nodes (shared memory inside one) and tells the jobs the profile (HANDSON_LINK).
+  `status` prints the profile, the rates tc applies and each node's byte counters; `down`
+  removes every namespace, veth and the bridge.
 - Nodes declared like Reedbush-H nodes (2 sockets x 18 cores, 256 GB) with
   `SlurmdParameters=config_overrides`. Slurm cannot declare GPUs without device files: the two
   P100 per node are not declared; the course's CPU stand-in replaces them (one worker process per
