@@ -16,7 +16,7 @@ os.environ.setdefault("HANDSON_GRADING", "1")
 os.environ.setdefault("HANDSON_SITE", "local")
 os.environ.setdefault("HANDSON_RUN_TIMEOUT", "300")
 
-c.CourseDirectory.course_id = "handson-distributed-dl"
+c.CourseDirectory.course_id = nbgrader_course.COURSE_ID
 
 # The same stub as `handson build`.
 c.ClearSolutions.code_stub = {"python": "# PUT YOUR CODE HERE"}

@@ -68,6 +68,8 @@ COMMANDS = (
             "scripts, the student library; no solutions) into a new folder", audience="instructor"),
     Command("cluster", "sites.cluster", "a real single-machine Slurm cluster with PBS commands (root, apt)",
             audience="instructor"),
+    Command("classroom", "classroom.command", "JupyterHub with local accounts, nbgrader's exchange and "
+            "the released assignments, on this machine (root)", audience="instructor"),
     Command("course", "grading.nbgrader_course", "nbgrader course: assemble source/<assignment>/ from "
             "solutions/; synthetic-class writes submissions with known scores to try the grading",
             audience="instructor", add="add_course_arguments", run="course_main"),
@@ -77,7 +79,10 @@ COMMANDS = (
 
 
 def installed(command):
-    return importlib.util.find_spec(command.module_name) is not None
+    try:
+        return importlib.util.find_spec(command.module_name) is not None
+    except ModuleNotFoundError:  # its package is not installed either (a whole instructor package)
+        return False
 
 
 def make_parser(commands=COMMANDS):

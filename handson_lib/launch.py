@@ -130,6 +130,18 @@ TIMING_LOCK = Path(os.environ.get("HANDSON_TIMING_LOCK") or Path(tempfile.gettem
 SLOT_HELD = "HANDSON_TIMING_SLOT_HELD"
 
 
+def _lock_file(path):
+    """A lock file every account of the machine can lock: the slot is machine-wide (a classroom's
+    students and the instructor share it). flock needs no write access, so it is opened for
+    reading, and made readable and writable by all when this process creates it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        os.fchmod(fd, 0o666)  # the umask would take the others' rights away
+    except FileExistsError:
+        fd = os.open(path, os.O_RDONLY)
+    return os.fdopen(fd, "rb")
+
+
 @contextlib.contextmanager
 def timing_slot(timed):
     """Hold the machine's timing slot: alone when `timed` (a run whose time is scored), shared
@@ -140,7 +152,7 @@ def timing_slot(timed):
         return
     started = time.monotonic()
     TIMING_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with open(TIMING_LOCK, "a") as main, open(TIMING_LOCK.with_name(TIMING_LOCK.name + ".turnstile"), "a") as gate:
+    with _lock_file(TIMING_LOCK) as main, _lock_file(TIMING_LOCK.with_name(TIMING_LOCK.name + ".turnstile")) as gate:
         fcntl.flock(gate, fcntl.LOCK_EX)
         try:
             fcntl.flock(main, fcntl.LOCK_EX if timed else fcntl.LOCK_SH)

@@ -6,6 +6,7 @@ machine where every other prerequisite (scheduler, browser, MPI) is installed by
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,16 @@ from handson_lib.runtime import devices
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # tests run as root in CI
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",  # the CI machine is offline
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def gpu_available():
@@ -53,6 +64,25 @@ def cluster_turn():
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's Chromium (checked before the server starts): a missing browser fails, not skips."""
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            break
+    else:
+        pytest.fail("Chromium not found: the browser tests need Debian's browser "
+                    "(`apt-get install chromium`, as .ci/run does)", pytrace=False)
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.fail("playwright is missing: .venv/bin/pip install -c constraints.txt -r "
+                    "requirements.txt (never `playwright install`: Debian's chromium is used)",
+                    pytrace=False)
+    return path
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import shutil
 import psutil
 import pytest
 
-from handson_lib.grading import checks, classroom, nbgrader_course
+from handson_lib.grading import checks, nbgrader_course, synthetic_class
 from conftest import ROOT
 
-SETUP_CLASS = classroom.CLASSES["setup"]
+SETUP_CLASS = synthetic_class.CLASSES["setup"]
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def graded_class(tmp_path_factory):
     nbgrader_course.assemble(course_dir, assignments=["setup"])
     res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=course_dir)
     assert res.ok, res.output
-    classroom.write_class(course_dir, "setup")
+    synthetic_class.write_class(course_dir, "setup")
     printed = []
     rows, seconds = nbgrader_course.autograde("setup", course_dir, jobs=2, timeout=120, cell_timeout=15,
                                               print_fn=printed.append)
@@ -142,7 +142,7 @@ def test_task1_grades_the_scripts_each_student_handed_in(tmp_path):
         shutil.copytree(release, tmp_path / "submitted" / student / "task1")
     correct = tmp_path / "submitted" / "correct" / "task1"
     nb = json.loads((correct / "01_multi_gpu.ipynb").read_text())
-    classroom.cell(nb, "q1_lr")["source"] = "lr_after_updater = 0.1 / 4\nimages_per_update = 4 * 64\n"
+    synthetic_class.cell(nb, "q1_lr")["source"] = "lr_after_updater = 0.1 / 4\nimages_per_update = 4 * 64\n"
     (correct / "01_multi_gpu.ipynb").write_text(json.dumps(nb))
     for name in ("train_cifar_multi_gpu.py", "run_multi_gpu_training.sh"):
         shutil.copy(ROOT / "solutions" / name, correct / name)
@@ -153,7 +153,7 @@ def test_task1_grades_the_scripts_each_student_handed_in(tmp_path):
     assert scores["skeleton"] == (0.0, 7.0) and scores["correct"] in ((7.0, 7.0), (6.5, 7.0)), rows
 
 
-TASK2_CLASS = classroom.CLASSES["task2"]
+TASK2_CLASS = synthetic_class.CLASSES["task2"]
 #: Seconds for grading the whole synthetic task2 class (its fixture runs within the first test):
 #: 7 students, 2 at a time, each with 1- and 2-rank runs, the MNIST conversion and the stretch.
 TASK2_CLASS_TIMEOUT = 1800
@@ -167,7 +167,7 @@ def graded_task2_class(tmp_path_factory):
     nbgrader_course.assemble(course_dir, assignments=["task2"])
     res = nbgrader_course.nbgrader("generate_assignment", "task2", "--force", course_dir=course_dir)
     assert res.ok, res.output
-    classroom.write_class(course_dir, "task2")
+    synthetic_class.write_class(course_dir, "task2")
     # No cap on a run's time: a deadlocked run is stopped once its iterations stop (the watchdog's
     # stall limit), so a slow machine's correct run is never mistaken for one.
     printed = []
@@ -289,9 +289,9 @@ def test_synthetic_class_copies_hand_in_their_own_bytes(graded_task2_class, tmp_
     the student's name only, so that nothing a grader keeps per script is shared between them."""
     course_dir, _, _ = graded_task2_class
     shutil.copytree(course_dir / "release", tmp_path / "release")
-    folders = classroom.write_class(tmp_path, "task2", copies=2)
+    folders = synthetic_class.write_class(tmp_path, "task2", copies=2)
     assert sorted(f.parent.name for f in folders) == sorted([*TASK2_CLASS, *(f"{k}-2" for k in TASK2_CLASS)])
-    assert classroom.kind_of("task2", "crash_on_one_rank-2") is TASK2_CLASS["crash_on_one_rank"]
+    assert synthetic_class.kind_of("task2", "crash_on_one_rank-2") is TASK2_CLASS["crash_on_one_rank"]
     first, second = (tmp_path / "submitted" / s / "task2" / "train_cifar_multi_node.py" for s in ("correct", "correct-2"))
     assert first.read_bytes() != second.read_bytes()
     assert first.read_text().replace("# handed in by correct\n", "") == \

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CHROMIUM_ARGS
 from handson_lib.tools import lab
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,37 +28,8 @@ SCREENSHOT_COPY = ROOT / ".handson" / "screenshots" / "lab.png"
 COURSE_FOLDERS = ("notebooks", "solutions", "exercises")
 START_TIMEOUT = 90  # seconds for the server to answer /api/status
 UI_TIMEOUT_MS = 45_000  # for the page to show each expected element
-CHROMIUM_ARGS = [
-    "--no-sandbox",  # tests run as root in CI
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",  # the CI machine is offline
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(240)]
-
-
-@pytest.fixture
-def chromium():
-    """Debian's Chromium (checked before the server starts): a missing browser fails, not skips."""
-    for name in ("chromium", "chromium-browser"):
-        path = shutil.which(name)
-        if path:
-            break
-    else:
-        pytest.fail("Chromium not found: the JupyterLab page test needs Debian's browser "
-                    "(`apt-get install chromium`, as .ci/run does)", pytrace=False)
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        pytest.fail("playwright is missing: .venv/bin/pip install -c constraints.txt -r "
-                    "requirements.txt (never `playwright install`: Debian's chromium is used)",
-                    pytrace=False)
-    return path
 
 
 def _free_port():

@@ -25,9 +25,11 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, launch
-from handson_lib.grading import checks, classroom
+from handson_lib.grading import checks, synthetic_class
 
 COURSE_DIR = COURSE_ROOT / "course"
+#: nbgrader's course id: the exchange's folder and the students' HOME/<course id>/
+COURSE_ID = "handson-distributed-dl"
 #: assignment -> (instructor notebook in solutions/, student files from exercises/)
 ASSIGNMENTS = {
     "setup": ("00_setup.ipynb", []),
@@ -353,10 +355,10 @@ def course_main(args):
     course_dir = Path(args.course)
     if args.action == "synthetic-class":
         for name in args.assignments or ["task2"]:
-            if name not in classroom.CLASSES:
-                raise SystemExit(f"no synthetic class for {name!r}; there is one for {', '.join(classroom.CLASSES)}")
-            for folder in classroom.write_class(course_dir, name, copies=args.copies):
-                sub = classroom.kind_of(name, folder.parent.name)
+            if name not in synthetic_class.CLASSES:
+                raise SystemExit(f"no synthetic class for {name!r}; there is one for {', '.join(synthetic_class.CLASSES)}")
+            for folder in synthetic_class.write_class(course_dir, name, copies=args.copies):
+                sub = synthetic_class.kind_of(name, folder.parent.name)
                 print(f"wrote {folder}  (expected score {sub.expected:g}{': ' + sub.why if sub.why else ''})")
         return 0
     for dest in assemble(course_dir, assignments=args.assignments or None):

@@ -37,6 +37,7 @@ STUDENT_SUPPORT = (
     "handson_lib.grading.paired",      # step-by-step timing beside the reference (instructor mode only)
     "handson_lib.grading.runs",        # observed runs with a watchdog, used by `handson check`
     "handson_lib.grading.notebook",    # the notebooks' run / table / scheduler helpers
+    "handson_lib.grading.exchange",    # nbgrader submissions only the staff can read (classroom)
     "handson_lib.experiments",
     "handson_lib.experiments.figures",  # the notebooks' plots
     "handson_lib.experiments.stats",
@@ -52,7 +53,7 @@ STUDENT_SUPPORT = (
 #: Instructor-only modules that are no command's own module; they must never ship.
 INSTRUCTOR_ONLY = ("handson_lib.grading.reference", "handson_lib.grading.release",
                    "handson_lib.grading.answers", "handson_lib.grading.build",
-                   "handson_lib.grading.classroom", "handson_lib.grading.nbgrader_ext",
+                   "handson_lib.grading.synthetic_class", "handson_lib.grading.nbgrader_ext",
                    "handson_lib.grading.teaching_figures",   # students get its SVGs only
                    "handson_lib.sites.network")              # the local cluster's namespaces (root)
 
@@ -61,7 +62,7 @@ INSTRUCTOR_ONLY = ("handson_lib.grading.reference", "handson_lib.grading.release
 OPTIONAL_IMPORTS = {"handson_lib.grading.reference"}
 
 #: Course requirements the student edition does without (grading server, browser tests).
-NOT_FOR_STUDENTS = ("nbgrader", "playwright", "pytest-xdist")
+NOT_FOR_STUDENTS = ("nbgrader", "playwright", "pytest-xdist", "jupyterhub", "batchspawner")
 
 SKIP = {"__pycache__", ".ipynb_checkpoints", ".DS_Store"}
 

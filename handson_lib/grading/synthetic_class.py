@@ -121,6 +121,32 @@ def kind_of(assignment, student):
     return CLASSES[assignment][kind]
 
 
+def fill(folder, assignment, kind):
+    """Turn a released copy of `assignment` in `folder` (as a student fetched it) into the synthetic
+    submission `kind` ("correct", "skeleton", ...): its answers, edits and scripts."""
+    folder = Path(folder)
+    sub = CLASSES[assignment][kind]
+    for path in sorted(folder.glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        for grade_id, source in sub.answers.items():
+            cell(nb, grade_id)["source"] = source
+        if sub.edit:
+            sub.edit(nb)
+        path.write_text(json.dumps(nb))
+    for name, how in sub.scripts.items():
+        if how is None:
+            (folder / name).unlink()
+            continue
+        text = (COURSE_ROOT / "solutions" / name).read_text()
+        if isinstance(how, tuple):
+            old, new = how
+            if old not in text:
+                raise ValueError(f"the planted mistake of {kind!r} no longer applies to {name}: {old!r}")
+            text = text.replace(old, new)
+        (folder / name).write_text(text)
+    return folder
+
+
 def write_class(course_dir, assignment, students=None, copies=1):
     """submitted/<student>/<assignment>/ for each synthetic student, from the generated release.
 
@@ -129,34 +155,15 @@ def write_class(course_dir, assignment, students=None, copies=1):
     release = Path(course_dir) / "release" / assignment
     if not release.is_dir():
         raise SystemExit(f"no {release}: run `nbgrader generate_assignment {assignment}` in {course_dir} first")
-    notebooks = sorted(release.glob("*.ipynb"))
     written = []
     for student, kind in student_names(assignment, copies).items():
         if students and student not in students:
             continue
-        sub = CLASSES[assignment][kind]
         folder = Path(course_dir) / "submitted" / student / assignment
         if folder.exists():
             shutil.rmtree(folder)
         shutil.copytree(release, folder)
-        for path in notebooks:
-            nb = json.loads(path.read_text())
-            for grade_id, source in sub.answers.items():
-                cell(nb, grade_id)["source"] = source
-            if sub.edit:
-                sub.edit(nb)
-            (folder / path.name).write_text(json.dumps(nb))
-        for name, how in sub.scripts.items():
-            if how is None:
-                (folder / name).unlink()
-                continue
-            text = (COURSE_ROOT / "solutions" / name).read_text()
-            if isinstance(how, tuple):
-                old, new = how
-                if old not in text:
-                    raise ValueError(f"the planted mistake of {student!r} no longer applies to {name}: {old!r}")
-                text = text.replace(old, new)
-            (folder / name).write_text(text)
+        fill(folder, assignment, kind)
         if copies > 1:
             for script in sorted(folder.glob("*.py")) + sorted(folder.glob("*.sh")):
                 script.write_text(script.read_text() + f"\n# handed in by {student}\n")

@@ -1,0 +1,105 @@
+"""Local Linux accounts of the classroom: `instructor` and `student01..N`.
+
+Each gets a home of its own that nobody else may enter (0700), a group that says its role, and a
+generated password: printed once, when the account is made, and kept in secrets/passwords.txt
+(root only, 0600). JupyterHub checks the passwords through PAM, as a centre's hub checks its
+users' own.
+"""
+
+import grp
+import os
+import pwd
+import secrets
+import subprocess
+
+from handson_lib.classroom.layout import ClassroomError
+
+INSTRUCTOR = "instructor"
+STUDENT_GROUP = "handson-students"
+STAFF_GROUP = "handson-staff"
+
+
+def student_names(count):
+    return [f"student{i:02d}" for i in range(1, int(count) + 1)]
+
+
+def exists(name):
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def home_of(name):
+    return pwd.getpwnam(name).pw_dir
+
+
+def uid_of(name):
+    return pwd.getpwnam(name).pw_uid
+
+
+def gid_of_group(name):
+    return grp.getgrnam(name).gr_gid
+
+
+def _run(cmd, stdin=None):
+    result = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise ClassroomError(f"`{' '.join(cmd)}` failed: {(result.stderr or result.stdout).strip()}")
+    return result
+
+
+def ensure_group(name):
+    try:
+        grp.getgrnam(name)
+    except KeyError:
+        _run(["groupadd", name])
+
+
+def ensure_user(name, group):
+    """Make the account (home 0700, in `group`) unless it exists; True when it was made."""
+    ensure_group(group)
+    made = not exists(name)
+    if made:
+        _run(["useradd", "--create-home", "--shell", "/bin/bash", "--groups", group, name])
+    elif name not in grp.getgrnam(group).gr_mem:
+        _run(["usermod", "--append", "--groups", group, name])
+    os.chmod(home_of(name), 0o700)
+    return made
+
+
+def read_passwords(path):
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    return dict(line.split(":", 1) for line in lines if ":" in line)
+
+
+def write_passwords(path, passwords):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    path.touch(mode=0o600, exist_ok=True)
+    os.chmod(path, 0o600)
+    path.write_text("".join(f"{name}:{pw}\n" for name, pw in sorted(passwords.items())))
+
+
+def ensure_accounts(password_file, students):
+    """The instructor and the students; {name: password} of the accounts given a new password
+    (made now, or without a stored password). Existing accounts keep theirs."""
+    stored = read_passwords(password_file)
+    new = {}
+    wanted = [(INSTRUCTOR, STAFF_GROUP)] + [(name, STUDENT_GROUP) for name in student_names(students)]
+    for name, group in wanted:
+        made = ensure_user(name, group)
+        if made or name not in stored:
+            new[name] = secrets.token_urlsafe(9)
+            _run(["chpasswd"], stdin=f"{name}:{new[name]}\n")
+    write_passwords(password_file, {**stored, **new})
+    return new
+
+
+def classroom_users(password_file):
+    """Every account the classroom made (the password file lists them)."""
+    return sorted(read_passwords(password_file))

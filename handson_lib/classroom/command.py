@@ -1,0 +1,209 @@
+"""`handson classroom up|down|status` (root): see the package's docstring."""
+
+import os
+import shutil
+import sys
+import time
+
+import psutil
+
+from handson_lib import COURSE_ROOT
+from handson_lib.classroom import accounts, environments, hub, nbgrader_setup
+from handson_lib.classroom.layout import ClassroomError, layout, load_settings, save_settings
+from handson_lib.grading import nbgrader_course
+from handson_lib.sites import cluster
+
+#: handed out at `up`: the setup notebook (quick) and Task #2
+DEFAULT_ASSIGNMENTS = ("setup", "task2")
+
+
+def _check_machine(spawner):
+    if os.geteuid() != 0:
+        raise ClassroomError("`handson classroom` needs root: it makes Linux accounts and starts "
+                             "JupyterHub, which starts every user's server as that user")
+    environments.check_system_python()
+    for tool in ("runuser", "useradd", "chpasswd", "npm", "make"):
+        if not shutil.which(tool):
+            raise ClassroomError(f"{tool} is missing (Debian: util-linux, passwd, npm, make)")
+    if spawner == "batch" and not cluster.is_up():
+        raise ClassroomError("--spawner batch starts users' servers as Slurm jobs: bring the local "
+                             "cluster up first (`handson cluster up`), or use --spawner local")
+
+
+def protect_course_root(settings):
+    """The course's own folder (solutions, hidden tests, answers) for root and the instructor's
+    group only; the previous owner group and mode are kept in settings to give them back."""
+    stat = COURSE_ROOT.stat()
+    settings.setdefault("course_root", {"path": str(COURSE_ROOT), "gid": stat.st_gid,
+                                        "mode": stat.st_mode & 0o7777})
+    os.chown(COURSE_ROOT, -1, accounts.gid_of_group(accounts.STAFF_GROUP))
+    os.chmod(COURSE_ROOT, 0o750)
+
+
+def restore_course_root(settings):
+    saved = settings.pop("course_root", None)
+    if saved and os.path.isdir(saved["path"]):
+        os.chown(saved["path"], -1, saved["gid"])
+        os.chmod(saved["path"], saved["mode"])
+
+
+def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=print):
+    """Bring the classroom up, or bring it in line with what is asked; what is not given is kept
+    from the last `up` (first time: 2 students, local servers, loopback, setup and task2)."""
+    lay = layout()
+    settings = load_settings(lay)
+    students = students or settings.get("students", 2)
+    spawner = spawner or settings.get("spawner", "local")
+    bind = bind or settings.get("bind", hub.DEFAULT_BIND)
+    assignments = tuple(assignments or settings.get("assignments", DEFAULT_ASSIGNMENTS))
+    if spawner not in hub.SPAWNERS:
+        raise ClassroomError(f"unknown spawner {spawner!r}; choose {' or '.join(hub.SPAWNERS)}")
+    if students < 1:
+        raise ClassroomError("--students must be at least 1")
+    _check_machine(spawner)
+    lay.root.mkdir(parents=True, exist_ok=True)
+    os.chmod(lay.root, 0o755)
+    started = time.monotonic()
+    out("accounts ...")
+    new = accounts.ensure_accounts(lay.passwords, students)
+    show_passwords(lay, new, out)
+    names = accounts.student_names(students)
+    course_id = nbgrader_course.COURSE_ID
+    out("environments (the first time: a few minutes) ...")
+    proxy = environments.proxy(lay, out)
+    environments.student_environment(lay, course_id, out)
+    environments.instructor_environment(lay, course_id, out)
+    protect_course_root(settings)
+    out("nbgrader ...")
+    nbgrader_setup.prepare_exchange(lay)
+    new_assignments = [a for a in assignments if a not in nbgrader_setup.released(lay)]
+    if new_assignments:
+        nbgrader_setup.prepare_course(lay, new_assignments)
+        nbgrader_setup.release(lay, new_assignments, names, due=due, out=out)
+    settings.update(students=students, spawner=spawner, bind=bind,
+                    assignments=sorted(set(settings.get("assignments", [])) | set(assignments)))
+    save_settings(lay, settings)
+    old_config = lay.hub_config.read_text() if lay.hub_config.exists() else None
+    hub.write_config(lay, settings, names, proxy)
+    if old_config != lay.hub_config.read_text() and hub.running_pid(lay):
+        out("the hub's configuration changed: restarting it ...")
+        hub.stop(lay)
+    fresh = hub.start(lay)
+    out(f"classroom up in {time.monotonic() - started:.0f} s" if fresh or new or new_assignments
+        else "the classroom is already up")
+    summary(lay, settings, out)
+    return 0
+
+
+def show_passwords(lay, new_passwords, out=print):
+    """The passwords of the accounts made now: shown once, as soon as they exist."""
+    if new_passwords:
+        out(f"  new passwords (shown once; root can read them in {lay.passwords}):")
+        for name, password in sorted(new_passwords.items()):
+            out(f"    {name}: {password}")
+
+
+def summary(lay, settings, out=print):
+    out(f"JupyterHub {hub.answers()} at {hub.url(settings)}/hub/login "
+        f"({'loopback only' if settings.get('bind') == hub.DEFAULT_BIND else 'bound to ' + settings['bind']}; "
+        f"servers: {settings.get('spawner')})")
+    out(f"  accounts: {accounts.INSTRUCTOR} (Formgrader), "
+        f"{', '.join(accounts.student_names(settings.get('students', 0)))}")
+    out(f"  released through nbgrader's exchange ({lay.exchange}): "
+        f"{', '.join(nbgrader_setup.released(lay)) or 'nothing'}")
+    out(f"  state (hub database, exchange, gradebook): {lay.root}")
+
+
+def classroom_processes(lay):
+    """Processes of the classroom's accounts, and the hub and proxy started from its folder."""
+    users = set(accounts.classroom_users(lay.passwords))
+    found = []
+    for proc in psutil.process_iter(["username", "cmdline"]):
+        try:
+            mine = proc.info["username"] in users or str(lay.hub) in " ".join(proc.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if mine and proc.pid != os.getpid():
+            found.append(proc)
+    return found
+
+
+def down(out=print, timeout=20):
+    lay = layout()
+    settings = load_settings(lay)
+    stopped = hub.stop(lay)
+    if settings.get("spawner") == "batch" and cluster.is_up():
+        for name in accounts.classroom_users(lay.passwords):
+            cluster.slurm(["scancel", "--user", name])
+    procs = classroom_processes(lay)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=timeout / 2)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=timeout / 2)
+    restore_course_root(settings)
+    save_settings(lay, settings) if lay.root.exists() else None
+    left = [p for p in classroom_processes(lay) if p.is_running()]
+    if left:
+        raise ClassroomError("still running after down: " + ", ".join(f"{p.pid} {p.name()}" for p in left))
+    out(f"classroom down: {'the hub and ' if stopped else ''}{len(procs)} process(es) stopped; "
+        f"accounts, exchange, gradebook and hub database kept in {lay.root}")
+    return 0
+
+
+def status(out=print):
+    lay = layout()
+    settings = load_settings(lay)
+    if not settings:
+        out(f"no classroom in {lay.root}: `handson classroom up` (root)")
+        return 1
+    version = hub.answers()
+    if not version:
+        out(f"classroom down (state in {lay.root}): `handson classroom up`")
+        return 1
+    summary(lay, settings, out)
+    token = lay.admin_token.read_text().strip()
+    for user in hub.api("/users", token):
+        server = user.get("servers", {}).get("", {})
+        state = "server running" if server.get("ready") else ("starting" if server else "no server")
+        out(f"  {user['name']:<12s} {state}")
+    return 0
+
+
+def add_arguments(parser):
+    parser.add_argument("action", choices=["up", "down", "status"])
+    parser.add_argument("--students", type=int, default=None,
+                        help="up: student accounts student01.. (default: as before, first 2)")
+    parser.add_argument("--spawner", choices=hub.SPAWNERS, default=None,
+                        help="up: users' servers as local processes (the first default), or as jobs "
+                             "of the local Slurm cluster (batchspawner; `handson cluster up` first)")
+    parser.add_argument("--bind", default=None,
+                        help=f"up: the address the hub listens on (the first default: "
+                             f"{hub.DEFAULT_BIND}, loopback only)")
+    parser.add_argument("--assignments", nargs="+", default=None,
+                        choices=list(nbgrader_course.ASSIGNMENTS),
+                        help=f"up: assignments to release (the first default: {' '.join(DEFAULT_ASSIGNMENTS)})")
+    parser.add_argument("--due", default=None, help="up: due date of the released assignments "
+                        "('2026-12-01 17:00:00 JST'); a later submission is marked late")
+
+
+def main(args):
+    action = args.action
+    try:
+        if action == "up":
+            return up(args.students, args.spawner, args.bind, args.assignments, args.due)
+        if action == "down":
+            if os.geteuid() != 0:
+                raise ClassroomError("`handson classroom down` needs root")
+            return down()
+        return status()
+    except ClassroomError as err:
+        print(f"handson classroom {action}: {err}", file=sys.stderr)
+        return 1

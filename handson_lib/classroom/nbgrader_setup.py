@@ -1,0 +1,83 @@
+"""nbgrader in the classroom: the exchange, the instructor's course folder, released assignments.
+
+The exchange is a folder every account may write (0777, as nbgrader's documentation asks); inside
+it nbgrader sets the permissions itself: `outbound/` readable by all, `inbound/` and `feedback/`
+writable but not listable, submissions named with the student, a timestamp and a random part.
+The course folder (source/, release/, submitted/, autograded/, feedback/, gradebook.db) belongs to
+the instructor alone (0700). Its nbgrader_config.py loads the course's own (course/nbgrader_config.py:
+timeouts, the hidden-test-free feedback, the files handed in) and adds the classroom's folders.
+"""
+
+import os
+import subprocess
+
+from handson_lib import COURSE_ROOT
+from handson_lib.classroom import accounts
+from handson_lib.classroom.layout import ClassroomError, Layout
+from handson_lib.grading import nbgrader_course
+
+
+def user_env(name, venv, extra=None):
+    """The environment of a command run as `name` with `venv` first on PATH."""
+    home = accounts.home_of(name)
+    return {"HOME": home, "USER": name, "LOGNAME": name, "SHELL": "/bin/bash", "LANG": "C.UTF-8",
+            "PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", **(extra or {})}
+
+
+def run_as(name, venv, cmd, cwd, timeout=1800, check=True):
+    """`cmd` as the account `name` (runuser), in `cwd`; CompletedProcess (text)."""
+    env = user_env(name, venv)
+    full = ["runuser", "-u", name, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
+            *map(str, cmd)]
+    result = subprocess.run(full, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise ClassroomError(f"`{' '.join(map(str, cmd))}` as {name} failed:\n"
+                             + "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:]))
+    return result
+
+
+def prepare_exchange(lay: Layout):
+    lay.exchange.mkdir(parents=True, exist_ok=True)
+    os.chmod(lay.exchange, 0o777)
+
+
+def course_config(lay: Layout):
+    return ("# Written by `handson classroom up`: the course's own settings, then the classroom's folders.\n"
+            "c = get_config()  # noqa: F821\n"
+            f"load_subconfig({str(COURSE_ROOT / 'course' / 'nbgrader_config.py')!r})  # noqa: F821\n"
+            f"c.CourseDirectory.root = {str(lay.course)!r}\n"
+            f"c.Exchange.root = {str(lay.exchange)!r}\n")
+
+
+def prepare_course(lay: Layout, assignments):
+    """The instructor's course folder with source/<assignment>/ assembled from solutions/."""
+    lay.course.mkdir(parents=True, exist_ok=True)
+    nbgrader_course.assemble(lay.course, assignments=assignments)
+    (lay.course / "nbgrader_config.py").write_text(course_config(lay))
+    uid, gid = accounts.uid_of(accounts.INSTRUCTOR), accounts.gid_of_group(accounts.INSTRUCTOR)
+    for path in [lay.course, *lay.course.rglob("*")]:
+        os.chown(path, uid, gid, follow_symlinks=False)
+    os.chmod(lay.course, 0o700)
+
+
+def nbgrader_as_instructor(lay: Layout, *args, check=True):
+    return run_as(accounts.INSTRUCTOR, lay.instructor_venv, ["nbgrader", *args], lay.course, check=check)
+
+
+def release(lay: Layout, assignments, students, due=None, out=print):
+    """Students into the gradebook; each assignment generated and released to the exchange."""
+    for name in students:
+        nbgrader_as_instructor(lay, "db", "student", "add", name)
+    for assignment in assignments:
+        nbgrader_as_instructor(lay, "db", "assignment", "add", assignment,
+                               *([f"--duedate={due}"] if due else []))
+        nbgrader_as_instructor(lay, "generate_assignment", assignment, "--force")
+        nbgrader_as_instructor(lay, "release_assignment", assignment, "--force")
+        out(f"  released {assignment} to {lay.exchange / nbgrader_course.COURSE_ID / 'outbound' / assignment}"
+            + (f" (due {due})" if due else ""))
+
+
+def released(lay: Layout):
+    outbound = lay.exchange / nbgrader_course.COURSE_ID / "outbound"
+    return sorted(p.name for p in outbound.iterdir()) if outbound.is_dir() else []
+

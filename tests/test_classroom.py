@@ -1,0 +1,430 @@
+"""`handson classroom`: the course on a JupyterHub with nbgrader's exchange, as a class uses it.
+
+Needs root (Linux accounts, the hub starts servers as their users). The module brings a classroom
+up with two students, then plays a class in headless Chromium (Playwright, Debian's browser):
+student01 fetches task2 from the Assignments tab, fills it (answers and scripts from the
+instructor's source, written into the fetched folder from outside the student's reach), runs
+`handson check multi-node` and submits, twice; student02 submits the skeleton; the instructor
+collects in the Formgrader, autogrades with `handson autograde` and releases the feedback from
+the Formgrader; each student reads their own feedback. Screenshots of every step are kept in
+.handson/screenshots/classroom/ for a human to look at. Then what a student must not read, the
+secrets, the hub's address, a killed server and a late submission.
+"""
+
+import csv
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import CHROMIUM_ARGS
+from handson_lib import COURSE_ROOT
+from handson_lib.classroom import accounts, hub, nbgrader_setup
+from handson_lib.classroom.layout import layout
+from handson_lib.grading import nbgrader_course, synthetic_class
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+SHOTS = ROOT / ".handson" / "screenshots" / "classroom"
+COURSE_ID = nbgrader_course.COURSE_ID
+UI_TIMEOUT_MS = 120_000
+
+pytestmark = [pytest.mark.classroom, pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(2400)]
+
+
+def handson(*args, timeout=600):
+    return subprocess.run([str(VENV_BIN / "handson"), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def as_student(name, *cmd, cwd="/", timeout=600):
+    """`cmd` as the student, in the environment of the students' servers."""
+    return nbgrader_setup.run_as(name, layout().student_venv, cmd, cwd, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def classroom():
+    if os.geteuid() != 0:
+        pytest.fail("`handson classroom` needs root (Linux accounts, JupyterHub)")
+    handson("classroom", "down")  # whatever an earlier run left: the course folder as it was
+    before = COURSE_ROOT.stat()
+    result = handson("classroom", "up", "--students", 2, timeout=1800)
+    assert result.returncode == 0, f"classroom up failed:\n{result.stdout}\n{result.stderr}"
+    lay = layout()
+    result.layout = lay
+    result.course_root_before = (stat.S_IMODE(before.st_mode), before.st_gid)
+    result.passwords = accounts.read_passwords(lay.passwords)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    yield result
+    handson("classroom", "down")
+
+
+# ----------------------------------------------------------------------------- set-up and security
+
+def test_up_twice_is_idempotent_and_shows_no_password_again(classroom):
+    again = handson("classroom", "up", "--students", 2)
+    assert again.returncode == 0, again.stderr
+    assert "already up" in again.stdout
+    assert "new passwords" not in again.stdout
+    assert accounts.read_passwords(classroom.layout.passwords) == classroom.passwords
+    assert f"{hub.url({'bind': hub.DEFAULT_BIND})}/hub/login" in again.stdout
+
+
+def test_secrets_are_made_per_install_and_root_only(classroom):
+    lay = classroom.layout
+    for path in (lay.cookie_secret, lay.proxy_token, lay.admin_token, lay.passwords):
+        info = path.stat()
+        assert info.st_uid == 0 and stat.S_IMODE(info.st_mode) == 0o600, (path, oct(info.st_mode))
+        assert len(path.read_text().strip()) >= 12
+    assert stat.S_IMODE(lay.secrets.stat().st_mode) == 0o700
+    assert stat.S_IMODE(lay.hub.stat().st_mode) == 0o700
+
+
+def test_the_hub_listens_on_loopback_only(classroom):
+    ports = {hub.PORT, hub.HUB_API_PORT, hub.PROXY_API_PORT}
+    listening = [c for c in psutil.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN and c.laddr.port in ports]
+    assert {c.laddr.port for c in listening} == ports
+    assert {c.laddr.ip for c in listening} <= {"127.0.0.1"}, listening
+
+
+def test_a_student_cannot_read_what_is_not_theirs(classroom):
+    lay = classroom.layout
+    refused = {
+        "the other student's home": ["ls", accounts.home_of("student02")],
+        "the gradebook": ["cat", lay.course / "gradebook.db"],
+        "the course's source/": ["ls", lay.course / "source"],
+        "the solutions": ["cat", COURSE_ROOT / "solutions" / "train_cifar_multi_node.py"],
+        "the instructor's environment": ["ls", lay.instructor_venv],
+        "the exchange's inbound/": ["ls", lay.exchange / COURSE_ID / "inbound"],
+        "the secrets": ["cat", lay.passwords],
+    }
+    for what, cmd in refused.items():
+        result = as_student("student01", *cmd)
+        assert result.returncode != 0 and "Permission denied" in result.stderr, (what, result)
+    answers = as_student("student01", "python", "-c", "import handson_lib.grading.answers")
+    assert "No module named 'handson_lib.grading.answers'" in answers.stderr, answers
+    released = (lay.exchange / COURSE_ID / "outbound" / "task2" / "02_multi_node.ipynb").read_text()
+    assert "BEGIN HIDDEN TESTS" not in released and "BEGIN SOLUTION" not in released
+
+
+# ----------------------------------------------------------------------------- the class, in a browser
+
+class Browser:
+    """Headless Chromium (Debian's) through Playwright; one page per user, screenshots in SHOTS."""
+
+    def __init__(self, executable):
+        from playwright.sync_api import sync_playwright
+        self._pw = sync_playwright().start()
+        self.browser = self._pw.chromium.launch(executable_path=executable, headless=True,
+                                                args=CHROMIUM_ARGS)
+
+    def close(self):
+        self.browser.close()
+        self._pw.stop()
+
+    def login(self, user, password):
+        """A new browser context (cookies of its own), logged in through the hub's login page,
+        with the user's JupyterLab loaded."""
+        page = self.browser.new_context(viewport={"width": 1600, "height": 900}).new_page()
+        page.set_default_timeout(UI_TIMEOUT_MS)
+        page.goto(f"{hub.url({'bind': hub.DEFAULT_BIND})}/hub/login")
+        page.fill("#username_input", user)
+        page.fill("#password_input", password)
+        page.click("#login_submit")
+        page.wait_for_url(f"**/user/{user}/lab**", timeout=UI_TIMEOUT_MS)
+        self.menu(page, "Nbgrader")
+        page.keyboard.press("Escape")
+        return page
+
+    @staticmethod
+    def menu(page, title):
+        from playwright.sync_api import expect
+        item = page.locator("#jp-menu-panel .lm-MenuBar-item", has_text=title)
+        expect(item).to_have_count(1)
+        item.click()
+
+    @staticmethod
+    def shot(page, name):
+        page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def assignment_list(page):
+    """nbgrader's Assignments tab (Nbgrader > Assignment List)."""
+    Browser.menu(page, "Nbgrader")
+    page.locator("#jp-mainmenu-nbgrader").get_by_text("Assignment List", exact=True).click()
+    return page.locator("#assignments")
+
+
+def fetch(page, assignment):
+    from playwright.sync_api import expect
+    tab = assignment_list(page)
+    tab.locator("#released_assignments_list .list_item", has_text=assignment) \
+        .get_by_role("button", name="Fetch").click()
+    expect(tab.locator("#fetched_assignments_list > .list_item", has_text=assignment)).to_have_count(1)
+
+
+def submit(page, assignment):
+    """Click Submit and wait until the Submitted list shows one more submission of it."""
+    from playwright.sync_api import expect
+    tab = page.locator("#assignments")
+    # One row per assignment, a nested row per submission (its timestamp).
+    submitted = tab.locator("#submitted_assignments_list > .list_item", has_text=assignment) \
+        .locator(".nested_list_item")
+    before = submitted.count()
+    tab.locator("#fetched_assignments_list > .list_item", has_text=assignment) \
+        .get_by_role("button", name="Submit").click()
+    expect(submitted).to_have_count(before + 1)
+
+
+def inbound(lay, student, assignment):
+    """Submissions in the exchange (as root: students cannot list it)."""
+    return sorted(p.name for p in (lay.exchange / COURSE_ID / "inbound").iterdir()
+                  if p.name.startswith(f"{student}+{assignment}+"))
+
+
+def formgrader(page):
+    """The Formgrader (Nbgrader > Formgrader): its frame, at Manage Assignments."""
+    from playwright.sync_api import expect
+    Browser.menu(page, "Nbgrader")
+    page.locator("#jp-mainmenu-nbgrader").get_by_text("Formgrader", exact=True).click()
+    frame = page.frame_locator("iframe").first
+    expect(frame.get_by_role("heading", name="Manage Assignments")).to_be_visible()
+    return frame
+
+
+def assignment_row(frame, assignment):
+    return frame.locator("#main-table tr", has=frame.locator(f"td.name[data-order='{assignment}']"))
+
+
+def formgrader_action(page, frame, assignment, column, name):
+    """Click the Formgrader's button in `column` (collect, generate-feedback, release-feedback) of
+    the assignment's row and close the dialog that reports the result; the dialog's text."""
+    from playwright.sync_api import expect
+    assignment_row(frame, assignment).locator(f"td.{column} a").click()
+    dialog = frame.locator(".modal-dialog").last
+    expect(dialog).to_be_visible()
+    expect(dialog.locator(".modal-footer button").first).to_be_enabled()
+    Browser.shot(page, name)
+    text = dialog.inner_text()
+    dialog.locator(".modal-footer button").first.click()
+    expect(dialog).to_be_hidden()
+    return text
+
+
+@pytest.fixture(scope="module")
+def browser(classroom, chromium):
+    from playwright.sync_api import expect
+    expect.set_options(timeout=UI_TIMEOUT_MS)
+    session = Browser(chromium)
+    yield session
+    session.close()
+
+
+@pytest.fixture(scope="module")
+def graded_class(classroom, browser):
+    """The class of task2: student01 hands in a correct copy (twice), student02 the skeleton; the
+    instructor collects, autogrades and releases the feedback. Returns the pages and the facts."""
+    from playwright.sync_api import expect
+    lay, pw = classroom.layout, classroom.passwords
+    facts = {}
+
+    one = browser.login("student01", pw["student01"])
+    fetch(one, "task2")
+    browser.shot(one, "01-student01-fetched-task2")
+    folder = Path(accounts.home_of("student01")) / "task2"  # nbgrader fetches into HOME/<assignment>
+    # The answers come from the instructor's source, written from outside the student's reach.
+    synthetic_class.fill(folder, "task2", "correct")
+    for path in [folder, *folder.rglob("*")]:
+        os.chown(path, accounts.uid_of("student01"), -1)
+    facts["check"] = as_student("student01", "handson", "check", "multi-node", "train_cifar_multi_node.py",
+                                cwd=folder, timeout=900)
+    one.goto(one.url.split("/lab")[0] + "/lab/tree/task2/02_multi_node.ipynb")
+    expect(one.locator(".jp-Notebook")).to_be_visible()
+    browser.shot(one, "02-student01-solved-notebook")
+    handed_in = {s: inbound(lay, s, "task2") for s in ("student01", "student02")}
+    assignment_list(one)
+    submit(one, "task2")
+    time.sleep(1.5)  # two submissions, two distinct timestamps
+    submit(one, "task2")
+    browser.shot(one, "03-student01-submitted-twice")
+
+    two = browser.login("student02", pw["student02"])
+    fetch(two, "task2")
+    submit(two, "task2")
+    browser.shot(two, "04-student02-submitted-skeleton")
+    facts["inbound"] = {s: sorted(set(inbound(lay, s, "task2")) - set(before))
+                        for s, before in handed_in.items()}
+
+    teacher = browser.login(accounts.INSTRUCTOR, pw[accounts.INSTRUCTOR])
+    frame = formgrader(teacher)
+    facts["collect"] = formgrader_action(teacher, frame, "task2", "collect", "05-instructor-collect")
+    expect(assignment_row(frame, "task2").locator("td.num-submissions")).to_have_text("2")
+    # Autograding: the course's parallel `handson autograde` (watchdog per run, timing slot), in the
+    # instructor's environment; the Formgrader's own button grades one student at a time.
+    facts["autograde"] = nbgrader_setup.run_as(
+        accounts.INSTRUCTOR, lay.instructor_venv, ["handson", "autograde", "task2", "--course", lay.course],
+        lay.course, timeout=1500, check=False)
+    teacher.reload()
+    frame = formgrader(teacher)
+    facts["generate"] = formgrader_action(teacher, frame, "task2", "generate-feedback",
+                                          "06-instructor-generate-feedback")
+    facts["release"] = formgrader_action(teacher, frame, "task2", "release-feedback",
+                                         "07-instructor-release-feedback")
+    facts["export"] = nbgrader_setup.nbgrader_as_instructor(lay, "export", "--to", str(lay.course / "grades.csv"),
+                                                            check=False)
+    facts["pages"] = {"student01": one, "student02": two, accounts.INSTRUCTOR: teacher}
+    return facts
+
+
+def _submission_time(inbound_name):
+    """nbgrader's inbound names are STUDENT+ASSIGNMENT+TIMESTAMP+RANDOM."""
+    return inbound_name.split("+")[2]
+
+
+def test_a_student_checks_submits_twice_and_the_latest_is_graded(classroom, graded_class):
+    check = graded_class["check"]
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
+    submissions = graded_class["inbound"]
+    assert len(submissions["student01"]) == 2, submissions   # both kept, each with its timestamp
+    assert len(submissions["student02"]) == 1, submissions
+    latest = max(_submission_time(name) for name in submissions["student01"])
+    collected = classroom.layout.course / "submitted" / "student01" / "task2" / "timestamp.txt"
+    assert collected.read_text().strip() == latest
+
+
+def test_the_instructor_collects_autogrades_and_releases_feedback(classroom, graded_class):
+    for step in ("collect", "generate", "release"):
+        assert "error" not in graded_class[step].lower(), (step, graded_class[step])
+    autograde = graded_class["autograde"]
+    assert autograde.returncode == 0, autograde.stdout[-3000:] + autograde.stderr[-2000:]
+    export = graded_class["export"]
+    assert export.returncode == 0, export.stderr
+    rows = {r["student_id"]: r for r in csv.DictReader((classroom.layout.course / "grades.csv").open())
+            if r["assignment"] == "task2"}
+    correct, skeleton = float(rows["student01"]["score"]), float(rows["student02"]["score"])
+    maximum = float(rows["student01"]["max_score"])
+    # A correct copy gets every point, or one less when the machine was too busy for the
+    # throughput band (course/README.md); the skeleton none.
+    assert maximum - 1 <= correct <= maximum, rows["student01"]
+    assert skeleton == 0, rows["student02"]
+
+
+def test_each_student_reads_their_own_feedback_and_not_the_others(classroom, graded_class):
+    from playwright.sync_api import expect
+    lay = classroom.layout
+    feedback = {}
+    for student in ("student01", "student02"):
+        page = graded_class["pages"][student]
+        tab = assignment_list(page)
+        row = tab.locator("#submitted_assignments_list > .list_item", has_text="task2")
+        row.get_by_role("button", name="Fetch Feedback").click()
+        # "(view feedback)" beside the graded submission opens its folder in the file browser.
+        view = row.locator(".nested_list_item").last.locator("a", has_text="view feedback")
+        view.click()
+        item = page.locator(".jp-DirListing-item", has_text="02_multi_node.html")
+        item.dblclick()
+        html = page.frame_locator(".jp-HTMLViewer iframe, iframe.jp-HTMLViewer, .jp-MainAreaWidget iframe").last
+        expect(html.locator("body")).to_contain_text("Score")
+        feedback[student] = html.locator("body").inner_text()
+        Browser.shot(page, f"08-{student}-feedback")
+    assert "Score" in feedback["student01"] and "Score" in feedback["student02"]
+    assert "BEGIN HIDDEN TESTS" not in feedback["student01"] + feedback["student02"]
+    assert "0.0 / " in feedback["student02"] or "0 / " in feedback["student02"]
+    # What the other student handed in, and the exchange's lists, stay closed to a student.
+    other = lay.exchange / COURSE_ID / "inbound" / graded_class["inbound"]["student01"][0]
+    for cmd in (["ls", lay.exchange / COURSE_ID / "inbound"], ["ls", lay.exchange / COURSE_ID / "feedback"],
+                ["ls", other], ["cat", other / "02_multi_node.ipynb"],
+                ["ls", Path(accounts.home_of("student01")) / "task2"]):
+        result = as_student("student02", *cmd)
+        assert result.returncode != 0 and "Permission denied" in result.stderr, (cmd, result)
+
+
+def test_a_late_submission_is_marked_late(classroom):
+    lay = classroom.layout
+    nbgrader_setup.nbgrader_as_instructor(lay, "db", "assignment", "add", "setup",
+                                          "--duedate=2020-01-01 00:00:00 UTC")
+    home = accounts.home_of("student02")
+    for step in (["nbgrader", "fetch_assignment", "setup"], ["nbgrader", "submit", "setup"]):
+        result = as_student("student02", *step, cwd=home)
+        assert result.returncode == 0, (step, result.stdout, result.stderr)
+    nbgrader_setup.nbgrader_as_instructor(lay, "collect", "setup")
+    graded = nbgrader_setup.run_as(accounts.INSTRUCTOR, lay.instructor_venv,
+                                   ["handson", "autograde", "setup", "--course", lay.course], lay.course,
+                                   timeout=900, check=False)
+    assert graded.returncode == 0, graded.stdout[-2000:] + graded.stderr[-2000:]
+    nbgrader_setup.nbgrader_as_instructor(lay, "export", "--to", str(lay.course / "grades.csv"))
+    row = next(r for r in csv.DictReader((lay.course / "grades.csv").open())
+               if r["assignment"] == "setup" and r["student_id"] == "student02")
+    assert row["duedate"].startswith("2020-01-01") and row["timestamp"] > row["duedate"], row
+    late = nbgrader_setup.run_as(accounts.INSTRUCTOR, lay.instructor_venv, [
+        "python", "-c", "from nbgrader.api import Gradebook; import sys; "
+        f"g = Gradebook('sqlite:///{lay.course / 'gradebook.db'}'); "
+        "s = g.find_submission('setup', 'student02'); print(s.total_seconds_late)"], lay.course)
+    assert float(late.stdout.strip()) > 0, late.stdout
+
+
+def test_a_killed_server_restarts_with_the_work_saved(classroom):
+    token = classroom.layout.admin_token.read_text().strip()
+    name = "student02"
+
+    def server():
+        return hub.api(f"/users/{name}", token).get("servers", {}).get("")
+
+    if not (server() or {}).get("ready"):
+        hub.api(f"/users/{name}/server", token, method="POST", body={})
+    _wait(lambda: (server() or {}).get("ready"), 180, "the server to start")
+    work = Path(accounts.home_of(name)) / "my-work.txt"
+    assert as_student(name, "bash", "-c", f"echo kept > {work}").returncode == 0
+    before = [p for p in psutil.process_iter(["username", "cmdline"])
+              if p.info["username"] == name and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])]
+    assert before, "no server process of the student"
+    for proc in before:
+        proc.send_signal(signal.SIGKILL)
+    _wait(lambda: server() is None, 60, "the hub to notice the dead server")
+    hub.api(f"/users/{name}/server", token, method="POST", body={})
+    _wait(lambda: (server() or {}).get("ready"), 180, "the server to start again")
+    assert work.read_text() == "kept\n"
+    after = [p.pid for p in psutil.process_iter(["username", "cmdline"])
+             if p.info["username"] == name and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])]
+    assert after and not set(after) & {p.pid for p in before}
+
+
+def _wait(condition, seconds, what):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {seconds} s for {what}"
+        time.sleep(1)
+
+
+def test_a_user_can_switch_the_interface_to_japanese(classroom, browser):
+    from playwright.sync_api import expect
+    page = browser.login("student01", classroom.passwords["student01"])
+    Browser.menu(page, "Settings")
+    page.locator(".lm-Menu-item", has_text="Language").hover()
+    page.locator(".lm-Menu-item", has_text="日本語").click()
+    page.get_by_role("button", name=re.compile("Change and reload", re.I)).click()
+    expect(page.locator("#jp-menu-panel .lm-MenuBar-item", has_text="ファイル")).to_have_count(1)
+    Browser.shot(page, "09-student01-japanese")
+
+
+def test_down_stops_everything_and_keeps_the_class(classroom):
+    lay = classroom.layout
+    result = handson("classroom", "down")
+    assert result.returncode == 0, result.stderr
+    assert hub.answers() is None
+    users = set(accounts.classroom_users(lay.passwords))
+    left = [p.info for p in psutil.process_iter(["username", "cmdline"])
+            if p.info["username"] in users or str(lay.hub) in " ".join(p.info["cmdline"] or [])]
+    assert not left, left
+    for kept in (lay.course / "gradebook.db", lay.hub / "jupyterhub.sqlite", lay.exchange / COURSE_ID):
+        assert kept.exists(), kept
+    after = COURSE_ROOT.stat()
+    assert (stat.S_IMODE(after.st_mode), after.st_gid) == classroom.course_root_before
