@@ -124,6 +124,25 @@ def kill_tree(proc: subprocess.Popen, grace=3.0):
     return pids
 
 
+def terminate_all(procs, timeout=20.0):
+    """SIGTERM every psutil process of `procs`, SIGKILL what is left after half of `timeout`,
+    wait the other half; the processes that were terminated."""
+    import psutil
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=timeout / 2)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=timeout / 2)
+    return procs
+
+
 #: One lock file for the whole machine: every run whose time is scored holds it alone.
 TIMING_LOCK = Path(os.environ.get("HANDSON_TIMING_LOCK") or Path(tempfile.gettempdir()) / "handson-timing.lock")
 #: Set in the children of a run that holds a slot, so that a run they start does not wait for it.

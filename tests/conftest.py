@@ -4,6 +4,7 @@ Under CI=true a skip is a failure unless the test is marked `gpu`: CI runs on a 
 machine where every other prerequisite (scheduler, browser, MPI) is installed by .ci/run.
 """
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -54,16 +55,22 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"skipped under CI=true, where only GPU tests may skip: {reason}"
 
 
-@pytest.fixture(scope="module")
-def cluster_turn():
-    """The machine's one local cluster, for one test module at a time: pytest-xdist runs files in
-    parallel, and the cluster tests and the network tests each bring it up their own way."""
+@contextlib.contextmanager
+def turn_on_the_cluster():
+    """The machine's one local cluster, for one test at a time: pytest-xdist runs files in
+    parallel, and the cluster, network and classroom tests each bring it up their own way."""
     with open(Path(tempfile.gettempdir()) / "handson-cluster-tests.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module")
+def cluster_turn():
+    with turn_on_the_cluster():
+        yield
 
 
 @pytest.fixture(scope="session")

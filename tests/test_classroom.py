@@ -14,6 +14,7 @@ secrets, the hub's address, a killed server and a late submission.
 import csv
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -24,7 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import CHROMIUM_ARGS
+from conftest import CHROMIUM_ARGS, turn_on_the_cluster
 from handson_lib import COURSE_ROOT
 from handson_lib.classroom import accounts, hub, nbgrader_setup
 from handson_lib.classroom.layout import layout
@@ -55,9 +56,14 @@ def classroom():
         pytest.fail("`handson classroom` needs root (Linux accounts, JupyterHub)")
     handson("classroom", "down")  # whatever an earlier run left: the course folder as it was
     before = COURSE_ROOT.stat()
-    result = handson("classroom", "up", "--students", 2, timeout=1800)
+    result = handson("classroom", "up", "--students", 2, "--spawner", "local", timeout=1800)
     assert result.returncode == 0, f"classroom up failed:\n{result.stdout}\n{result.stderr}"
     lay = layout()
+    # What an earlier run left in the students' homes (assignments fetched, the interface's language).
+    for name in accounts.student_names(2):
+        home = Path(accounts.home_of(name))
+        for leftover in ("task2", "setup", ".jupyter/lab/user-settings/@jupyterlab/translation-extension"):
+            shutil.rmtree(home / leftover, ignore_errors=True)
     result.layout = lay
     result.course_root_before = (stat.S_IMODE(before.st_mode), before.st_gid)
     result.passwords = accounts.read_passwords(lay.passwords)
@@ -184,6 +190,19 @@ def submit(page, assignment):
     expect(submitted).to_have_count(before + 1)
 
 
+def run_in_terminal(page, command, log):
+    """Type `command` into a new terminal of the user's JupyterLab (File > New Launcher >
+    Terminal); its output shows there and goes to `log` in the user's home, then `EXIT=<status>`."""
+    from playwright.sync_api import expect
+    Browser.menu(page, "File")
+    page.locator(".lm-Menu-item:visible", has_text="New Launcher").click()
+    page.locator(".jp-LauncherCard:visible", has_text="Terminal").click()
+    terminal = page.locator(".jp-Terminal").last
+    expect(terminal).to_be_visible()
+    terminal.click()
+    page.keyboard.type(f"({command}) 2>&1 | tee ~/{log}; echo EXIT=${{PIPESTATUS[0]}} >> ~/{log}\n")
+
+
 def inbound(lay, student, assignment):
     """Submissions in the exchange (as root: students cannot list it)."""
     return sorted(p.name for p in (lay.exchange / COURSE_ID / "inbound").iterdir()
@@ -244,11 +263,16 @@ def graded_class(classroom, browser):
     synthetic_class.fill(folder, "task2", "correct")
     for path in [folder, *folder.rglob("*")]:
         os.chown(path, accounts.uid_of("student01"), -1)
-    facts["check"] = as_student("student01", "handson", "check", "multi-node", "train_cifar_multi_node.py",
-                                cwd=folder, timeout=900)
+    # The self-check, typed into a terminal of the student's JupyterLab.
+    log = Path(accounts.home_of("student01")) / "check-task2.log"
+    log.unlink(missing_ok=True)
+    run_in_terminal(one, "cd ~/task2 && handson check multi-node train_cifar_multi_node.py", log.name)
+    facts["check"] = _wait(lambda: "EXIT=" in (log.read_text() if log.exists() else "") and log.read_text(),
+                           900, "handson check in the terminal")
+    browser.shot(one, "02-student01-self-check-in-a-terminal")
     one.goto(one.url.split("/lab")[0] + "/lab/tree/task2/02_multi_node.ipynb")
     expect(one.locator(".jp-Notebook")).to_be_visible()
-    browser.shot(one, "02-student01-solved-notebook")
+    browser.shot(one, "02-student01-solved-notebook-opened")
     handed_in = {s: inbound(lay, s, "task2") for s in ("student01", "student02")}
     assignment_list(one)
     submit(one, "task2")
@@ -291,7 +315,8 @@ def _submission_time(inbound_name):
 
 def test_a_student_checks_submits_twice_and_the_latest_is_graded(classroom, graded_class):
     check = graded_class["check"]
-    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
+    assert check.rstrip().endswith("EXIT=0"), check[-4000:]
+    assert "checks passed" in check or "[PASS]" in check, check[-4000:]
     submissions = graded_class["inbound"]
     assert len(submissions["student01"]) == 2, submissions   # both kept, each with its timestamp
     assert len(submissions["student02"]) == 1, submissions
@@ -398,8 +423,12 @@ def test_a_killed_server_restarts_with_the_work_saved(classroom):
 
 
 def _wait(condition, seconds, what):
+    """Poll `condition` until it gives something true; that value."""
     deadline = time.monotonic() + seconds
-    while not condition():
+    while True:
+        value = condition()
+        if value:
+            return value
         assert time.monotonic() < deadline, f"waited {seconds} s for {what}"
         time.sleep(1)
 
@@ -413,6 +442,42 @@ def test_a_user_can_switch_the_interface_to_japanese(classroom, browser):
     page.get_by_role("button", name=re.compile("Change and reload", re.I)).click()
     expect(page.locator("#jp-menu-panel .lm-MenuBar-item", has_text="ファイル")).to_have_count(1)
     Browser.shot(page, "09-student01-japanese")
+
+
+@pytest.mark.scheduler
+def test_servers_start_as_slurm_jobs_with_the_batch_spawner(classroom):
+    token = classroom.layout.admin_token.read_text().strip()
+    name = "student01"
+
+    def server():
+        return hub.api(f"/users/{name}", token).get("servers", {}).get("")
+
+    with turn_on_the_cluster():
+        cluster_up = handson("cluster", "up", "--nodes", 2)
+        assert cluster_up.returncode == 0, cluster_up.stderr
+        try:
+            batch = handson("classroom", "up", "--spawner", "batch")
+            assert batch.returncode == 0 and "servers: batch" in batch.stdout, batch.stdout + batch.stderr
+            if server():
+                hub.api(f"/users/{name}/server", token, method="DELETE")
+                _wait(lambda: server() is None, 60, "the old server to stop")
+            hub.api(f"/users/{name}/server", token, method="POST", body={})
+            _wait(lambda: (server() or {}).get("ready"), 180, "the server's job to start")
+            job = server()["state"]["job_id"]
+            queue = subprocess.run(["squeue", "-h", "-j", job, "-o", "%u %P %T"], capture_output=True,
+                                   text=True).stdout.split()
+            assert queue == [name, "jupyter", "RUNNING"], queue
+            proc = next(p for p in psutil.process_iter(["username", "cmdline"])
+                        if p.info["username"] == name
+                        and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or []))
+            assert any(parent.name() == "slurmstepd" for parent in proc.parents()), proc.parents()
+            hub.api(f"/users/{name}/server", token, method="DELETE")
+            _wait(lambda: not subprocess.run(["squeue", "-h", "-j", job], capture_output=True,
+                                             text=True).stdout.strip(), 60, "the server's job to end")
+        finally:
+            back = handson("classroom", "up", "--spawner", "local")
+            handson("cluster", "down")
+    assert back.returncode == 0 and "servers: local" in back.stdout, back.stdout + back.stderr
 
 
 def test_down_stops_everything_and_keeps_the_class(classroom):

@@ -506,7 +506,11 @@ def test_local_cluster_partitions_come_from_the_table(tmp_path):
     assert cluster.SITE.queues == table.get_site("reedbush").queues
     conf = cluster.render_slurm_conf(cluster.Paths(tmp_path), 3)
     partitions = dict(re.findall(r"^PartitionName=(\S+) .*MaxNodes=(\d+)", conf, re.M))
-    assert partitions == {"h-debug": "3", "h-short": "3", "h-small": "3", "h-regular": "3"}
+    # The site's queues, and the shared partition of the classroom's notebook servers.
+    assert partitions == {"h-debug": "3", "h-short": "3", "h-small": "3", "h-regular": "3",
+                          cluster.JUPYTER_PARTITION: "1"}
+    assert f"PartitionName={cluster.JUPYTER_PARTITION} Nodes=n[1-3] Default=NO" in conf
+    assert "OverSubscribe=FORCE" in conf
     assert "PartitionName=h-debug Nodes=n[1-3] Default=YES MaxTime=00:30:00" in conf
     assert "PartitionName=h-regular Nodes=n[1-3] Default=NO MaxTime=2-00:00:00" in conf
     big = dict((q.name, n) for q, n in cluster.partitions(8))

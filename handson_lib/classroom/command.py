@@ -11,6 +11,7 @@ from handson_lib import COURSE_ROOT
 from handson_lib.classroom import accounts, environments, hub, nbgrader_setup
 from handson_lib.classroom.layout import ClassroomError, layout, load_settings, save_settings
 from handson_lib.grading import nbgrader_course
+from handson_lib.launch import terminate_all
 from handson_lib.sites import cluster
 
 #: handed out at `up`: the setup notebook (quick) and Task #2
@@ -25,9 +26,13 @@ def _check_machine(spawner):
     for tool in ("runuser", "useradd", "chpasswd", "npm", "make"):
         if not shutil.which(tool):
             raise ClassroomError(f"{tool} is missing (Debian: util-linux, passwd, npm, make)")
-    if spawner == "batch" and not cluster.is_up():
-        raise ClassroomError("--spawner batch starts users' servers as Slurm jobs: bring the local "
-                             "cluster up first (`handson cluster up`), or use --spawner local")
+    if spawner == "batch":
+        if not cluster.is_up():
+            raise ClassroomError("--spawner batch starts users' servers as Slurm jobs: bring the local "
+                                 "cluster up first (`handson cluster up`), or use --spawner local")
+        if cluster.applied_link(cluster.paths()).rate_bps is not None:
+            raise ClassroomError("--spawner batch needs the cluster's nodes on this machine's loopback, "
+                                 "where the hub listens: `handson cluster up --link none`")
 
 
 def protect_course_root(settings):
@@ -135,21 +140,10 @@ def down(out=print, timeout=20):
     if settings.get("spawner") == "batch" and cluster.is_up():
         for name in accounts.classroom_users(lay.passwords):
             cluster.slurm(["scancel", "--user", name])
-    procs = classroom_processes(lay)
-    for proc in procs:
-        try:
-            proc.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=timeout / 2)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=timeout / 2)
+    procs = terminate_all(classroom_processes(lay), timeout)
     restore_course_root(settings)
-    save_settings(lay, settings) if lay.root.exists() else None
+    if lay.root.exists():
+        save_settings(lay, settings)
     left = [p for p in classroom_processes(lay) if p.is_running()]
     if left:
         raise ClassroomError("still running after down: " + ", ".join(f"{p.pid} {p.name()}" for p in left))

@@ -41,7 +41,20 @@ def hub_version():
 
 
 def server_packages():
-    return [f"jupyterhub=={hub_version()}", LANGUAGE_PACK]
+    """What a server of the hub needs beside the course: the hub's own version of
+    jupyterhub-singleuser, batchspawner's wrapper (servers as Slurm jobs), the language pack."""
+    return [f"jupyterhub=={hub_version()}", f"batchspawner=={importlib.metadata.version('batchspawner')}",
+            LANGUAGE_PACK]
+
+
+def _server_packages_current(venv, out, who):
+    """Install the server packages into `venv` when they changed since the last `up`."""
+    record = Path(venv) / ".classroom-server-packages"
+    wanted = "\n".join(server_packages())
+    if record.exists() and record.read_text() == wanted:
+        return
+    _pip(venv, server_packages(), out, f"jupyterhub-singleuser, batchspawner and the Japanese language pack ({who})")
+    record.write_text(wanted)
 
 
 def _run(cmd, out, what, cwd=None, env=None):
@@ -86,13 +99,20 @@ def write_nbgrader_config(venv, lay: Layout, course_id, instructor=False):
            if instructor else ""))
 
 
-def allow_formgrader_frame(venv):
-    """JupyterHub's servers forbid being framed (`frame-ancestors 'none'`), and JupyterLab shows the
-    Formgrader in a frame of the same server: the instructor's server allows its own frames."""
+def write_server_config(venv, instructor=False):
+    """The Jupyter server's settings in this environment (sys.prefix jupyter_server_config.json):
+
+    - terminals start a plain (not a login) shell: a login shell reads /etc/profile, whose PATH
+      leaves out the environment, and `handson check` in a terminal would not be found;
+    - the instructor's server allows frames of itself: JupyterHub's servers forbid being framed
+      (`frame-ancestors 'none'`), and JupyterLab shows the Formgrader in a frame."""
     path = Path(venv) / "etc" / "jupyter" / "jupyter_server_config.json"
     config = json.loads(path.read_text()) if path.exists() else {}
-    config.setdefault("ServerApp", {}).setdefault("tornado_settings", {}).setdefault("headers", {})[
-        "Content-Security-Policy"] = "frame-ancestors 'self'"
+    server = config.setdefault("ServerApp", {})
+    server.setdefault("terminado_settings", {})["shell_command"] = ["/bin/bash"]
+    if instructor:
+        server.setdefault("tornado_settings", {}).setdefault("headers", {})[
+            "Content-Security-Policy"] = "frame-ancestors 'self'"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=1))
 
@@ -110,7 +130,9 @@ def student_environment(lay: Layout, course_id, out=print):
         if changed:
             out(f"  the student edition: {len(changed)} file(s) changed in the course, updated")
             _make_setup(lay.edition, lay.student_venv, out, "the student edition's `make setup`")
+    _server_packages_current(lay.student_venv, out, "students")
     write_nbgrader_config(lay.student_venv, lay, course_id)
+    write_server_config(lay.student_venv)
     _readable_by_all(lay.edition)
     done.touch()
     return built
@@ -151,8 +173,7 @@ def _build_student_environment(lay: Layout, out):
             shutil.rmtree(lay.edition)
         release.release_student(lay.edition)
     _make_setup(lay.edition, lay.student_venv, out, "the student edition's `make setup`")
-    _pip(lay.student_venv, ["nbgrader>=0.9.6,<0.10", *server_packages()], out,
-         "nbgrader's Assignments tab, jupyterhub-singleuser and the Japanese language pack (students)")
+    _pip(lay.student_venv, ["nbgrader>=0.9.6,<0.10"], out, "nbgrader's Assignments tab (students)")
     jupyter = lay.student_venv / "bin" / "jupyter"
     for name in INSTRUCTOR_LAB_EXTENSIONS:
         _run([jupyter, "labextension", "disable", "--level=sys_prefix", name], out,
@@ -169,10 +190,9 @@ def instructor_environment(lay: Layout, course_id, out=print):
     built = not done.exists()
     if built:
         _make_setup(COURSE_ROOT, lay.instructor_venv, out, "the course's `make setup` (instructor)")
-        _pip(lay.instructor_venv, server_packages(), out,
-             "jupyterhub-singleuser and the Japanese language pack (instructor)")
+    _server_packages_current(lay.instructor_venv, out, "instructor")
     write_nbgrader_config(lay.instructor_venv, lay, course_id, instructor=True)
-    allow_formgrader_frame(lay.instructor_venv)
+    write_server_config(lay.instructor_venv, instructor=True)
     # The course's answers are importable from here: the instructor's group only.
     os.chown(lay.instructor_venv, 0, accounts.gid_of_group(accounts.STAFF_GROUP))
     os.chmod(lay.instructor_venv, 0o750)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from handson_lib.classroom import accounts
 from handson_lib.classroom.layout import ClassroomError, Layout
+from handson_lib.sites import cluster
 
 DEFAULT_BIND = "127.0.0.1"
 PORT = 8000
@@ -58,27 +59,18 @@ def render_config(lay: Layout, settings, students, proxy_command):
     spawner = settings.get("spawner", "local")
     batch = ""
     if spawner == "batch":
-        batch = """
-# Users' servers as jobs of the local Slurm cluster, submitted for the user by root (sbatch --uid).
+        batch = f"""
+# Users' servers as jobs of the local Slurm cluster (batchspawner), submitted for the user by root
+# (sbatch --uid), in its shared partition; every node is this machine, so the hub reaches a
+# server at 127.0.0.1 on the port the job reports.
 c.JupyterHub.spawner_class = "batchspawner.SlurmSpawner"
 c.SlurmSpawner.exec_prefix = ""
-c.SlurmSpawner.batch_submit_cmd = "sbatch --parsable --uid={username} --chdir={homedir}"
-c.SlurmSpawner.batch_query_cmd = "squeue -h -j {job_id} -o '%T %B'"
-c.SlurmSpawner.batch_cancel_cmd = "scancel {job_id}"
-c.SlurmSpawner.req_partition = "h-debug"
-c.SlurmSpawner.req_runtime = "00:30:00"
+c.SlurmSpawner.batch_submit_cmd = "sbatch --parsable --uid={{username}}"
+c.SlurmSpawner.req_partition = {cluster.JUPYTER_PARTITION!r}
+c.SlurmSpawner.req_runtime = {cluster.slurm_time(cluster.JUPYTER_WALLTIME)!r}
 c.SlurmSpawner.req_nprocs = "1"
-c.SlurmSpawner.req_memory = ""
-c.SlurmSpawner.batch_script = '''#!/bin/bash
-#SBATCH --output={{homedir}}/jupyterhub_slurmspawner_%j.log
-#SBATCH --job-name=jupyterhub-{{username}}
-#SBATCH --partition={{partition}}
-#SBATCH --time={{runtime}}
-#SBATCH --export={{keepvars}}
-set -euo pipefail
-{{prologue}}
-{{cmd}}
-'''
+c.SlurmSpawner.req_srun = ""
+c.SlurmSpawner.state_exechost_exp = "127.0.0.1"
 """
     return f"""# Written by `handson classroom up` (handson_lib/classroom/hub.py) at every start: edits are lost.
 import os
@@ -126,6 +118,8 @@ def choose_environment(spawner):
     instructor = spawner.user.name == {accounts.INSTRUCTOR!r}
     venv = INSTRUCTOR_VENV if instructor else STUDENT_VENV
     spawner.cmd = [os.path.join(venv, "bin", "jupyterhub-singleuser")]
+    if hasattr(spawner, "batchspawner_singleuser_cmd"):  # a job: its wrapper from the same venv
+        spawner.batchspawner_singleuser_cmd = os.path.join(venv, "bin", "batchspawner-singleuser")
     spawner.environment = {{"PATH": os.path.join(venv, "bin") + ":/usr/local/bin:/usr/bin:/bin",
                            "HANDSON_SITE": "local", "LANG": "C.UTF-8"}}
     if instructor:

@@ -24,6 +24,8 @@ $HANDSON_CLUSTER_DIR, logs in its log/ folder):
   `SlurmdParameters=config_overrides`. Slurm cannot declare GPUs without device files: the two
   P100 per node are not declared; the course's CPU stand-in replaces them (one worker process per
   "GPU"), and every job gets whole nodes (OverSubscribe=EXCLUSIVE) as with PBS Pro on Reedbush.
+- A partition `jupyter` (shared nodes, 12 h) for the notebook servers of `handson classroom up
+  --spawner batch`, beside the course's queues.
 - Partitions named after the course's queues, with the limits of the `local` site in the site table
   (handson_lib/sites/table.py: Reedbush-H's queues), each queue's node limit capped by the nodes the
   cluster has; checked when a job is submitted (EnforcePartLimits=ALL): qsub refuses too long a
@@ -60,7 +62,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from handson_lib.launch import venv_bin
+from handson_lib.launch import terminate_all, venv_bin
 from handson_lib.sites import jobs, network
 from handson_lib.sites.table import LINKS, LinkProfile, format_walltime, get_link, get_site
 
@@ -99,6 +101,10 @@ def partitions(nodes):
 def default_queue():
     return next(iter(SITE.queues.values()))
 
+
+#: the partition where the classroom's notebook servers run as jobs (not a queue of the site table)
+JUPYTER_PARTITION = "jupyter"
+JUPYTER_WALLTIME = 12 * 3600
 
 #: one Reedbush-H node: 2 x Intel Xeon E5-2695 v4 (18 cores), 256 GB; its 2 P100 are not declared.
 NODE_RESOURCES = "CPUs=36 Boards=1 SocketsPerBoard=2 CoresPerSocket=18 ThreadsPerCore=1 RealMemory=245760"
@@ -317,6 +323,11 @@ def render_slurm_conf(p: Paths, nodes: int, link: LinkProfile = LINKS["none"]) -
                      f"Default={'YES' if q is default_queue() else 'NO'} "
                      f"MaxTime={slurm_time(q.max_walltime)} DefaultTime={slurm_time(q.max_walltime)} "
                      f"MaxNodes={max_nodes} OverSubscribe=EXCLUSIVE State=UP")
+    # Notebook servers of the classroom (`handson classroom up --spawner batch`): one CPU each,
+    # many on a node, as a centre's interactive partition.
+    lines.append(f"PartitionName={JUPYTER_PARTITION} Nodes={node_list} Default=NO "
+                 f"MaxTime={slurm_time(JUPYTER_WALLTIME)} DefaultTime={slurm_time(JUPYTER_WALLTIME)} "
+                 f"MaxNodes=1 OverSubscribe=FORCE:64 State=UP")
     return "\n".join(lines) + "\n"
 
 
@@ -639,7 +650,6 @@ def node_states(p: Paths | None = None):
     return states
 
 
-USABLE = ("idle", "alloc", "mix", "comp", "resv")
 
 
 def wait_until_ready(p: Paths, nodes, timeout=60):
@@ -647,7 +657,8 @@ def wait_until_ready(p: Paths, nodes, timeout=60):
     resumed = False
     while True:
         states = node_states(p)
-        if states and all(states.get(n, "").rstrip("*~#!%$@^-") in USABLE and not states[n].endswith("*")
+        if states and all(states.get(n, "").rstrip("*~#!%$@^-") in jobs.USABLE_NODE_STATES
+                          and not states[n].endswith("*")
                           for n in nodes):
             return states
         if time.monotonic() > deadline:
@@ -857,18 +868,7 @@ def down(out=print, timeout=20):
         except psutil.Error:
             return 5
     procs.sort(key=rank)
-    for proc in procs:
-        try:
-            proc.terminate()
-        except psutil.Error:
-            pass
-    gone, alive = psutil.wait_procs(procs, timeout=timeout / 2)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=timeout / 2)
+    terminate_all(procs, timeout)
     left = [proc for proc in cluster_processes(p) if proc.is_running()]
     for path in [p.munge_pid, p.ctld_pid] + [p.slurmd_pid(n) for n in configured_nodes(p)]:
         try:

@@ -32,6 +32,10 @@ LINK_RATE_ENV = "HANDSON_LINK_RATE_BPS"
 EXPERIMENT_QUEUE = next(iter(get_site("local").queues.values()))
 
 
+#: sinfo's short node states of a cluster that can run jobs
+USABLE_NODE_STATES = ("idle", "alloc", "mix", "comp", "resv")
+
+
 class JobError(RuntimeError):
     """qsub refused a job, or a job did not finish; the message has the scheduler's words."""
 
@@ -130,7 +134,8 @@ def shaped_cluster():
     except (OSError, subprocess.TimeoutExpired):
         return None
     states = answer.stdout.split()
-    if answer.returncode != 0 or not states or not all(s.rstrip("*~#") in ("idle", "alloc", "mix")
+    # A node between jobs is "comp"(leting) for a moment; "*" marks one that does not answer.
+    if answer.returncode != 0 or not states or not all(s.rstrip("*~#") in USABLE_NODE_STATES
                                                        and not s.endswith("*") for s in states):
         return None
     return state
