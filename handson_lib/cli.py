@@ -33,6 +33,7 @@ GROUPS = {
     "profile": "profiles: summarize nvprof / Nsight Systems files, CPU phase breakdown",
     "jobscript": "lint a PBS job script for a site, or run it locally",
     "release": "editions of the course to hand out",
+    "i18n": "the course in other languages: translation catalogues",
 }
 
 COMMANDS = (
@@ -64,6 +65,10 @@ COMMANDS = (
             audience="instructor"),
     Command("build", "grading.build", "regenerate notebooks/, exercises/ and jobscripts/ from the sources",
             audience="instructor"),
+    Command("i18n template", "grading.translations", "add the missing entries to the catalogues of "
+            "another language (English and hash filled in)", audience="instructor", run="template_main"),
+    Command("i18n status", "grading.translations", "list what is untranslated or stale in another "
+            "language (exit 1 if anything)", audience="instructor", run="status_main"),
     Command("release student", "grading.release", "write the student edition (notebooks, exercises, job "
             "scripts, the student library; no solutions) into a new folder", audience="instructor"),
     Command("cluster", "sites.cluster", "a real single-machine Slurm cluster with PBS commands (root, apt)",

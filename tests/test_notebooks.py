@@ -47,3 +47,35 @@ def test_student_release_fails_its_graded_cells(source, tmp_path, monkeypatch):
               and any(o.output_type == "error" for o in c.get("outputs", []))]
     graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert len(failed) == len(graded), f"graded cells passing with the stub: {set(c.metadata['nbgrader']['grade_id'] for c in graded) - set(failed)}"
+
+
+#: Japanese notebooks executed here (the rest are built and checked like these, tests/test_translations.py).
+JAPANESE = ["00_setup.ipynb", "03_profiling.ipynb"]
+
+
+@pytest.mark.parametrize("name", JAPANESE)
+def test_japanese_solution_notebook_executes_on_cpu(name, tmp_path, monkeypatch):
+    from handson_lib.grading import translations
+    local_ranks_only(monkeypatch, tmp_path)
+    monkeypatch.setenv("HANDSON_LANG", "ja")
+    source = ROOT / "solutions" / name
+    nb = translations.translated_notebook(source, "ja", ROOT)
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(source.parent)}}).execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.output_type == "error"]
+    assert not errors
+    assert any(c.metadata.get("nbgrader", {}).get("grade") for c in nb.cells)
+
+
+@pytest.mark.parametrize("name", JAPANESE[:1])
+def test_japanese_student_release_fails_its_graded_cells(name, tmp_path, monkeypatch):
+    local_ranks_only(monkeypatch, tmp_path)
+    monkeypatch.setenv("HANDSON_LANG", "ja")
+    path = ROOT / "notebooks" / "ja" / name
+    nb = nbformat.read(str(path), as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    failed = [c for c in graded if any(o.output_type == "error" for o in c.get("outputs", []))]
+    assert graded and len(failed) == len(graded)

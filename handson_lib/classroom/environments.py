@@ -27,7 +27,6 @@ from handson_lib.grading import release
 
 SYSTEM_PYTHON = "/usr/bin/python3.11"
 PROXY_PACKAGE = "configurable-http-proxy@^5"
-LANGUAGE_PACK = "jupyterlab-language-pack-ja-jp>=4.2,<5"
 #: nbgrader's parts for instructors only: a student's Lab shows the Assignments tab alone.
 INSTRUCTOR_LAB_EXTENSIONS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                              "@jupyter/nbgrader:course-list")
@@ -41,10 +40,9 @@ def hub_version():
 
 
 def server_packages():
-    """What a server of the hub needs beside the course: the hub's own version of
-    jupyterhub-singleuser, batchspawner's wrapper (servers as Slurm jobs), the language pack."""
-    return [f"jupyterhub=={hub_version()}", f"batchspawner=={importlib.metadata.version('batchspawner')}",
-            LANGUAGE_PACK]
+    """What a server of the hub needs beside the course (whose requirements bring the Japanese
+    language pack): the hub's own version of jupyterhub-singleuser, batchspawner's wrapper."""
+    return [f"jupyterhub=={hub_version()}", f"batchspawner=={importlib.metadata.version('batchspawner')}"]
 
 
 def _server_packages_current(venv, out, who):
@@ -53,7 +51,7 @@ def _server_packages_current(venv, out, who):
     wanted = "\n".join(server_packages())
     if record.exists() and record.read_text() == wanted:
         return
-    _pip(venv, server_packages(), out, f"jupyterhub-singleuser, batchspawner and the Japanese language pack ({who})")
+    _pip(venv, server_packages(), out, f"jupyterhub-singleuser and batchspawner ({who})")
     record.write_text(wanted)
 
 

@@ -9,41 +9,43 @@ from pathlib import Path
 import numpy as np
 
 from handson_lib.data.arrays import float_images, reshape, tuple_dataset
-from handson_lib.data.errors import cifar_missing, cifar_refetch, corrupt, describe_exc
+from handson_lib.data.errors import cifar_missing, cifar_refetch, corrupt, describe_exc, offline_hint
+from handson_lib.messages import tr
 from handson_lib.data.reading import str_keys, unpickle
 from handson_lib.data.sources import (CIFAR10_CLASSES, CIFAR10_DIRNAME, CIFAR10_TARBALL,
-                                      CIFAR10_URL, CIFAR_TRAIN_BATCHES, OFFLINE_HINT)
+                                      CIFAR10_URL, CIFAR_TRAIN_BATCHES)
 
 _CIFAR_PIXELS = 3 * 32 * 32
 
 
 def _parse_cifar_batch(raw, name, path):
     """One pickled batch -> (uint8 (N, 3072), int32 (N,)); DatasetCorruptError if it is wrong."""
-    bad = lambda problem: corrupt(path, "CIFAR-10 python archive", f"{name}: {problem}",
+    bad = lambda problem: corrupt(path, tr("CIFAR-10 python archive"), f"{name}: {problem}",
                                   cifar_refetch(path))
     try:
         d = unpickle(io.BytesIO(raw), encoding="bytes")
     except Exception as exc:
-        raise bad(f"cannot unpickle ({describe_exc(exc)})") from None
+        raise bad(tr("cannot unpickle ({error})", error=describe_exc(exc))) from None
     if not isinstance(d, dict):
-        raise bad(f"expected a pickled dict, found {type(d).__name__}")
+        raise bad(tr("expected a pickled dict, found {type}", type=type(d).__name__))
     d = str_keys(d)
     if "data" not in d or "labels" not in d:
-        raise bad(f"missing b'data' or b'labels' (keys: {sorted(d)})")
+        raise bad(tr("missing b'data' or b'labels' (keys: {keys})", keys=sorted(d)))
     data, labels = d["data"], d["labels"]
     if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 \
             or data.shape[1] != _CIFAR_PIXELS:
         shape = getattr(data, "shape", None)
         dtype = getattr(data, "dtype", type(data).__name__)
-        raise bad(f"b'data' must be a uint8 array of shape (N, 3072), found {dtype} {shape}")
+        raise bad(tr("b'data' must be a uint8 array of shape (N, 3072), found {dtype} {shape}",
+                     dtype=dtype, shape=shape))
     try:
         labels = np.asarray(labels, dtype=np.int64).reshape(-1)
     except (TypeError, ValueError) as exc:
-        raise bad(f"b'labels' is not a list of integers ({describe_exc(exc)})") from None
+        raise bad(tr("b'labels' is not a list of integers ({error})", error=describe_exc(exc))) from None
     if len(labels) != len(data):
-        raise bad(f"{len(data)} images but {len(labels)} labels")
+        raise bad(tr("{images} images but {labels} labels", images=len(data), labels=len(labels)))
     if len(labels) and (labels.min() < 0 or labels.max() >= len(CIFAR10_CLASSES)):
-        raise bad(f"labels must be 0..9, found {labels.min()}..{labels.max()}")
+        raise bad(tr("labels must be 0..9, found {low}..{high}", low=labels.min(), high=labels.max()))
     return data, labels.astype(np.int32)
 
 
@@ -81,8 +83,8 @@ def _read_cifar_members(path):
                     if len(found[base]) != member.size:
                         raise EOFError(f"{member.name}: {len(found[base])} of {member.size} bytes")
     except Exception as exc:
-        raise corrupt(path, "CIFAR-10 python archive (cifar-10-python.tar.gz)",
-                      f"cannot read it as a (gzipped) tar file ({describe_exc(exc)})",
+        raise corrupt(path, tr("CIFAR-10 python archive (cifar-10-python.tar.gz)"),
+                      tr("cannot read it as a (gzipped) tar file ({error})", error=describe_exc(exc)),
                       cifar_refetch(path)) from None
     return found, seen
 
@@ -102,15 +104,16 @@ def load_cifar10_arrays(path):
     missing = [n for n in CIFAR_TRAIN_BATCHES + ("test_batch",) if n not in found]
     if missing:
         if any(str(n).endswith(".bin") for n in seen):
-            problem = ("this is the binary version (data_batch_1.bin ...); the course reads the "
-                       "python version")
+            problem = tr("this is the binary version (data_batch_1.bin ...); the course reads the python "
+                         "version")
         elif any("data_batch" in str(n) and str(n).endswith(".mat") for n in seen):
-            problem = "this is the MATLAB version; the course reads the python version"
+            problem = tr("this is the MATLAB version; the course reads the python version")
         else:
-            problem = f"missing {', '.join(missing)} (found: {', '.join(map(str, seen[:8])) or 'nothing'})"
-        raise corrupt(path, "CIFAR-10 python version", problem,
-                      f"Fetch {CIFAR10_TARBALL} (the 'CIFAR-10 python version') from "
-                      f"{CIFAR10_URL} {OFFLINE_HINT} and put it at {path}.")
+            problem = tr("missing {missing} (found: {found})", missing=", ".join(missing),
+                         found=", ".join(map(str, seen[:8])) or tr("nothing"))
+        raise corrupt(path, tr("CIFAR-10 python version"), problem,
+                      tr("Fetch {tarball} (the 'CIFAR-10 python version') from {url} {offline} and put it at "
+                         "{path}.", tarball=CIFAR10_TARBALL, url=CIFAR10_URL, offline=offline_hint(), path=path))
     train = [_parse_cifar_batch(found[n], n, path) for n in CIFAR_TRAIN_BATCHES]
     test_x, test_y = _parse_cifar_batch(found["test_batch"], "test_batch", path)
     names = _parse_cifar_meta(found["batches.meta"]) if "batches.meta" in found else CIFAR10_CLASSES

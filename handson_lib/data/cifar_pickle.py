@@ -39,6 +39,7 @@ import numpy as np
 
 from handson_lib.data.arrays import float_images, reshape, tuple_dataset
 from handson_lib.data.errors import corrupt, describe_exc, pickle_missing
+from handson_lib.messages import tr
 from handson_lib.data.reading import open_maybe_gzip, unpickle
 from handson_lib.data.sources import CIFAR10_CLASSES
 
@@ -50,18 +51,18 @@ def load_pickle_arrays(path):
     path = Path(path).expanduser()
     if not path.exists():
         raise pickle_missing(path)
-    refetch = (f"Delete it and rebuild it with `handson data prepare --out {path}` on the login "
-               f"node (or copy it again from where the course keeps it).")
-    what = "course CIFAR-10 pickle (cifar10_<size>px_<pct>p.pickle.gz)"
+    refetch = tr("Delete it and rebuild it with `handson data prepare --out {path}` on the login node (or "
+                 "copy it again from where the course keeps it).", path=path)
+    what = tr("course CIFAR-10 pickle (cifar10_<size>px_<pct>p.pickle.gz)")
     try:
         with open_maybe_gzip(path) as f:
             obj = unpickle(f)
     except Exception as exc:
-        raise corrupt(path, what, f"cannot decompress/unpickle it ({describe_exc(exc)})",
+        raise corrupt(path, what, tr("cannot decompress/unpickle it ({error})", error=describe_exc(exc)),
                       refetch) from None
     if not isinstance(obj, dict) or "train" not in obj or "test" not in obj:
         keys = sorted(map(str, obj)) if isinstance(obj, dict) else type(obj).__name__
-        raise corrupt(path, what, f"expected a dict with 'train', 'test', 'meta', found {keys}",
+        raise corrupt(path, what, tr("expected a dict with 'train', 'test', 'meta', found {keys}", keys=keys),
                       refetch)
     meta = dict(obj.get("meta") or {})
     names = tuple(meta.get("class_names") or CIFAR10_CLASSES)
@@ -70,24 +71,24 @@ def load_pickle_arrays(path):
     for split in ("train", "test"):
         part = obj[split]
         if not (isinstance(part, (tuple, list)) and len(part) == 2):
-            raise corrupt(path, what, f"'{split}' must be a pair (images, labels)", refetch)
+            raise corrupt(path, what, tr("'{split}' must be a pair (images, labels)", split=split), refetch)
         x, y = part
         if not isinstance(x, np.ndarray) or x.dtype != np.uint8 or x.ndim != 4 \
                 or x.shape[1] not in (1, 3):
-            raise corrupt(path, what, f"'{split}' images must be uint8 (N, 3, H, W), found "
-                          f"{getattr(x, 'dtype', type(x).__name__)} {getattr(x, 'shape', '')}",
-                          refetch)
+            raise corrupt(path, what, tr("'{split}' images must be uint8 (N, 3, H, W), found {dtype} {shape}",
+                                         split=split, dtype=getattr(x, "dtype", type(x).__name__),
+                                         shape=getattr(x, "shape", "")), refetch)
         if shape is not None and x.shape[1:] != shape:
-            raise corrupt(path, what, f"train images are {shape}, test images {x.shape[1:]}",
-                          refetch)
+            raise corrupt(path, what, tr("train images are {train}, test images {test}", train=shape,
+                                         test=x.shape[1:]), refetch)
         shape = x.shape[1:]
         y = np.asarray(y)
         if y.ndim != 1 or len(y) != len(x) or not np.issubdtype(y.dtype, np.integer):
-            raise corrupt(path, what, f"'{split}' has {len(x)} images but labels of "
-                          f"{y.dtype} {y.shape}", refetch)
+            raise corrupt(path, what, tr("'{split}' has {n} images but labels of {dtype} {shape}", split=split,
+                                         n=len(x), dtype=y.dtype, shape=y.shape), refetch)
         if len(y) and (y.min() < 0 or y.max() >= len(names)):
-            raise corrupt(path, what, f"'{split}' labels {y.min()}..{y.max()} outside "
-                          f"0..{len(names) - 1}", refetch)
+            raise corrupt(path, what, tr("'{split}' labels {low}..{high} outside 0..{last}", split=split,
+                                         low=y.min(), high=y.max(), last=len(names) - 1), refetch)
         out[f"{split}_x"], out[f"{split}_y"] = x, y.astype(np.int32)
     return out
 

@@ -10,6 +10,7 @@ from handson_lib.data.arrays import stratified_subset
 from handson_lib.data.cifar import load_cifar10
 from handson_lib.data.cifar_pickle import load_cifar_pickle
 from handson_lib.data.errors import DatasetError, cifar_missing, mnist_missing, pickle_missing
+from handson_lib.messages import tr
 from handson_lib.data.mnist import load_mnist, mnist_file
 from handson_lib.data.sklearn_digits import digits
 from handson_lib.data.sources import (CIFAR10_CLASSES, CIFAR10_DIRNAME, CIFAR10_TARBALL,
@@ -103,8 +104,8 @@ def _locate(spec, key):
         path = find_cifar10()
         if path is None:
             raise cifar_missing(data_dir() / CIFAR10_TARBALL,
-                                what=f"CIFAR-10 ({default_pickle_name()}, {CIFAR10_TARBALL} "
-                                     f"or {CIFAR10_DIRNAME}/)")
+                                what=tr("CIFAR-10 ({pickle}, {tarball} or {folder}/)", pickle=default_pickle_name(),
+                                        tarball=CIFAR10_TARBALL, folder=CIFAR10_DIRNAME))
         return path, "cifar_pickle" if path.name.endswith(".pickle.gz") else "cifar10", str(path)
     if key == "mnist":
         return data_dir() / "mnist", "mnist", str(data_dir() / "mnist")
@@ -130,21 +131,21 @@ def _kind_of_path(path):
             return "cifar10"
         if any(mnist_file(path, stem) for stem in MNIST_FILES.values()) or "mnist" in name:
             return "mnist"
-        raise DatasetError(
-            f"{path} is a folder but holds neither CIFAR-10 ({CIFAR10_DIRNAME}/ or data_batch_1 "
-            f"...) nor the MNIST idx files ({', '.join(MNIST_FILES.values())}). Pass the "
-            f"file itself: {CIFAR10_TARBALL}, a cifar10_<size>px_<pct>p.pickle.gz, or an MNIST "
-            f"folder; or 'synthetic' / 'digits'.")
+        raise DatasetError(tr(
+            "{path} is a folder but holds neither CIFAR-10 ({folder}/ or data_batch_1 ...) nor the MNIST "
+            "idx files ({names}). Pass the file itself: {tarball}, a cifar10_<size>px_<pct>p.pickle.gz, or "
+            "an MNIST folder; or 'synthetic' / 'digits'.", path=path, folder=CIFAR10_DIRNAME,
+            names=", ".join(MNIST_FILES.values()), tarball=CIFAR10_TARBALL))
     if name.endswith(_PICKLE_SUFFIXES):
         return "cifar_pickle"
     if name.endswith((".tar.gz", ".tgz", ".tar")):
         return "cifar10"
     if "mnist" in name:
         return "mnist"
-    raise DatasetError(
-        f"do not know how to read {path}: expected {CIFAR10_TARBALL} (or a .tar.gz of it), its "
-        f"extracted {CIFAR10_DIRNAME} folder, a cifar10_<size>px_<pct>p.pickle.gz, or a folder "
-        f"with the MNIST idx files; or the names 'synthetic', 'digits', 'cifar10', 'mnist'.")
+    raise DatasetError(tr(
+        "do not know how to read {path}: expected {tarball} (or a .tar.gz of it), its extracted {folder} "
+        "folder, a cifar10_<size>px_<pct>p.pickle.gz, or a folder with the MNIST idx files; or the names "
+        "'synthetic', 'digits', 'cifar10', 'mnist'.", path=path, tarball=CIFAR10_TARBALL, folder=CIFAR10_DIRNAME))
 
 
 def _load_real(path, kind, ndim, dtype):

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from handson_lib.data.arrays import float_images, reshape, tuple_dataset
-from handson_lib.data.errors import corrupt, describe_exc, mnist_missing
+from handson_lib.data.errors import corrupt, describe_exc, mnist_missing, offline_hint
+from handson_lib.messages import tr
 from handson_lib.data.reading import open_maybe_gzip
-from handson_lib.data.sources import MNIST_FILES, MNIST_URLS, OFFLINE_HINT
+from handson_lib.data.sources import MNIST_FILES, MNIST_URLS
 
 _IDX_IMAGES_MAGIC = 0x00000803  # unsigned byte, 3 dimensions
 _IDX_LABELS_MAGIC = 0x00000801  # unsigned byte, 1 dimension
@@ -24,29 +25,36 @@ def mnist_file(directory, stem):
     return None
 
 
+def _file_kind(what):
+    """How a corrupt MNIST file is named: its images or its labels."""
+    return tr("MNIST images file") if what == "images" else tr("MNIST labels file")
+
+
 def _read_idx(path, magic, what):
-    refetch = (f"Delete it and download {path.name if path.name.endswith('.gz') else path.name + '.gz'} "
-               f"again from {MNIST_URLS[0]} {OFFLINE_HINT}.")
+    refetch = tr("Delete it and download {name} again from {url} {offline}.",
+                 name=path.name if path.name.endswith(".gz") else path.name + ".gz", url=MNIST_URLS[0],
+                 offline=offline_hint())
     try:
         with open_maybe_gzip(path) as f:
             blob = f.read()
     except Exception as exc:
-        raise corrupt(path, f"MNIST {what} file", f"cannot read/decompress it "
-                      f"({describe_exc(exc)})", refetch) from None
+        raise corrupt(path, _file_kind(what), tr("cannot read/decompress it ({error})", error=describe_exc(exc)),
+                      refetch) from None
     ndim = magic & 0xFF
     header = 4 + 4 * ndim
     if len(blob) < header:
-        raise corrupt(path, f"MNIST {what} file", f"only {len(blob)} bytes", refetch)
+        raise corrupt(path, _file_kind(what), tr("only {n} bytes", n=len(blob)), refetch)
     found = struct.unpack(">I", blob[:4])[0]
     if found != magic:
-        raise corrupt(path, f"MNIST {what} file",
-                      f"idx magic number is 0x{found:08x}, expected 0x{magic:08x}", refetch)
+        raise corrupt(path, _file_kind(what),
+                      tr("idx magic number is 0x{found:08x}, expected 0x{magic:08x}", found=found, magic=magic),
+                      refetch)
     dims = struct.unpack(f">{ndim}I", blob[4:header])
     expected = int(np.prod(dims))
     if len(blob) - header != expected:
-        raise corrupt(path, f"MNIST {what} file",
-                      f"header says {'x'.join(map(str, dims))} = {expected} bytes of data, "
-                      f"found {len(blob) - header}", refetch)
+        raise corrupt(path, _file_kind(what),
+                      tr("header says {dims} = {expected} bytes of data, found {found}",
+                         dims="x".join(map(str, dims)), expected=expected, found=len(blob) - header), refetch)
     return np.frombuffer(blob, dtype=np.uint8, offset=header).reshape(dims)
 
 
@@ -64,9 +72,11 @@ def load_mnist_arrays(directory):
         x = _read_idx(files[f"{split}_x"], _IDX_IMAGES_MAGIC, "images")
         y = _read_idx(files[f"{split}_y"], _IDX_LABELS_MAGIC, "labels")
         if len(x) != len(y):
-            raise corrupt(files[f"{split}_y"], "MNIST labels file",
-                          f"{len(y)} labels for {len(x)} images in {files[f'{split}_x'].name}",
-                          f"Download both files again from {MNIST_URLS[0]} {OFFLINE_HINT}.")
+            raise corrupt(files[f"{split}_y"], tr("MNIST labels file"),
+                          tr("{labels} labels for {images} images in {name}", labels=len(y), images=len(x),
+                             name=files[f"{split}_x"].name),
+                          tr("Download both files again from {url} {offline}.", url=MNIST_URLS[0],
+                             offline=offline_hint()))
         out[f"{split}_x"], out[f"{split}_y"] = x, y.astype(np.int32)
     return out
 

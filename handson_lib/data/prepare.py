@@ -20,6 +20,7 @@ from handson_lib.data.cifar import load_cifar10_arrays
 from handson_lib.data.cifar_pickle import PICKLE_FORMAT_VERSION
 from handson_lib.data.dataset import announcer
 from handson_lib.data.errors import DatasetError, cifar_missing, describe_exc
+from handson_lib.messages import tr
 from handson_lib.data.sources import CIFAR10_DIRNAME, CIFAR10_TARBALL, data_dir, default_pickle_name
 
 
@@ -163,7 +164,8 @@ def prepare_main(args):
         print(f"handson data prepare: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"handson data prepare: cannot write {out}: {describe_exc(exc)}", file=sys.stderr)
+        print("handson data prepare: " + tr("cannot write {path}: {error}", path=out, error=describe_exc(exc)),
+              file=sys.stderr)
         return 1
     mb = s["bytes"] / 1e6
     shape = "x".join(map(str, s["shape"]))

@@ -43,6 +43,7 @@ from handson_lib.runtime.models import MODELS, get_model
 from handson_lib.runtime.mpi import prepare_rank
 from handson_lib.runtime.phases import gradient_bytes_of
 from handson_lib.sites import jobs
+from handson_lib.plotting import pyplot
 
 PATHS = ("chainermn", "mpi4py", "p2p")
 #: Measured with --in-place only: nccl-tests reports in-place beside out-of-place too.
@@ -582,7 +583,7 @@ def format_table(result):
 def bandwidth_figure(result, ax=None):
     """Bus bandwidth vs message size for the ChainerMN and raw MPI paths, with the P2P line
     (algbw where the result has no busbw: `add_bus_bandwidth`)."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     kind = "busbw" if _has_busbw(result) else "algbw"
     if ax is None:
         fig, ax = plt.subplots(figsize=(7.5, 4.5))
@@ -734,8 +735,7 @@ def run_command(args, traffic_rule):
         if not args.json:
             print(f"JSON written to {path}")
     if args.plot:
-        import matplotlib
-        matplotlib.use("Agg")
+        pyplot("Agg")
         Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
         bandwidth_figure(result).savefig(args.plot, dpi=120)
         if not args.json:

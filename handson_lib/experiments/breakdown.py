@@ -39,6 +39,7 @@ from handson_lib.runtime import models, mpi, training
 from handson_lib.sites import jobs
 from handson_lib.runtime.phases import (OTHER, PHASE_COLORS, PHASES, gradient_bytes_of, instrument,
                                         relative_timeline)
+from handson_lib.plotting import pyplot
 
 
 def timer_table(hook, iterations):
@@ -291,7 +292,7 @@ def _label(result):
 
 def phase_figure(results_by_np, title=None):
     """Stacked bars: ms per iteration in each phase, one bar per rank count (mean over ranks)."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     counts = sorted(results_by_np)
     fig, ax = plt.subplots(figsize=(1.6 * len(counts) + 4.5, 4))
     names = list(PHASES) + [OTHER]
@@ -458,8 +459,7 @@ def main(args):
         Path(args.json).write_text(json.dumps(as_json(results), indent=1))
         print(f"results: {args.json}")
     if args.plot:
-        import matplotlib
-        matplotlib.use("Agg")
+        pyplot("Agg")
         plot = Path(args.plot)
         plot.parent.mkdir(parents=True, exist_ok=True)
         phase_figure(results).savefig(plot, dpi=120)

@@ -1,6 +1,8 @@
 """Figures the notebooks show (kept here so that tests reach them). matplotlib is imported by each
 function, so that importing this module (the benchmarks do) costs nothing."""
 
+from handson_lib.plotting import pyplot
+
 _GPU_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
 
 
@@ -21,7 +23,7 @@ def _arrow(ax, start, end, text=None):
 def parallelism_diagram(n_workers=2):
     """Data parallelism (same model, split data, averaged gradients) beside model parallelism
     (the layers of one model split over devices, the same data flowing through all)."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax in (left, right):
         ax.set_xlim(0, 1)
@@ -54,7 +56,7 @@ def parallelism_diagram(n_workers=2):
 
 def sample_grid(dataset, n=20, columns=10, title=None, class_names=None):
     """The first `n` images of a TupleDataset (C,H,W float in [0,1]) with their labels."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     import numpy as np
     rows = (n + columns - 1) // columns
     fig, axes = plt.subplots(rows, columns, figsize=(columns * 1.1, rows * 1.3))
@@ -77,7 +79,7 @@ def sample_grid(dataset, n=20, columns=10, title=None, class_names=None):
 
 def throughput_bars(groups, title="Throughput", ylabel="images/sec."):
     """Bar charts side by side, one per group: {group title: {label: images/s or None}}."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 3.8), squeeze=False)
     for ax, (group, values) in zip(axes[0], groups.items()):
         labels = list(values)
@@ -97,7 +99,7 @@ def throughput_bars(groups, title="Throughput", ylabel="images/sec."):
 
 def scaling_plot(measured, seed_points=None, title="Throughput vs number of workers"):
     """Throughput and ideal linear scaling: measured = {workers: images/s}."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
     workers = sorted(k for k, v in measured.items() if v)
     rates = [measured[k] for k in workers]

@@ -27,6 +27,7 @@ from handson_lib.runtime import devices, models
 from handson_lib.runtime.mpi import prepare_rank, start_multi_node
 from handson_lib.runtime.training import seed_everything
 from handson_lib.sites import jobs
+from handson_lib.plotting import pyplot
 
 SCHEDULES = ("fixed", "scaled", "scaled+warmup")
 DEFAULT_BATCHES = (16, 32, 64, 128, 256, 512)
@@ -337,7 +338,7 @@ def format_table(result):
 
 def accuracy_figure(result, title=None):
     """Test accuracy vs total batch (log2 axis), one line per schedule, the seed spread shaded."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     styles = {"fixed": ("#C44E52", "o"), "scaled": ("#4C72B0", "s"), "scaled+warmup": ("#55A868", "^")}
     batches = result["batches"]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from handson_lib.experiments import allreduce, breakdown, large_batch, speedup, tuning
+from handson_lib.plotting import pyplot
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,7 @@ def render(result):
 
 def report(out="results/bench", print_fn=print):
     """One page for every benchmark in `out`: summary.md with each table and a PNG each."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("Agg")
     folder = Path(out)
     sections = []
     for path in sorted(folder.glob("*.json")):

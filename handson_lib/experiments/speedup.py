@@ -13,6 +13,7 @@ from handson_lib import COURSE_ROOT
 from handson_lib.experiments import stats
 from handson_lib.grading import runs
 from handson_lib.sites import jobs
+from handson_lib.plotting import pyplot
 
 
 def _finish(benchmark, rates, meta, out, filename, label, print_fn):
@@ -81,7 +82,7 @@ def speedup_text(result, label=None):
 
 def speedup_figure(result, title=None):
     """Bars of images/sec per configuration (median, min-max), the speed-up in the title."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     title = title or report_title(result)
     names = list(result["configs"])
     medians = [result["configs"][n]["median"] for n in names]

@@ -35,6 +35,7 @@ from handson_lib import data, launch
 from handson_lib.experiments import stats
 from handson_lib.runtime import devices, models, throughput
 from handson_lib.sites import jobs
+from handson_lib.plotting import pyplot
 
 REPORT_PREFIX = "TUNING-REPORT "
 BATCH_FACTOR = 4            # the talk: batch x4 in FP32 (x8 in FP16)
@@ -792,7 +793,7 @@ def bars_figure(result, title=None):
 
     Steps that need a GPU and were not run are grey outlines marked "needs GPU".
     """
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     steps = result["steps"]
     labels = [s["label"] for s in steps]
     fig, axes = plt.subplots(1, 2, figsize=(max(10, 1.9 * len(steps)), 4.2))

@@ -4,6 +4,9 @@ solutions/*.ipynb          -> notebooks/*.ipynb   (nbgrader's own release prepro
 solutions/**/*.py, *.sh    -> exercises/...        (the same nbgrader marker logic, one file = one cell)
 solutions/figures/*        -> notebooks/figures/*  (the notebooks' images, copied as they are)
 solutions/** other files   -> exercises/...        (copied as they are)
+solutions/i18n/<lang>/     -> notebooks/<lang>/, exercises/<lang>/: the same files in another
+                              language (handson_lib.grading.translations; its README.md, the
+                              glossary, to notebooks/<lang>/README.md)
 site table + templates     -> jobscripts/<site>/*, jobscripts/README.md, solutions/run_*.sh
                               (handson_lib.sites.generate; written first: exercises/ derive from them)
 teaching figure functions  -> solutions/figures/*.svg
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
-from handson_lib.grading import teaching_figures
+from handson_lib.grading import teaching_figures, translations
 from handson_lib.sites import generate as jobscripts
 
 STUB = "# PUT YOUR CODE HERE"
@@ -57,10 +60,11 @@ def _preprocessors():
     ]
 
 
-def release_notebook(source: Path) -> str:
-    """The student version of an instructor notebook, as nbformat JSON text."""
+def release_notebook(source: Path, nb=None) -> str:
+    """The student version of an instructor notebook (`nb`, else read from `source`), as nbformat
+    JSON text."""
     import nbformat
-    nb = nbformat.read(str(source), as_version=4)
+    nb = nb if nb is not None else nbformat.read(str(source), as_version=4)
     resources = {}
     for pp in _preprocessors():
         nb, resources = pp.preprocess(nb, resources)
@@ -86,11 +90,15 @@ def _source_files(src: Path):
 
 
 def plan(root: Path = COURSE_ROOT):
-    """Map every student file to (source file, kind)."""
+    """Map every student file to (source file, kind); kind "notebook:ja" is a notebook in Japanese."""
     src = root / "solutions"
     targets = {}
     for path in _source_files(src):
         rel = path.relative_to(src)
+        if rel.parts[0] == translations.CATALOGUES:
+            if rel.name == "README.md" and len(rel.parts) == 3:  # solutions/i18n/<lang>/README.md
+                targets[Path("notebooks") / rel.parts[1] / rel.name] = (path, "copy")
+            continue
         if path.suffix == ".ipynb":
             targets[Path("notebooks") / rel] = (path, "notebook")
         elif rel.parts[0] == NOTEBOOK_ASSETS:
@@ -99,14 +107,23 @@ def plan(root: Path = COURSE_ROOT):
             targets[Path("exercises") / rel] = (path, "script")
         else:
             targets[Path("exercises") / rel] = (path, "copy")
+    for lang in translations.LANGUAGES:
+        for rel, (path, kind) in list(targets.items()):
+            if rel.parts[1] in translations.LANGUAGES:
+                continue
+            translated = Path(rel.parts[0], lang, *rel.parts[1:])
+            targets[translated] = (path, f"{kind}:{lang}" if kind in ("notebook", "script") else kind)
     return targets
 
 
-def render(source: Path, kind: str) -> bytes:
+def render(source: Path, kind: str, root: Path = COURSE_ROOT) -> bytes:
+    kind, _, lang = kind.partition(":")
     if kind == "notebook":
-        return release_notebook(source).encode()
+        nb = translations.translated_notebook(source, lang, root) if lang else None
+        return release_notebook(source, nb).encode()
     if kind == "script":
-        return release_script(source.read_text()).encode()
+        text = translations.translated_script(source, lang, root) if lang else source.read_text()
+        return release_script(text).encode()
     return source.read_bytes()
 
 
@@ -116,7 +133,7 @@ def build_into(out: Path, root: Path = COURSE_ROOT):
     for rel, (source, kind) in plan(root).items():
         dest = out / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        data = render(source, kind)
+        data = render(source, kind, root)
         if not dest.exists() or dest.read_bytes() != data:
             dest.write_bytes(data)
         shutil.copymode(source, dest)
@@ -306,6 +323,10 @@ def check_tree(root: Path = COURSE_ROOT) -> Report:
                 report.problems.append(Problem(rel.as_posix(), "has no source in solutions/"))
     for rel, why in [*jobscripts.stale(root), *teaching_figures.stale(root)]:
         report.problems.append(Problem(rel.as_posix(), why))
+    for problem in translations.problems(root):
+        path, _, what = problem.partition(": ")
+        where = path if path.startswith("handson_lib/") else f"solutions/{path}"
+        report.problems.append(Problem(where, what))
     check_leaks(root, report)
     return report
 

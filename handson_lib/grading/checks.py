@@ -13,6 +13,7 @@ Throughput is judged in one of two modes (`against`):
 import importlib.util
 import json
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ import numpy
 
 from handson_lib import COURSE_ROOT
 from handson_lib.grading.runs import run_observed, run_observed_mpi, run_paired_mpi
+from handson_lib.messages import tr
 from handson_lib.sites import jobscript
 from handson_lib.sites.table import DEFAULT_SITE, SITES, get_site, ranks_per_node, site_key
 
@@ -74,10 +76,12 @@ def _resolve_against(against, reference, reference_name):
     if against is None:
         against = "reference" if reference is not None else default_against(reference_name)
     if against not in AGAINST:
-        raise ValueError(f"unknown mode against={against!r}; choose one of {', '.join(AGAINST)}")
+        raise ValueError(tr("unknown mode against={against!r}; choose one of {choices}",
+                            against=against, choices=", ".join(AGAINST)))
     if against == "reference" and reference is None and default_against(reference_name) != "reference":
-        raise ValueError(f"judging against the reference needs the reference solution {reference_name} "
-                         "(the instructor's checkout); this installation has none: use --against self")
+        raise ValueError(tr("judging against the reference needs the reference solution {name} (the "
+                            "instructor's checkout); this installation has none: use --against self",
+                            name=reference_name))
     return against
 
 
@@ -123,20 +127,60 @@ def locate(script_name):
         if candidate.exists():
             return candidate
     if len(candidates) == 1:
-        raise FileNotFoundError(f"{script_name} was not handed in: submit it in the same folder as the "
-                                f"notebook ({Path.cwd().name}/{script_name})")
-    raise FileNotFoundError(f"{script_name} not found next to this notebook nor in ../exercises")
+        raise FileNotFoundError(tr("{script} was not handed in: submit it in the same folder as the "
+                                   "notebook ({folder}/{script})", script=script_name, folder=Path.cwd().name))
+    raise FileNotFoundError(tr("{script} not found next to this notebook nor in ../exercises",
+                               script=script_name))
+
+
+#: How each check's name is shown (`check_title`): (the English name as a pattern, its title).
+_TITLES = (
+    (r"runs to the end", lambda: tr("runs to the end")),
+    (r"uses MultiprocessParallelUpdater", lambda: tr("uses MultiprocessParallelUpdater")),
+    (r"one worker process per device", lambda: tr("one worker process per device")),
+    (r"shards are disjoint", lambda: tr("shards are disjoint")),
+    (r"shards cover the training set", lambda: tr("shards cover the training set")),
+    (r"parameters equal on all workers", lambda: tr("parameters equal on all workers")),
+    (r"parameters identical on every rank", lambda: tr("parameters identical on every rank")),
+    (r"evaluator aggregated over ranks", lambda: tr("evaluator aggregated over ranks")),
+    (r"reports only on rank 0", lambda: tr("reports only on rank 0")),
+    (r"accuracy beats chance", lambda: tr("accuracy beats chance")),
+    (r"throughput vs the reference", lambda: tr("throughput vs the reference")),
+    (r"throughput: (?P<n>\d+) devices vs your 1-device run",
+     lambda n: tr("throughput: {n} devices vs your 1-device run", n=n)),
+    (r"scaling 1 -> (?P<n>\d+) ranks vs the reference",
+     lambda n: tr("scaling 1 -> {n} ranks vs the reference", n=n)),
+    (r"scaling: (?P<n>\d+) ranks vs your 1-rank run", lambda n: tr("scaling: {n} ranks vs your 1-rank run", n=n)),
+    (r"job script lint", lambda: tr("job script lint")),
+    (r"resources of the task", lambda: tr("resources of the task")),
+)
+
+
+def check_title(name):
+    """A check's name as the student reads it, in the student's language (HANDSON_LANG). The
+    English name stays the check's identity: code, tests and hidden tests compare `Check.name`."""
+    for pattern, title in _TITLES:
+        match = re.fullmatch(pattern, name)
+        if match:
+            return title(**match.groupdict())
+    return name
 
 
 @dataclass
 class Check:
-    name: str
+    name: str             # the English name: the check's identity (see `title`)
     passed: bool
-    message: str
+    message: str          # in the student's language, made when the check is added
     value: float = None   # the measured ratio, for the throughput and scaling checks
 
+    @property
+    def title(self):
+        """The name as shown, translated (check_title)."""
+        return check_title(self.name)
+
     def line(self):
-        return f"  [{'PASS' if self.passed else 'FAIL'}] {self.name}: {self.message}"
+        # [PASS] / [FAIL] stay in English: scripts and tests look for them.
+        return f"  [{'PASS' if self.passed else 'FAIL'}] {self.title}: {self.message}"
 
 
 @dataclass
@@ -168,10 +212,13 @@ class Report:
         lines = [f"handson check {self.task} {self.script}"]
         lines += [c.line() for c in self.checks]
         passed = sum(c.passed for c in self.checks)
-        lines.append(f"{passed} of {len(self.checks)} checks passed"
-                     + ("" if self.ok else " -- see the FAIL lines above"))
+        if self.ok:
+            lines.append(tr("{passed} of {total} checks passed", passed=passed, total=len(self.checks)))
+        else:
+            lines.append(tr("{passed} of {total} checks passed -- see the FAIL lines above",
+                            passed=passed, total=len(self.checks)))
         if not self.ok and self.output_tail:
-            lines.append("Last lines of your script's output:")
+            lines.append(tr("Last lines of your script's output:"))
             lines += ["  | " + line for line in self.output_tail.splitlines()]
         return "\n".join(lines)
 
@@ -188,83 +235,99 @@ def _stopped_how(obs, timeout):
     """How the watchdog stopped a run: after its time limit, or early once iterations stopped."""
     progress = obs.progress or {}
     if progress.get("stalled"):
-        since = "another training iteration" if progress.get("first_progress") else "its first training iteration"
-        return (f"waited {progress['stall']:.0f} s for {since} and was stopped early by the watchdog "
-                f"(after {obs.seconds:.0f} s)")
-    return f"did not finish within {obs.limit or timeout:.0f} s and was stopped by the watchdog"
+        if progress.get("first_progress"):
+            return tr("waited {stall:.0f} s for another training iteration and was stopped early by the "
+                      "watchdog (after {seconds:.0f} s)", stall=progress["stall"], seconds=obs.seconds)
+        return tr("waited {stall:.0f} s for its first training iteration and was stopped early by the "
+                  "watchdog (after {seconds:.0f} s)", stall=progress["stall"], seconds=obs.seconds)
+    return tr("did not finish within {limit:.0f} s and was stopped by the watchdog", limit=obs.limit or timeout)
+
+
+def _not_implemented(error):
+    """The message of a NotImplementedError (`require_done`: what is still to do)."""
+    return tr("not implemented yet: {what}", what=error.split(": ", 1)[1])
 
 
 def _why_it_stopped(obs, timeout):
     if obs.timed_out:
-        return f"{_stopped_how(obs, timeout)} (an infinite loop, or workers waiting for each other?)"
+        return tr("{how} (an infinite loop, or workers waiting for each other?)", how=_stopped_how(obs, timeout))
     error = obs.record.get("error") or ""
     if error.startswith("NotImplementedError"):
-        return "not implemented yet: " + error.split(": ", 1)[1]
+        return _not_implemented(error)
     if error:
-        return f"stopped with {error}"
+        return tr("stopped with {error}", error=error)
     if not obs.record:
-        return f"crashed before training started (exit code {obs.returncode})"
+        return tr("crashed before training started (exit code {code})", code=obs.returncode)
     if not obs.record.get("trainers"):
-        return "finished without creating a chainer.training.Trainer"
-    return f"exit code {obs.returncode}"
+        return tr("finished without creating a chainer.training.Trainer")
+    return tr("exit code {code}", code=obs.returncode)
 
 
 def _shard_checks(report, record, what="worker"):
+    """The shards of the workers (Task #1) or of the ranks (`what="rank"`, Task #2)."""
     shards = [set(s) for s in record.get("shards", [])]
     train = record.get("train_fingerprints")
     sizes = [len(s) for s in record.get("shards", [])]
+    who = tr("rank") if what == "rank" else tr("worker")
     if len(shards) < 2:
-        report.add("shards are disjoint", False, f"only {len(shards)} {what} iterator(s): nothing was split")
-        report.add("shards cover the training set", False, "not checked: the data was not split")
+        report.add("shards are disjoint", False,
+                   tr("only {n} {who} iterator(s): nothing was split", n=len(shards), who=who))
+        report.add("shards cover the training set", False, tr("not checked: the data was not split"))
         return
     overlap = set().union(*[a & b for i, a in enumerate(shards) for b in shards[i + 1:]])
     if overlap:
         share = len(overlap) / max(1, min(sizes))
-        msg = (f"{len(overlap)} training images are in more than one {what}'s shard ({share:.0%} of the "
-               f"smallest shard)")
-        if share > 0.99:
-            msg = (f"every {what} gets the same images (the whole training set each): split it with "
-                   f"chainer.datasets.split_dataset_n_random(train, n) and give each {what} its own part")
+        msg = tr("{n} training images are in more than one {who}'s shard ({share:.0%} of the smallest shard)",
+                 n=len(overlap), who=who, share=share)
+        if share > 0.99 and what == "rank":
+            msg = tr("every rank trains on the whole training set: give each rank its own part with "
+                     "chainermn.scatter_dataset(train, comm, shuffle=True)")
+        elif share > 0.99:
+            msg = tr("every worker gets the same images (the whole training set each): split it with "
+                     "chainer.datasets.split_dataset_n_random(train, n) and give each worker its own part")
         report.add("shards are disjoint", False, msg)
     else:
-        report.add("shards are disjoint", True, f"{len(shards)} shards of {sizes} images, no image twice")
+        report.add("shards are disjoint", True,
+                   tr("{n} shards of {sizes} images, no image twice", n=len(shards), sizes=sizes))
     if train is None:
         report.add("shards cover the training set", False,
-                   "the script did not load its data with the course's loader (runtime.load_data)")
+                   tr("the script did not load its data with the course's loader (runtime.load_data)"))
         return
     union = set().union(*shards)
     missing = len(set(train) - union)
     if missing:
         report.add("shards cover the training set", False,
-                   f"{missing} of {len(set(train))} training images are in no shard")
+                   tr("{missing} of {total} training images are in no shard", missing=missing, total=len(set(train))))
     else:
-        report.add("shards cover the training set", True, f"all {len(set(train))} training images are used")
+        report.add("shards cover the training set", True,
+                   tr("all {total} training images are used", total=len(set(train))))
 
 
 def _accuracy_check(report, record, min_accuracy):
     acc = record.get("accuracy")
     n_class = record.get("dataset", {}).get("n_class", 10)
     if acc is None:
-        report.add("accuracy beats chance", False, "no test accuracy could be measured")
+        report.add("accuracy beats chance", False, tr("no test accuracy could be measured"))
     else:
         report.add("accuracy beats chance", acc >= min_accuracy,
-                   f"test accuracy {acc:.3f} measured by the grader (chance {1 / n_class:.2f}, "
-                   f"needed {min_accuracy:.2f})")
+                   tr("test accuracy {accuracy:.3f} measured by the grader (chance {chance:.2f}, needed "
+                      "{needed:.2f})", accuracy=acc, chance=1 / n_class, needed=min_accuracy))
 
 
 def _throughput_check(report, student, reference, min_ratio):
     if reference is None or reference.throughput is None:
         report.add("throughput vs the reference", False,
-                   "the reference solution could not be measured in this session")
+                   tr("the reference solution could not be measured in this session"))
         return
     rate = student.throughput
     if rate is None:
-        report.add("throughput vs the reference", False, "no timed iteration (run too short?)")
+        report.add("throughput vs the reference", False, tr("no timed iteration (run too short?)"))
         return
     ratio = rate / reference.throughput
     report.add("throughput vs the reference", ratio >= min_ratio,
-               f"{rate:.1f} images/s = {ratio:.2f} x the reference's {reference.throughput:.1f} "
-               f"measured just before (needed >= {min_ratio:.2f})", value=ratio)
+               tr("{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f} measured just before "
+                  "(needed >= {needed:.2f})", rate=rate, ratio=ratio, reference=reference.throughput,
+                  needed=min_ratio), value=ratio)
 
 
 def _speedup_check(report, name, fast, slow, what, baseline, site):
@@ -272,16 +335,18 @@ def _speedup_check(report, name, fast, slow, what, baseline, site):
     first of the site's `speedup_bands`."""
     needed = credit_bands("self", site)[0][0]
     if slow is None or not slow.finished or not slow.throughput:
-        report.add(name, False, f"your {baseline} did not finish, so there is nothing to compare with")
+        report.add(name, False, tr("your {baseline} did not finish, so there is nothing to compare with",
+                                   baseline=baseline))
         return
     if not fast.throughput:
-        report.add(name, False, "no timed iteration (run too short?)")
+        report.add(name, False, tr("no timed iteration (run too short?)"))
         return
     speedup = fast.throughput / slow.throughput
     site_name = grading_site(site)
     report.add(name, speedup >= needed,
-               f"{what}: {speedup:.2f}x your own {baseline} ({fast.throughput:.1f} vs {slow.throughput:.1f} "
-               f"images/s; needed >= {needed:.2f} on site {site_name})", value=speedup)
+               tr("{what}: {speedup:.2f}x your own {baseline} ({fast:.1f} vs {slow:.1f} images/s; needed >= "
+                  "{needed:.2f} on site {site})", what=what, speedup=speedup, baseline=baseline,
+                  fast=fast.throughput, slow=slow.throughput, needed=needed, site=site_name), value=speedup)
 
 
 def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site=None,
@@ -297,15 +362,15 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
     say = print_fn or (lambda *_: None)
     if against == "reference":
         if reference is None:
-            say("Measuring the reference solution in this session ...")
+            say(tr("Measuring the reference solution in this session ..."))
             reference = _measure_reference("train_cifar_multi_gpu.py", run_args, timeout)
         baseline = reference
         speed_name = "throughput vs the reference"
     else:
-        say(f"Running {script} on one device: the baseline of your {gpus}-device run ...")
+        say(tr("Running {script} on one device: the baseline of your {n}-device run ...", script=script, n=gpus))
         baseline = run_observed(script, ["--gpus", "0", *args], timeout, timed=True, part="your 1-device run")
         speed_name = f"throughput: {gpus} devices vs your 1-device run"
-    say(f"Running {script} on {gpus} devices under the grader's launcher ...")
+    say(tr("Running {script} on {n} devices under the grader's launcher ...", script=script, n=gpus))
     obs = run_observed(script, run_args, student_limit(baseline, timeout), timed=True,
                        stall=student_stall(baseline), part=f"your {gpus}-device run")
     report = Report("multi-gpu", str(script), observed=obs.record,
@@ -316,80 +381,86 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
         for name in ("uses MultiprocessParallelUpdater", "one worker process per device",
                      "shards are disjoint", "shards cover the training set",
                      "parameters equal on all workers", "accuracy beats chance", speed_name):
-            report.add(name, False, "not checked: the script did not finish")
+            report.add(name, False, tr("not checked: the script did not finish"))
         return report
     record = obs.record
-    report.add("runs to the end", True, f"{record.get('iterations')} iterations in {obs.seconds:.1f} s")
+    report.add("runs to the end", True, tr("{iterations} iterations in {seconds:.1f} s",
+                                           iterations=record.get("iterations"), seconds=obs.seconds))
 
     updater = record.get("updater")
     uses_mpu = updater in ("CPUParallelUpdater", "MultiprocessParallelUpdater")
     report.add("uses MultiprocessParallelUpdater", uses_mpu,
-               f"backend: {record.get('backend')}" if uses_mpu else
-               f"the trainer ran {updater}: one process did all the work. Build "
-               "chainer.training.updaters.MultiprocessParallelUpdater(iterators, optimizer, devices)")
+               tr("backend: {backend}", backend=record.get("backend")) if uses_mpu else
+               tr("the trainer ran {updater}: one process did all the work. Build "
+                  "chainer.training.updaters.MultiprocessParallelUpdater(iterators, optimizer, devices)",
+                  updater=updater))
 
     main_pid = record.get("pid")
     if record.get("backend") == "chainer":
         n = record.get("n_iterators")
         report.add("one worker process per device", n == gpus,
-                   f"{n} iterator(s) for {gpus} GPUs (Chainer's updater starts one process each)")
+                   tr("{n} iterator(s) for {gpus} GPUs (Chainer's updater starts one process each)",
+                      n=n, gpus=gpus))
     else:
         pids = {int(w["pid"]) for i, w in obs.workers.items() if i > 0} - {main_pid}
         n = len(pids) + (1 if 0 in obs.workers else 0)
         report.add("one worker process per device", n == gpus,
-                   f"{n} process(es) computed gradients, {gpus} expected")
+                   tr("{n} process(es) computed gradients, {gpus} expected", n=n, gpus=gpus))
 
     _shard_checks(report, record)
 
     if record.get("backend") == "chainer":
         report.add("parameters equal on all workers", True,
-                   "Chainer's updater broadcasts the main device's parameters after every update")
+                   tr("Chainer's updater broadcasts the main device's parameters after every update"))
     elif len(obs.workers) >= 2:
         params = [w["params"] for _, w in sorted(obs.workers.items())]
         worst = max(float(numpy.max(numpy.abs(p - params[0]))) for p in params[1:])
         report.add("parameters equal on all workers", worst == 0.0,
-                   f"largest difference between workers after training: {worst:.3g}")
+                   tr("largest difference between workers after training: {worst:.3g}", worst=worst))
     else:
-        report.add("parameters equal on all workers", False, "fewer than two workers to compare")
+        report.add("parameters equal on all workers", False, tr("fewer than two workers to compare"))
 
     _accuracy_check(report, record, min_acc)
     if against == "reference":
         _throughput_check(report, obs, reference, min_ratio)
     else:
-        _speedup_check(report, speed_name, obs, baseline, f"{gpus} workers", "1-device run", site)
+        _speedup_check(report, speed_name, obs, baseline, tr("{n} workers", n=gpus), tr("1-device run"), site)
     return report
 
 
 def _why_ranks_stopped(obs, timeout):
     if obs.timed_out:
         waiting = [r for r in range(obs.np) if not obs.ranks.get(r, {}).get("finished")]
-        lines = [f"deadlock: the {obs.np}-rank run {_stopped_how(obs, timeout)}; rank(s) {waiting} never "
-                 "finished (one rank waiting for another forever?)"]
+        lines = [tr("deadlock: the {np}-rank run {how}; rank(s) {waiting} never finished (one rank waiting "
+                    "for another forever?)", np=obs.np, how=_stopped_how(obs, timeout), waiting=waiting)]
         for r in range(obs.np):
-            lines.append(f"    rank {r} last output: " + (obs.rank_output(r, 2).replace("\n", " | ") or "(none)"))
+            lines.append(tr("    rank {rank} last output: {output}", rank=r,
+                            output=obs.rank_output(r, 2).replace("\n", " | ") or tr("(none)")))
         return "\n".join(lines)
     errors = {r: rec.get("error") for r, rec in obs.ranks.items() if rec.get("error")}
     for rank, error in sorted(errors.items()):
         if error.startswith("NotImplementedError"):
-            return "not implemented yet: " + error.split(": ", 1)[1]
+            return _not_implemented(error)
     if errors:
-        return "; ".join(f"rank {r} crashed with {e}" for r, e in sorted(errors.items())) + \
-            " (the other ranks were aborted)"
+        crashes = "; ".join(tr("rank {rank} crashed with {error}", rank=r, error=e)
+                                for r, e in sorted(errors.items()))
+        return tr("{crashes} (the other ranks were aborted)", crashes=crashes)
     missing = [r for r in range(obs.np) if r not in obs.ranks]
     if missing:
-        return f"rank(s) {missing} died without a Python error (exit code {obs.returncode})"
-    return f"exit code {obs.returncode}"
+        return tr("rank(s) {missing} died without a Python error (exit code {code})",
+                  missing=missing, code=obs.returncode)
+    return tr("exit code {code}", code=obs.returncode)
 
 
 def _evaluator_check(report, obs):
     last = {r: rec["evaluations"][-1] for r, rec in obs.ranks.items() if rec.get("evaluations")}
     if len(last) < obs.np:
-        report.add("evaluator aggregated over ranks", False, "not every rank ran an Evaluator")
+        report.add("evaluator aggregated over ranks", False, tr("not every rank ran an Evaluator"))
         return
     key = next((k for k in last[0]["reported"] if k.endswith("accuracy")), None) or \
         next(iter(last[0]["reported"]), None)
     if key is None:
-        report.add("evaluator aggregated over ranks", False, "the Evaluator reported nothing")
+        report.add("evaluator aggregated over ranks", False, tr("the Evaluator reported nothing"))
         return
     reported = [last[r]["reported"].get(key) for r in range(obs.np)]
     local = [last[r]["local"].get(key) for r in range(obs.np)]
@@ -401,16 +472,18 @@ def _evaluator_check(report, obs):
     if alone:
         # Equal only because every rank evaluated the same test set on its own.
         report.add("evaluator aggregated over ranks", False,
-                   f"every rank evaluated the whole test set alone ({key} = {reported[0]:.4f} on each): "
-                   "give each rank its part of the test set and wrap the Evaluator with "
-                   "chainermn.create_multi_node_evaluator")
+                   tr("every rank evaluated the whole test set alone ({key} = {value:.4f} on each): give each "
+                      "rank its part of the test set and wrap the Evaluator with "
+                      "chainermn.create_multi_node_evaluator", key=key, value=reported[0]))
     elif same and is_mean:
         report.add("evaluator aggregated over ranks", True,
-                   f"{key} = {reported[0]:.4f} on every rank = mean of the ranks' own {local}")
+                   tr("{key} = {value:.4f} on every rank = mean of the ranks' own {local}",
+                      key=key, value=reported[0], local=local))
     else:
         report.add("evaluator aggregated over ranks", False,
-                   f"each rank reports its own {key} {reported} instead of the mean over ranks "
-                   f"({mean:.4f}): wrap the Evaluator with chainermn.create_multi_node_evaluator")
+                   tr("each rank reports its own {key} {reported} instead of the mean over ranks ({mean:.4f}): "
+                      "wrap the Evaluator with chainermn.create_multi_node_evaluator",
+                      key=key, reported=reported, mean=mean))
 
 
 def _parameters_check(report, obs):
@@ -419,17 +492,18 @@ def _parameters_check(report, obs):
     if len(obs.params) == np and len(alone) == np:
         # Identical parameters prove nothing when each rank ran the same single-process training.
         report.add("parameters identical on every rank", False,
-                   f"no rank averages its gradients with the others (the optimizer is a plain "
-                   f"{obs.ranks[0].get('optimizer')}): each rank trains alone; wrap the optimizer "
-                   "with chainermn.create_multi_node_optimizer(opt, comm)")
+                   tr("no rank averages its gradients with the others (the optimizer is a plain {optimizer}): "
+                      "each rank trains alone; wrap the optimizer with "
+                      "chainermn.create_multi_node_optimizer(opt, comm)", optimizer=obs.ranks[0].get("optimizer")))
     elif len(obs.params) == np:
         worst = max(float(numpy.max(numpy.abs(obs.params[r] - obs.params[0]))) for r in range(1, np))
         report.add("parameters identical on every rank", worst == 0.0,
-                   "identical after training" if worst == 0.0 else
-                   f"the ranks' parameters differ by up to {worst:.3g} after training: each rank updated "
-                   "alone; wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)")
+                   tr("identical after training") if worst == 0.0 else
+                   tr("the ranks' parameters differ by up to {worst:.3g} after training: each rank updated "
+                      "alone; wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)",
+                      worst=worst))
     else:
-        report.add("parameters identical on every rank", False, "parameters of some ranks are missing")
+        report.add("parameters identical on every rank", False, tr("parameters of some ranks are missing"))
 
 
 def _reporting_check(report, obs):
@@ -437,10 +511,14 @@ def _reporting_check(report, obs):
                      if e in ("LogReport", "PrintReport", "ProgressBar") or e.startswith("PlotReport")]
                  for r in range(obs.np)}
     extra = {r: e for r, e in reporting.items() if r > 0 and e}
-    report.add("reports only on rank 0", not extra and bool(reporting[0]),
-               "LogReport/PrintReport on rank 0 only" if not extra and reporting[0] else
-               (f"ranks {sorted(extra)} also run {sorted(set(sum(extra.values(), [])))}: add them "
-                "under `if comm.rank == 0:`" if extra else "rank 0 has no LogReport/PrintReport"))
+    if not extra and reporting[0]:
+        message = tr("LogReport/PrintReport on rank 0 only")
+    elif extra:
+        message = tr("ranks {ranks} also run {extensions}: add them under `if comm.rank == 0:`",
+                     ranks=sorted(extra), extensions=sorted(set(sum(extra.values(), []))))
+    else:
+        message = tr("rank 0 has no LogReport/PrintReport")
+    report.add("reports only on rank 0", not extra and bool(reporting[0]), message)
 
 
 def _multi_node_speed_names(against, np, scaling):
@@ -470,16 +548,16 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     if against == "reference":
         # Its run on `np` ranks sets the watchdog; speed and scaling are timed step by step beside it.
         if np not in reference:
-            say(f"Measuring the reference solution on {np} rank(s) in this session ...")
+            say(tr("Measuring the reference solution on {np} rank(s) in this session ...", np=np))
             reference[np] = _measure_reference(reference_name, args, timeout, np=np)
         limit = student_limit(reference[np], timeout)
     else:
         if scaling:
-            say(f"Running {script} on 1 rank: the baseline of your {np}-rank run ...")
+            say(tr("Running {script} on 1 rank: the baseline of your {np}-rank run ...", script=script, np=np))
             single = run_observed_mpi(script, 1, args, timeout, timed=timed, part=f"{task}: your 1-rank run")
         limit = student_limit(single, timeout)
     stall = student_stall(reference.get(np) if against == "reference" else single)
-    say(f"Running {script} on {np} ranks under the grader's launcher ...")
+    say(tr("Running {script} on {np} ranks under the grader's launcher ...", script=script, np=np))
     # Against the reference, this run only decides correctness (its speed is timed apart, below):
     # it shares the machine with other students' runs, and the notebook's own run may stand for it.
     paired = against == "reference" and timed
@@ -494,33 +572,28 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     if not obs.finished:
         report.add("runs to the end", False, _why_ranks_stopped(obs, timeout))
         for name in names[1:]:
-            report.add(name, False, "not checked: the run did not finish")
+            report.add(name, False, tr("not checked: the run did not finish"))
         return report
-    report.add("runs to the end", True, f"{np} ranks, {obs.ranks[0].get('iterations')} iterations "
-               f"in {obs.seconds:.1f} s")
+    report.add("runs to the end", True, tr("{np} ranks, {iterations} iterations in {seconds:.1f} s",
+                                           np=np, iterations=obs.ranks[0].get("iterations"), seconds=obs.seconds))
 
     shards = {"shards": [obs.ranks[r]["shards"][0] for r in range(np)],
               "train_fingerprints": obs.ranks[0].get("train_fingerprints")}
-    before = len(report.checks)
     _shard_checks(report, shards, what="rank")
-    disjoint = report.checks[before]
-    if not disjoint.passed and "the same images" in disjoint.message:
-        disjoint.message = ("every rank trains on the whole training set: give each rank its own part "
-                            "with chainermn.scatter_dataset(train, comm, shuffle=True)")
     _parameters_check(report, obs)
     _evaluator_check(report, obs)
     _reporting_check(report, obs)
     _accuracy_check(report, obs.ranks[0], min_acc)
     if against == "self":
         if scaling:
-            _speedup_check(report, names[-1], obs, single, f"{np} ranks", "1-rank run", site)
+            _speedup_check(report, names[-1], obs, single, tr("{np} ranks", np=np), tr("1-rank run"), site)
         return report
     if not paired:  # a run whose speed is shown, never scored (the MNIST conversion)
         _throughput_check(report, obs, reference[np], min_ratio)
         return report
     if report.failed:
         for name in _multi_node_speed_names(against, np, scaling):
-            report.add(name, False, "not timed: the run is not correct yet (see the FAIL lines above)")
+            report.add(name, False, tr("not timed: the run is not correct yet (see the FAIL lines above)"))
         return report
     _paired_speed_checks(report, script, _reference_script(reference_name), np, scaling, limit, stall,
                          credit_bands("reference", site), min_ratio, min_scaling, task, say)
@@ -529,7 +602,7 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
 
 def _time_in_turn(reference_script, script, np, limit, stall, task, say, earlier=None):
     """A paired launch on `np` ranks (handson_lib.grading.paired), pooled with an `earlier` one."""
-    say(f"Timing your training step against the reference's, in turn, on {np} rank(s) ...")
+    say(tr("Timing your training step against the reference's, in turn, on {np} rank(s) ...", np=np))
     obs = run_paired_mpi(reference_script, script, np, TIMING_ARGS, steps=TIMED_STEPS, timeout=limit,
                          stall=stall, part=f"{task}: timing on {np} rank(s), the reference's steps and yours in turn")
     if earlier is not None and obs.finished:
@@ -559,34 +632,37 @@ def _paired_speed_checks(report, script, reference_script, np, scaling, limit, s
     if all(t.finished for t in timed.values()):
         ratio_blocks, scaling_blocks = spreads()
         if _undecided(ratio_blocks, bands) or (scaling and _undecided(scaling_blocks, bands)):
-            say("The spread of the ratio crosses a band's floor: timing once more ...")
+            say(tr("The spread of the ratio crosses a band's floor: timing once more ..."))
             timed = {n: _time_in_turn(reference_script, script, n, limit, stall, task, say, timed[n])
                      for n in counts}
     names = _multi_node_speed_names("reference", np, scaling)
     broken = [n for n in counts if not timed[n].finished]
     if broken:
-        why = timed[broken[0]].error or f"the timing launch on {broken[0]} rank(s) did not finish"
+        why = timed[broken[0]].error or tr("the timing launch on {np} rank(s) did not finish", np=broken[0])
         for name in names:
-            report.add(name, False, f"could not be timed: {why}")
+            report.add(name, False, tr("could not be timed: {why}", why=why))
         return
     ratio_blocks, scaling_blocks = spreads()
     t = timed[np]
-    undecided = " (the spread crosses a band's floor even after a second timing: scored by the median)"
+    undecided = tr(" (the spread crosses a band's floor even after a second timing: scored by the median)")
     ratio = t.ratio
     report.add(names[0], ratio >= min_ratio,
-               f"{t.rate('student'):.1f} images/s = {ratio:.2f} x the reference's {t.rate('reference'):.1f}, "
-               f"training steps timed in turn (spread {min(ratio_blocks):.2f}-{max(ratio_blocks):.2f} over "
-               f"{len(ratio_blocks)} blocks of steps; needed >= {min_ratio:.2f})"
+               tr("{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f}, training steps timed in "
+                  "turn (spread {low:.2f}-{high:.2f} over {blocks} blocks of steps; needed >= {needed:.2f})",
+                  rate=t.rate("student"), ratio=ratio, reference=t.rate("reference"), low=min(ratio_blocks),
+                  high=max(ratio_blocks), blocks=len(ratio_blocks), needed=min_ratio)
                + (undecided if _undecided(ratio_blocks, bands) else ""), value=ratio)
     if scaling:
         share = ratio / timed[1].ratio
         mine = t.rate("student") / timed[1].rate("student")
         theirs = t.rate("reference") / timed[1].rate("reference")
         report.add(names[1], share >= min_scaling,
-                   f"{mine:.2f}x from 1 to {np} ranks, the reference {theirs:.2f}x beside it; your step is "
-                   f"{ratio:.2f}x the reference's on {np} ranks and {timed[1].ratio:.2f}x on 1: {share:.2f} of "
-                   f"its scaling (spread {min(scaling_blocks):.2f}-{max(scaling_blocks):.2f}; needed >= "
-                   f"{min_scaling:.2f})" + (undecided if _undecided(scaling_blocks, bands) else ""), value=share)
+                   tr("{mine:.2f}x from 1 to {np} ranks, the reference {theirs:.2f}x beside it; your step is "
+                      "{ratio:.2f}x the reference's on {np} ranks and {ratio_one:.2f}x on 1: {share:.2f} of its "
+                      "scaling (spread {low:.2f}-{high:.2f}; needed >= {needed:.2f})", mine=mine, np=np,
+                      theirs=theirs, ratio=ratio, ratio_one=timed[1].ratio, share=share,
+                      low=min(scaling_blocks), high=max(scaling_blocks), needed=min_scaling)
+                   + (undecided if _undecided(scaling_blocks, bands) else ""), value=share)
 
 
 def check_mnist_multi_node(script, np=2, **kwargs):
@@ -615,27 +691,27 @@ def check_jobscript(script, task, site=None):
     report = Report(f"jobscript-{task}", str(script), against="self")
     path = Path(script)
     if not path.exists():
-        report.add("job script lint", False, f"{name} was not handed in")
-        report.add("resources of the task", False, "not checked: no job script")
+        report.add("job script lint", False, tr("{name} was not handed in", name=name))
+        report.add("resources of the task", False, tr("not checked: no job script"))
         return report
     text = path.read_text(errors="replace")
     findings = jobscript.lint(text, site, template=True)
     bad = jobscript.errors(findings)
     shown = "\n".join("    " + f.format(path.name) for f in findings)
+    verdict = tr("{n} error(s)", n=len(bad)) if bad else tr("no error")
     report.add("job script lint", not bad,
-               (f"`handson jobscript lint --site {site.key}`: " +
-                (f"{len(bad)} error(s)" if bad else "no error") + (":\n" + shown if shown else "")))
+               f"`handson jobscript lint --site {site.key}`: {verdict}" + (":\n" + shown if shown else ""))
     req = jobscript.parse_request(text)
     nodes = site.scripts.requests[kind][0]
     procs = ranks_per_node(site, kind)
     if not req.select:
-        report.add("resources of the task", False, "no `#PBS -l select=...` line")
+        report.add("resources of the task", False, tr("no `#PBS -l select=...` line"))
     else:
         ok = req.nodes == nodes and req.mpiprocs == procs
-        report.add("resources of the task", ok,
-                   f"asks for {req.nodes} node(s) x {req.mpiprocs} MPI process(es)"
-                   + ("" if ok else f"; {task} on {site.title} runs on {nodes} node(s) x {procs} "
-                      "MPI process(es) per node"))
+        asked = tr("asks for {nodes} node(s) x {procs} MPI process(es)", nodes=req.nodes, procs=req.mpiprocs)
+        report.add("resources of the task", ok, asked if ok else tr(
+            "{asked}; {task} on {site} runs on {nodes} node(s) x {procs} MPI process(es) per node",
+            asked=asked, task=task, site=site.title, nodes=nodes, procs=procs))
     return report
 
 
@@ -662,21 +738,22 @@ def throughput_credit(report, points, site=None, print_fn=print):
     bands = credit_bands(report.against, site)
     speed = report.speed_checks
     if not speed:
-        raise AssertionError("throughput not measured: the run did not finish")
+        raise AssertionError(tr("throughput not measured: the run did not finish"))
     wrong = [c for c in report.checks if c not in speed and not c.passed]
     if wrong:
-        raise AssertionError("throughput is scored only for a correct run; first fix:\n"
+        raise AssertionError(tr("throughput is scored only for a correct run; first fix:") + "\n"
                              + "\n".join(c.line() for c in wrong))
     shares = [band_share(c.value, bands) for c in speed]
     credit = round(points * sum(shares) / len(shares), 2)
     print_fn(RATIO_TAG + " " + " ".join(f"{c.name.split()[0]}={c.value if c.value is not None else 'nan'}"
                                         for c in speed))
-    measure = "ratio to the reference" if report.against == "reference" else "speed-up over your own run"
+    measure = tr("ratio to the reference") if report.against == "reference" else tr("speed-up over your own run")
     bands_text = f"{measure} " + ", ".join(f">= {floor:.2f}: {share:.0%}" for floor, share in bands)
     for check, share in zip(speed, shares):
-        print_fn(f"{check.line()}  -> {share:.0%} of the points (bands {bands_text})")
+        print_fn(tr("{line}  -> {share:.0%} of the points (bands {bands})", line=check.line(), share=share,
+                    bands=bands_text))
     if credit == 0:
-        raise AssertionError("no throughput credit:\n" + "\n".join(c.line() for c in speed))
+        raise AssertionError(tr("no throughput credit:") + "\n" + "\n".join(c.line() for c in speed))
     return credit
 
 
@@ -706,10 +783,11 @@ def add_arguments(parser):
 
 def main(args):
     if args.task not in TASKS:
-        print(f"unknown task {args.task!r}; choose one of {', '.join(TASKS)}", file=sys.stderr)
+        print(tr("unknown task {task!r}; choose one of {choices}", task=args.task, choices=", ".join(TASKS)),
+              file=sys.stderr)
         return 2
     if not Path(args.file).exists():
-        print(f"{args.file}: no such file", file=sys.stderr)
+        print(tr("{file}: no such file", file=args.file), file=sys.stderr)
         return 2
     kwargs = dict(timeout=args.timeout, site=args.site, print_fn=print, against=args.against)
     if args.task in ("multi-node", "mnist-multi-node"):

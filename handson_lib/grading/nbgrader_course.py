@@ -25,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, launch
-from handson_lib.grading import checks, synthetic_class
+from handson_lib.grading import checks, synthetic_class, translations
+from handson_lib.plotting import pyplot
 
 COURSE_DIR = COURSE_ROOT / "course"
 #: nbgrader's course id: the exchange's folder and the students' HOME/<course id>/
@@ -47,16 +48,23 @@ ANSWER_CELL_TIMEOUT = 60  # seconds for a student's own cell (answers, small fun
 RUN_TIMEOUT = 1800       # seconds per student and assignment, enforced by `handson autograde`
 
 
-def assemble(course_dir=COURSE_DIR, root=COURSE_ROOT, assignments=None):
-    """Write course_dir/source/<assignment>/ for every (or the named) assignment."""
+def assemble(course_dir=COURSE_DIR, root=COURSE_ROOT, assignments=None, lang="en"):
+    """Write course_dir/source/<assignment>/ for every (or the named) assignment, in `lang` (the
+    instructor notebook translated, the students' scripts of exercises/<lang>/)."""
+    import nbformat
     written = []
+    exercises = root / "exercises" if lang == "en" else root / "exercises" / lang
     for name in assignments or ASSIGNMENTS:
         notebook, files = ASSIGNMENTS[name]
         dest = Path(course_dir) / "source" / name
         dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / "solutions" / notebook, dest / notebook)
+        if lang == "en":
+            shutil.copy2(root / "solutions" / notebook, dest / notebook)
+        else:
+            nb = translations.translated_notebook(root / "solutions" / notebook, lang, root)
+            (dest / notebook).write_text(nbformat.writes(nb) + "\n")
         for f in files:
-            shutil.copy2(root / "exercises" / f, dest / f)
+            shutil.copy2(exercises / f, dest / f)
         for figure in shown_figures(root / "solutions" / notebook):
             (dest / "figures").mkdir(exist_ok=True)
             shutil.copy2(root / "solutions" / "figures" / figure, dest / "figures" / figure)
@@ -211,9 +219,7 @@ def graded_facts(course_dir, assignment, student):
 
 def throughput_figure(rows, bands, title):
     """Bars of each student's throughput and scaling ratio to the reference, with the credit bands."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("Agg")
     students = [r["student"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.5))
     for offset, key, color in ((-0.2, "throughput_ratio", "tab:blue"), (0.2, "scaling_ratio", "tab:orange")):
@@ -330,6 +336,8 @@ def add_course_arguments(parser):
     parser.add_argument("assignments", nargs="*",
                         help="assignments (default: all; synthetic-class: setup or task2)")
     parser.add_argument("--course", default=str(COURSE_ROOT / "course"))
+    parser.add_argument("--lang", default="en", choices=["en", *translations.LANGUAGES],
+                        help="assemble: the assignments' language (notebooks and scripts)")
     parser.add_argument("--copies", type=int, default=1,
                         help="synthetic-class: each kind of submission handed in by this many students "
                              "(a class of 7 x N for task2)")
@@ -361,7 +369,7 @@ def course_main(args):
                 sub = synthetic_class.kind_of(name, folder.parent.name)
                 print(f"wrote {folder}  (expected score {sub.expected:g}{': ' + sub.why if sub.why else ''})")
         return 0
-    for dest in assemble(course_dir, assignments=args.assignments or None):
+    for dest in assemble(course_dir, assignments=args.assignments or None, lang=args.lang):
         print(f"assembled {dest}")
     return 0
 

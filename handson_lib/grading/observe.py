@@ -25,6 +25,7 @@ import numpy
 
 from handson_lib import data
 from handson_lib.runtime import multigpu
+from handson_lib.messages import tr
 from handson_lib.runtime.throughput import ThroughputMeter
 
 
@@ -246,7 +247,7 @@ def main(argv=None):
         recorder.save(error)
     if error and recorder.rank is not None and mpi_size() > 1:
         # The other ranks would wait forever for this one in their next collective.
-        sys.stderr.write(f"[rank {recorder.rank}] {error}; aborting all ranks\n")
+        sys.stderr.write(tr("[rank {rank}] {error}; aborting all ranks", rank=recorder.rank, error=error) + "\n")
         sys.stderr.flush()
         from mpi4py import MPI
         MPI.COMM_WORLD.Abort(1)

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, cli
-from handson_lib.grading import build
+from handson_lib.grading import build, translations
 from handson_lib.sites import generate
 
 LIBRARY = COURSE_ROOT / "handson_lib"
@@ -31,6 +31,9 @@ STUDENT_SUPPORT = (
     "handson_lib",
     "handson_lib.cli",                 # the `handson` command (its registry skips unshipped modules)
     "handson_lib.launch",              # starting processes and MPI jobs with a watchdog
+    "handson_lib.plotting",            # matplotlib for the figures, with fonts for every language
+    "handson_lib.messages",            # messages in the reader's language (HANDSON_LANG)
+    "handson_lib.messages_ja",
     "handson_lib.runtime.*",           # what the training scripts import
     "handson_lib.grading",
     "handson_lib.grading.observe",     # the grader's launcher (`python -m`), used by `handson check`
@@ -195,14 +198,16 @@ def _student_requirements(text):
     return "\n".join(kept) + "\n"
 
 
-def _makefile(course_makefile):
-    """`make setup` as the course's Makefile has it (same pins), and `make lab`."""
+def _makefile(course_makefile, lang="en"):
+    """`make setup` as the course's Makefile has it (same pins), and `make lab`; in another
+    language, HANDSON_LANG set for both (messages, and JupyterLab's interface in that language)."""
     text = course_makefile.read_text()
     head = text[text.index("SHELL :="):text.index(".PHONY")]
     rule = re.search(r"^\$\(STAMP\):.*?^\ttouch \$@\n", text, re.M | re.S)
     if not rule:
         raise ReleaseError(f"{course_makefile}: no `$(STAMP):` set-up rule ending in `touch $@` to copy")
-    return ("# The student edition's two commands: `make setup` (once) and `make lab`.\n" + head
+    language = "" if lang == "en" else f"export HANDSON_LANG := {lang}\n"
+    return ("# The student edition's two commands: `make setup` (once) and `make lab`.\n" + language + head
             + ".PHONY: setup lab\n\nsetup: $(STAMP)\n\n" + rule.group(0)
             + "\nlab: setup\n\t$(BIN)/handson lab\n")
 
@@ -276,6 +281,74 @@ Replace the group placeholder (`-W group_list=...`) with your group first. Witho
 """
 
 
+README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
+
+## 中身
+
+- `notebooks/`: 講義ノートブック（00 セットアップ から 06 ラージバッチ まで）。順に進めてください。
+  `# PUT YOUR CODE HERE` のセルがあなたの書く部分です。用語集は `notebooks/README.md` にあります。
+- `exercises/`: 完成させる学習スクリプトとジョブスクリプト（`train_cifar_multi_gpu.py`、
+  `train_cifar_multi_node.py`、`train_mnist_multi_node.py`、`run_multi_gpu_training.sh`、
+  `run_multi_node_training.sh`）。
+- `jobscripts/<site>/`: 各サイトのジョブスクリプトと `env.sh`。プロファイリングやスケーリングの測定にそのまま
+  投入できます。2 つのタスクのスクリプトは、`exercises/` と同じく実行環境指定（キューと資源の行）をあなたが
+  書く形になっています。
+- `handson_lib/`: 講義のライブラリ（MultiprocessParallelUpdater の CPU 代替実装、オフラインのデータ、
+  セルフチェック）。変更する必要はありません。
+
+## 2 つのコマンド
+
+    make setup    # 最初に一度: Python 3.11、Chainer 7.8.1、NumPy 1.23.5、Open MPI、JupyterLab の .venv
+    make lab      # このフォルダーで JupyterLab を開きます（画面もメッセージも日本語）
+
+`make` のないクラスタのログインノードでは conda 環境を使ってください:
+`PIP_CONSTRAINT=$PWD/constraints.txt conda env create -f environment.yml`。
+
+## 自分の解答を確かめる
+
+    HANDSON_LANG=ja .venv/bin/handson check multi-gpu exercises/train_cifar_multi_gpu.py
+    HANDSON_LANG=ja .venv/bin/handson check multi-node exercises/train_cifar_multi_node.py
+    HANDSON_LANG=ja .venv/bin/handson check mnist-multi-node exercises/train_mnist_multi_node.py
+
+それぞれ、採点と同じ仕組みであなたのスクリプトを実行し、まだ直すべき点を答えます（プロセス、各プロセスが
+学習したデータ、学習後のパラメータ、精度）。速度は、同じスクリプトの 1 デバイス（1 ランク）に対する
+2 デバイス（2 ランク）の速度向上を、サイトの基準（`--site`、既定は `local`）で判定します。
+ノートブックのチェックのセルも同じコードを呼びます。
+
+## ジョブスクリプトを投入する
+
+投入の前にジョブスクリプトを検査し、学習スクリプトのあるフォルダーから投入します（ジョブはそこで実行されます）:
+
+    HANDSON_LANG=ja .venv/bin/handson jobscript lint exercises/run_multi_gpu_training.sh
+    cd exercises && qsub -j oe run_multi_gpu_training.sh     # その後: qstat -u $USER; cat *.o<jobid>
+
+グループのプレースホルダー（`-W group_list=...`）は先に自分のグループに書き換えてください。スケジューラの
+ない環境では `handson jobscript run exercises/run_multi_gpu_training.sh` が `#PBS` の設定でここで実行します。
+"""
+
+#: The README of each language's edition.
+READMES = {"en": README, "ja": README_JA}
+
+
+def _keep_language(out, lang):
+    """notebooks/ and exercises/ of one language: `lang`'s copies (built into notebooks/<lang>/ and
+    exercises/<lang>/) take the English ones' place; other languages' folders go."""
+    for top in ("notebooks", "exercises"):
+        folder = out / top
+        for other in translations.LANGUAGES:
+            if other != lang:
+                shutil.rmtree(folder / other, ignore_errors=True)
+        if lang == "en":
+            continue
+        translated = folder / lang
+        for item in list(folder.iterdir()):
+            if item != translated:
+                shutil.rmtree(item) if item.is_dir() else item.unlink()
+        for item in list(translated.iterdir()):
+            item.rename(folder / item.name)
+        translated.rmdir()
+
+
 def _leaks(path, shown, secrets):
     """Markers and solution / hidden-test lines in one file."""
     found = []
@@ -327,23 +400,28 @@ def _copy_jobscripts(out, root, secrets):
     return withheld
 
 
-def release_student(out, root=COURSE_ROOT):
-    """Write the student edition into `out` (a new or empty folder). Returns the shipped modules
-    and the job scripts withheld because they repeat an exercise's answer."""
+def release_student(out, root=COURSE_ROOT, lang="en"):
+    """Write the student edition into `out` (a new or empty folder), in `lang` (en, or one of
+    translations.LANGUAGES: its notebooks, scripts' comments, README, messages and JupyterLab's
+    interface). Returns the shipped modules and the job scripts withheld because they repeat an
+    exercise's answer."""
     out = Path(out)
+    if lang not in READMES:
+        raise ReleaseError(f"no {lang!r} edition: the course is written in {', '.join(READMES)}")
     if out.exists() and any(out.iterdir()):
         raise ReleaseError(f"{out} is not empty: give a new folder (the edition is written whole)")
     shipped, _ = shipped_modules(root)
     out.mkdir(parents=True, exist_ok=True)
     library = _copy_library(out, shipped, root)
     build.build_into(out, root)
+    _keep_language(out, lang)
     withheld = _copy_jobscripts(out, root, build.secret_lines(root))
     for name in ("requirements.txt", "environment.yml"):
         (out / name).write_text(_student_requirements((root / name).read_text()))
     shutil.copy2(root / "constraints.txt", out / "constraints.txt")
-    (out / "Makefile").write_text(_makefile(root / "Makefile"))
+    (out / "Makefile").write_text(_makefile(root / "Makefile", lang))
     (out / "pyproject.toml").write_text(PYPROJECT.format(version=_version(root)))
-    (out / "README.md").write_text(README)
+    (out / "README.md").write_text(READMES[lang])
     (out / ".gitignore").write_text(".venv/\nresult/\ndata/\n__pycache__/\n.ipynb_checkpoints/\n")
     student_files = [*library, *sorted((out / "exercises").rglob("*.py")), *sorted((out / "notebooks").glob("*.ipynb"))]
     verify_imports(student_files, shipped, root, shown_root=out)
@@ -368,11 +446,13 @@ def verify_no_secrets(out, root=COURSE_ROOT):
 
 def add_arguments(parser):
     parser.add_argument("out", help="a new folder for the edition (a git repository, a home directory)")
+    parser.add_argument("--lang", default="en", choices=sorted(READMES),
+                        help="the edition's language (notebooks, comments, README, messages)")
 
 
 def main(args):
     try:
-        shipped, withheld = release_student(args.out)
+        shipped, withheld = release_student(args.out, lang=args.lang)
     except ReleaseError as error:
         print(f"handson release student: {error}", file=sys.stderr)
         return 1

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy
 
 from handson_lib import launch
+from handson_lib.messages import tr
 
 
 def run_limit(timeout):
@@ -251,7 +252,7 @@ def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=Non
         record = json.loads(path.read_text()) if path.exists() else {}
         obs = PairedObservation(np, res.returncode, res.timed_out, res.output, record.get("steps", {}),
                                 record.get("images_per_step", {}),
-                                record.get("error") or ("" if record else "no record from rank 0"),
+                                record.get("error") or ("" if record else tr("no record from rank 0")),
                                 res.seconds, _progress(res, watch))
         _log_part(part, obs)
         return obs

@@ -7,6 +7,7 @@ from handson_lib.profiling.model import ProfileFormatError
 from handson_lib.profiling.read import sample_profile
 from handson_lib.profiling.summary import summarize
 from handson_lib.profiling.timeline import timeline_figure
+from handson_lib.plotting import pyplot
 
 
 def add_arguments(parser):
@@ -34,9 +35,7 @@ def main(args):
         return 2
     print(summary.to_json() if args.json else summary.text())
     if args.plot:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot("Agg")
         fig = timeline_figure(summary, gap_threshold_ms=args.gap_threshold_ms)
         fig.savefig(args.plot, dpi=120, bbox_inches="tight")
         plt.close(fig)

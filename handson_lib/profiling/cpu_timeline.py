@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 
 from handson_lib.runtime.phases import ITERATION, OTHER, PHASE_COLORS, PHASES
+from handson_lib.plotting import pyplot
 
 #: Lanes (Chrome trace thread ids) of each rank's process.
 ITERATION_LANE, PHASE_LANE = 1, 2
@@ -165,7 +166,7 @@ def timeline_figure(source, iterations=None, title=None, width=12):
     source: a `measure` / `load_sweep` result, results_by_np (its largest rank count) or a
     timeline. iterations: None (all timed iterations), n (the first n) or their indices.
     The x axis is milliseconds from the start of the first iteration shown."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Patch
 
 
@@ -225,9 +226,7 @@ def write_outputs(results_by_np, trace=None, png=None, print_fn=print):
         print_fn(f"timeline of {p} rank(s) as a Chrome trace (open it in ui.perfetto.dev or "
                  f"chrome://tracing): {trace}")
     if png:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot("Agg")
         Path(png).parent.mkdir(parents=True, exist_ok=True)
         fig = timeline_figure(results_by_np[p])
         fig.savefig(png, dpi=120, bbox_inches="tight")

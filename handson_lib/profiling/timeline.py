@@ -10,6 +10,7 @@ from handson_lib.profiling.model import ProfileData
 from handson_lib.profiling.read import read_profile
 from handson_lib.profiling.report import clip, ms
 from handson_lib.profiling.summary import ProfileSummary, idle_gaps
+from handson_lib.plotting import pyplot
 
 _KERNEL_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#e377c2", "#17becf", "#bcbd22",
                   "#aec7e8", "#ffbb78", "#98df8a")
@@ -146,7 +147,7 @@ def timeline_figure(source, gap_threshold_ms=1.0, max_kernel_names=8, title=None
 
     One row per device and stream (kernels coloured by name, copies by direction, idle gaps
     longer than the threshold shaded red), then the NVTX ranges of each process by nesting level."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Patch
 
     data = _data_of(source)

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from handson_lib import launch
+from handson_lib.messages import tr
 from handson_lib.sites.table import (DEFAULT_SITE, SITES, Queue, Site, format_walltime, get_site,
                                      parse_walltime, site_key)
 
@@ -110,25 +111,25 @@ def parse_select(value):
     """`2:mpiprocs=2:ompthreads=1[+1:ncpus=4]` into chunks; ValueError when malformed."""
     chunks = []
     if not value:
-        raise ValueError("select is empty")
+        raise ValueError(tr("select is empty"))
     for spec in value.split("+"):
         fields = spec.split(":")
         count = 1
         if fields and re.fullmatch(r"\d+", fields[0]):
             count = int(fields.pop(0))
         elif fields and "=" not in fields[0]:
-            raise ValueError(f"`{fields[0]}` is not a node count (select=N:mpiprocs=M)")
+            raise ValueError(tr("`{value}` is not a node count (select=N:mpiprocs=M)", value=fields[0]))
         resources = {}
         for f in fields:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=[^=:]+", f):
-                raise ValueError(f"`{f}` is not resource=value (select=N:mpiprocs=M)")
+                raise ValueError(tr("`{value}` is not resource=value (select=N:mpiprocs=M)", value=f))
             key, val = f.split("=", 1)
             resources[key] = val
         for key in ("mpiprocs", "ompthreads", "ncpus", "ngpus"):
             if key in resources and not re.fullmatch(r"\d+", resources[key]):
-                raise ValueError(f"{key}={resources[key]} is not a whole number")
+                raise ValueError(tr("{key}={value} is not a whole number", key=key, value=resources[key]))
         if count < 1:
-            raise ValueError("select asks for 0 nodes")
+            raise ValueError(tr("select asks for 0 nodes"))
         chunks.append(Chunk(count, resources))
     return chunks
 
@@ -279,23 +280,23 @@ def parse_request(text):
 # ============================================================================================
 
 _PLACEHOLDER_PATTERNS = [
-    (re.compile(r"^[a-z]{1,3}0+$", re.I), "the course's sample group is all zeros, like gt00"),
-    (re.compile(r"x{2,}", re.I), "`xx` marks a sample, as in the seed's pz0xxx"),
-    (re.compile(r"[<>{}\[\]]"), "a template slot"),
-    (re.compile(r"your", re.I), "a template slot"),
+    (re.compile(r"^[a-z]{1,3}0+$", re.I), lambda: tr("the course's sample group is all zeros, like gt00")),
+    (re.compile(r"x{2,}", re.I), lambda: tr("`xx` marks a sample, as in the seed's pz0xxx")),
+    (re.compile(r"[<>{}\[\]]"), lambda: tr("a template slot")),
+    (re.compile(r"your", re.I), lambda: tr("a template slot")),
     (re.compile(r"^(gr(ou)?p_?(name)?|group|project(_?name)?|change_?me|todo|fixme|sample|"
-                r"example|none|dummy|foo|hoge)$", re.I), "a sample name"),
+                r"example|none|dummy|foo|hoge)$", re.I), lambda: tr("a sample name")),
 ]
 
 
 def placeholder_reason(value):
-    """Why `value` looks like a placeholder group/project, or None."""
+    """Why `value` looks like a placeholder group/project (in the reader's language), or None."""
     value = (value or "").strip()
     if not value:
-        return "empty"
+        return tr("empty")
     for pattern, why in _PLACEHOLDER_PATTERNS:
         if pattern.search(value):
-            return why
+            return why()
     return None
 
 
@@ -451,8 +452,8 @@ def lint_context(text, site, template):
 
 def rule_shebang(ctx):
     if not ctx.lines or not ctx.lines[0].startswith("#!"):
-        ctx.add(1, "warning", "shebang", "no `#!/bin/bash` on the first line: PBS runs the script "
-                "with your login shell")
+        ctx.add(1, "warning", "shebang", tr("no `#!/bin/bash` on the first line: PBS runs the script with "
+                                            "your login shell"))
 
 
 def rule_directive_lines(ctx):
@@ -464,34 +465,38 @@ def rule_directive_lines(ctx):
             body = _strip_comment(line)
             if i >= ctx.end:
                 ctx.add(number, "error", "late-directive",
-                        f"qsub ignores #PBS lines after the first command (line {ctx.end + 1}): "
-                        f"move this line up to the other #PBS lines")
+                        tr("qsub ignores #PBS lines after the first command (line {line}): move this line up "
+                           "to the other #PBS lines", line=ctx.end + 1))
             if any(ch in body for ch in DASHES):
-                ctx.add(number, "error", "dash", "an en dash (copied from the slides?) instead of "
-                        "an ASCII hyphen: type `-` again")
+                ctx.add(number, "error", "dash", tr("an en dash (copied from the slides?) instead of an ASCII "
+                                                    "hyphen: type `-` again"))
             if "$" in body or "`" in body:
-                ctx.add(number, "error", "variable", "qsub does not expand shell variables in #PBS "
-                        "lines: write the value itself")
+                ctx.add(number, "error", "variable", tr("qsub does not expand shell variables in #PBS lines: "
+                                                        "write the value itself"))
         elif LOOSE_DIRECTIVE_RE.match(line) and i < ctx.end:
-            ctx.add(number, "warning", "not-a-directive", "this is a comment, not a directive: "
-                    "write `#PBS` (no space, upper case, at the start of the line)")
+            ctx.add(number, "warning", "not-a-directive", tr("this is a comment, not a directive: write "
+                                                             "`#PBS` (no space, upper case, at the start of "
+                                                             "the line)"))
 
 
 def rule_stubs(ctx):
     req = ctx.req
     for n in ctx.stubs:
         if n != ctx.header_stub:
-            ctx.add(n, "error", "stub", "unfinished: `# PUT YOUR CODE HERE` is still in the script")
+            ctx.add(n, "error", "stub", tr("unfinished: `# PUT YOUR CODE HERE` is still in the script"))
             continue
         missing = []
         if req.queue is None:
-            missing.append(f"the queue (`#PBS -q {_example_queue(ctx.site)}`)")
+            missing.append(tr("the queue (`#PBS -q {queue}`)", queue=_example_queue(ctx.site)))
         if "select" not in req.lines:
-            missing.append("the nodes and processes (`#PBS -l select=N:mpiprocs=M`)")
+            missing.append(tr("the nodes and processes (`#PBS -l select=N:mpiprocs=M`)"))
         if req.walltime is None and "walltime" not in req.lines:
-            missing.append("the walltime (`#PBS -l walltime=HH:MM:SS`)")
-        what = ("; missing: " + ", ".join(missing)) if missing else ""
-        ctx.add(n, "error", "stub", f"unfinished skeleton: complete the #PBS lines here{what}")
+            missing.append(tr("the walltime (`#PBS -l walltime=HH:MM:SS`)"))
+        if missing:
+            ctx.add(n, "error", "stub", tr("unfinished skeleton: complete the #PBS lines here; missing: {missing}",
+                                           missing=", ".join(missing)))
+        else:
+            ctx.add(n, "error", "stub", tr("unfinished skeleton: complete the #PBS lines here"))
 
 
 def rule_queue(ctx):
@@ -499,18 +504,18 @@ def rule_queue(ctx):
     if req.queue is not None:
         if ctx.queue is None:
             close = difflib.get_close_matches(req.queue, list(site.queues), n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]}?" if close else ""
+            fields = dict(queue=req.queue, site=site.title, queues=", ".join(site.queues))
             ctx.add(req.lines["queue"], "error", "queue-unknown",
-                    f"unknown queue `{req.queue}` on {site.title}: use one of "
-                    f"{', '.join(site.queues)}{hint}")
+                    tr("unknown queue `{queue}` on {site}: use one of {queues}; did you mean {close}?",
+                       close=close[0], **fields) if close else
+                    tr("unknown queue `{queue}` on {site}: use one of {queues}", **fields))
     elif ctx.header_stub is None:
         if site.queue_required:
             ctx.add(ctx.anchor, "error", "queue-missing",
-                    f"no queue: add `#PBS -q {_example_queue(site)}` (queues on {site.title}: "
-                    f"{', '.join(site.queues)})")
+                    tr("no queue: add `#PBS -q {queue}` (queues on {site}: {queues})",
+                       queue=_example_queue(site), site=site.title, queues=", ".join(site.queues)))
         else:
-            ctx.add(ctx.anchor, "warning", "queue-missing", "no `#PBS -q`: the server's default "
-                    "queue is used")
+            ctx.add(ctx.anchor, "warning", "queue-missing", tr("no `#PBS -q`: the server's default queue is used"))
 
 
 def rule_resource_syntax(ctx):
@@ -525,24 +530,26 @@ def rule_resource_syntax(ctx):
                 try:
                     parse_select(val)
                 except ValueError as exc:
-                    ctx.add(d.line, "error", "select-malformed", f"malformed `select={val}`: {exc}")
+                    ctx.add(d.line, "error", "select-malformed",
+                            tr("malformed `select={value}`: {error}", value=val, error=exc))
             elif key in ("nodes", "ppn"):
-                ctx.add(d.line, "error", "select-torque", f"`{res}` is Torque syntax; {site.title} "
-                        f"({site.scheduler}) takes `-l select=N:mpiprocs=M`")
+                ctx.add(d.line, "error", "select-torque",
+                        tr("`{resource}` is Torque syntax; {site} ({scheduler}) takes `-l select=N:mpiprocs=M`",
+                           resource=res, site=site.title, scheduler=site.scheduler))
             elif key == "walltime":
                 try:
                     if parse_walltime(val) <= 0:
-                        ctx.add(d.line, "error", "walltime-malformed", "walltime of zero seconds")
+                        ctx.add(d.line, "error", "walltime-malformed", tr("walltime of zero seconds"))
                 except ValueError as exc:
                     ctx.add(d.line, "error", "walltime-malformed",
-                            f"malformed walltime: {exc} (write HH:MM:SS, e.g. 00:15:00)")
+                            tr("malformed walltime: {error} (write HH:MM:SS, e.g. 00:15:00)", error=exc))
 
 
 def rule_select_missing(ctx):
     if "select" not in ctx.req.lines and ctx.header_stub is None:
-        ctx.add(ctx.anchor, "error", "select-missing", f"no node request: add `#PBS -l "
-                f"select=N:mpiprocs=M` (M at most {ctx.gpus}: one MPI process per GPU of a "
-                f"{ctx.site.title} node)")
+        ctx.add(ctx.anchor, "error", "select-missing",
+                tr("no node request: add `#PBS -l select=N:mpiprocs=M` (M at most {gpus}: one MPI process per "
+                   "GPU of a {site} node)", gpus=ctx.gpus, site=ctx.site.title))
 
 
 def rule_select_limits(ctx):
@@ -553,42 +560,45 @@ def rule_select_limits(ctx):
     line = req.lines["select"]
     for chunk in req.select:
         if chunk.mpiprocs > gpus:
+            node = (tr("a {site} node in {queue}", site=site.title, queue=queue.name)
+                    if queue and queue.gpus != site.gpus else tr("a {site} node", site=site.title))
             ctx.add(line, "error", "mpiprocs",
-                    f"mpiprocs={chunk.mpiprocs} but a {site.title} node"
-                    f"{' in ' + queue.name if queue and queue.gpus != site.gpus else ''} has "
-                    f"{gpus} GPU{'s' if gpus != 1 else ''}: at most one MPI process per GPU "
-                    f"(mpiprocs={gpus}, and more nodes for more ranks)")
+                    tr("mpiprocs={mpiprocs} but {node} has {gpus}: at most one MPI process per GPU "
+                       "(mpiprocs={most}, and more nodes for more ranks)", mpiprocs=chunk.mpiprocs, node=node,
+                       gpus=_gpus(gpus), most=gpus))
         ngpus = chunk.resources.get("ngpus")
         if ngpus is not None and int(ngpus) > gpus:
-            ctx.add(line, "error", "ngpus", f"ngpus={ngpus} but a {site.title} node has {gpus}")
+            ctx.add(line, "error", "ngpus",
+                    tr("ngpus={ngpus} but a {site} node has {gpus}", ngpus=ngpus, site=site.title, gpus=gpus))
         if chunk.mpiprocs == 0 and len(req.select) == 1:
-            ctx.add(line, "error", "select-malformed", "mpiprocs=0: no process would start")
+            ctx.add(line, "error", "select-malformed", tr("mpiprocs=0: no process would start"))
     if queue and req.nodes > queue.max_nodes:
         ctx.add(line, "error", "nodes-limit",
-                f"{req.nodes} nodes but queue {queue.name} allows at most {queue.max_nodes} "
-                f"(course assumption for {site.title})")
+                tr("{nodes} nodes but queue {queue} allows at most {most} (course assumption for {site})",
+                   nodes=req.nodes, queue=queue.name, most=queue.max_nodes, site=site.title))
 
 
 def rule_walltime(ctx):
     req, queue = ctx.req, ctx.queue
     if "walltime" not in req.lines:
         if ctx.header_stub is None:
-            ctx.add(ctx.anchor, "error", "walltime-missing", "no walltime: add `#PBS -l "
-                    "walltime=HH:MM:SS` (the job is killed when it runs longer)")
+            ctx.add(ctx.anchor, "error", "walltime-missing",
+                    tr("no walltime: add `#PBS -l walltime=HH:MM:SS` (the job is killed when it runs longer)"))
     elif req.walltime is not None and queue and req.walltime > queue.max_walltime:
         ctx.add(req.lines["walltime"], "error", "walltime-limit",
-                f"walltime {format_walltime(req.walltime)} is over the limit of queue {queue.name}: "
-                f"{format_walltime(queue.max_walltime)} (course assumption for {ctx.site.title})")
+                tr("walltime {walltime} is over the limit of queue {queue}: {limit} (course assumption for {site})",
+                   walltime=format_walltime(req.walltime), queue=queue.name,
+                   limit=format_walltime(queue.max_walltime), site=ctx.site.title))
 
 
 def rule_group(ctx):
     """The group charged, in the site's own option, and not a placeholder."""
     if ctx.site.group == "group_list":
         _group_rule(ctx, own=("group", "-W group_list=GROUP"), other=("project", "-P"),
-                    how="your group (`id -ng` on the login node)")
+                    how=tr("your group (`id -ng` on the login node)"))
     elif ctx.site.group == "P":
         _group_rule(ctx, own=("project", "-P GROUP"), other=("group", "-W group_list="),
-                    how="your ABCI group (`groups` on the login node shows it)")
+                    how=tr("your ABCI group (`groups` on the login node shows it)"))
 
 
 def _group_rule(ctx, own, other, how):
@@ -598,25 +608,28 @@ def _group_rule(ctx, own, other, how):
     other_field, other_option = other
     value = getattr(req, own_field)
     if getattr(req, other_field) is not None:
-        ctx.add(req.lines[other_field], "error", "group-option", f"{site.title} takes the group as "
-                f"`#PBS {own_option}`, not `{other_option}`")
+        ctx.add(req.lines[other_field], "error", "group-option",
+                tr("{site} takes the group as `#PBS {own}`, not `{other}`", site=site.title, own=own_option,
+                   other=other_option))
     if value is None:
         if getattr(req, other_field) is None:
-            ctx.add(ctx.anchor, "error", "group-missing", f"no group: add `#PBS {own_option}` with "
-                    f"{how}")
+            ctx.add(ctx.anchor, "error", "group-missing",
+                    tr("no group: add `#PBS {option}` with {how}", option=own_option, how=how))
         return
     why = placeholder_reason(value)
     if why:
         ctx.add(req.lines[own_field], "warning" if ctx.template else "error", "placeholder",
-                f"group `{value}` is a placeholder ({why}): replace it with your own group"
-                f"{' (`id -ng` on the login node)' if site.group == 'group_list' else ''} before qsub")
+                tr("group `{value}` is a placeholder ({why}): replace it with your own group (`id -ng` on the "
+                   "login node) before qsub", value=value, why=why) if site.group == "group_list" else
+                tr("group `{value}` is a placeholder ({why}): replace it with your own group before qsub",
+                   value=value, why=why))
 
 
 def rule_job_name(ctx):
     req = ctx.req
     if req.name is not None and not re.match(r"^[A-Za-z][^\s/:@]*$", req.name):
-        ctx.add(req.lines["name"], "warning", "name", "a job name starts with a letter and has no "
-                "spaces, `/`, `:` or `@`")
+        ctx.add(req.lines["name"], "warning", "name",
+                tr("a job name starts with a letter and has no spaces, `/`, `:` or `@`"))
 
 
 def rule_launchers(ctx):
@@ -626,14 +639,15 @@ def rule_launchers(ctx):
     for call in calls:
         _check_launcher(call, ctx.site, req, ctx.gpus, req.ranks, ctx.add)
     if req.select and req.nodes > 1 and not calls:
-        ctx.add(req.lines["select"], "warning", "no-mpiexec", f"{req.nodes} nodes but no "
-                f"mpiexec/mpirun: the script runs on the first node only")
+        ctx.add(req.lines["select"], "warning", "no-mpiexec",
+                tr("{nodes} nodes but no mpiexec/mpirun: the script runs on the first node only", nodes=req.nodes))
 
 
 def rule_workdir(ctx):
     if not re.search(r"^\s*cd\s+[^#\n]*PBS_O_WORKDIR", ctx.text, re.M) and ctx.end < len(ctx.lines):
-        ctx.add(ctx.end + 1, "warning", "workdir", "no `cd \"$PBS_O_WORKDIR\"`: the job starts in "
-                "your HOME, not in the folder you ran qsub in, and relative paths point there")
+        ctx.add(ctx.end + 1, "warning", "workdir",
+                tr("no `cd \"$PBS_O_WORKDIR\"`: the job starts in your HOME, not in the folder you ran qsub in, "
+                   "and relative paths point there"))
 
 
 LINT_RULES = (rule_shebang, rule_directive_lines, rule_stubs, rule_queue, rule_resource_syntax,
@@ -657,6 +671,11 @@ def _example_queue(site):
     return next(iter(site.queues))
 
 
+def _gpus(n):
+    """`1 GPU`, `4 GPUs`."""
+    return tr("1 GPU") if n == 1 else tr("{n} GPUs", n=n)
+
+
 def _check_launcher(call, site, req, gpus, ranks, add):
     multi = ranks > 1 or not req.select
     name = call.launcher
@@ -667,41 +686,43 @@ def _check_launcher(call, site, req, gpus, ranks, add):
                 exported = _exports(call)
                 if var not in exported and "*" not in exported:
                     add(call.line, "error", "mpi-export",
-                        f"`{name}` does not pass {var} to the ranks on other nodes: add "
-                        f"`-x {var}` (as the seed's job.sh does); without it the remote ranks do "
-                        f"not find the packages installed with `pip install --user`")
+                        tr("`{launcher}` does not pass {var} to the ranks on other nodes: add `-x {var}` (as "
+                           "the seed's job.sh does); without it the remote ranks do not find the packages "
+                           "installed with `pip install --user`", launcher=name, var=var))
             elif rule == "hostfile":
                 if not _opt(call, "-hostfile", "--hostfile", "-machinefile", "--machinefile", "-f",
                             "--default-hostfile"):
                     src = "$PBS_NODEFILE" if site.key != "cloud" else "hostfile"
                     add(call.line, "error", "mpi-hostfile",
-                        f"`{name}` has no `-hostfile {src}`: on {site.title} every rank would "
-                        f"start on the first node")
+                        tr("`{launcher}` has no `-hostfile {hostfile}`: on {site} every rank would start on the "
+                           "first node", launcher=name, hostfile=src, site=site.title))
             elif rule == "np":
                 if not _opt(call, "-n", "-np", "--np", "--n", "-c"):
                     add(call.line, "error", "mpi-np",
-                        f"`{name}` has no `-np N`: give the number of ranks (select x mpiprocs"
-                        f"{' = ' + str(ranks) if ranks else ''})")
+                        tr("`{launcher}` has no `-np N`: give the number of ranks (select x mpiprocs = {ranks})",
+                           launcher=name, ranks=ranks) if ranks else
+                        tr("`{launcher}` has no `-np N`: give the number of ranks (select x mpiprocs)",
+                           launcher=name))
             elif rule == "ppr":
                 if not any(v.startswith("ppr:") for v in _opt(call, "--map-by", "-map-by")):
                     add(call.line, "error", "mpi-ppr",
-                        f"`{name}` has no `--map-by ppr:{gpus}:node`: with a hostfile, Open MPI "
-                        f"may start too few processes per node (seed 001)")
+                        tr("`{launcher}` has no `--map-by ppr:{gpus}:node`: with a hostfile, Open MPI may start "
+                           "too few processes per node (seed 001)", launcher=name, gpus=gpus))
     for value in _opt(call, "-n", "-np", "--np", "--n", "-c"):
         if value.isdigit() and req.select and int(value) > ranks:
             add(call.line, "error", "mpi-too-many",
-                f"`{name}` starts {value} ranks but the job has {ranks} (select x mpiprocs): "
-                f"ranks beyond that share GPUs")
+                tr("`{launcher}` starts {n} ranks but the job has {ranks} (select x mpiprocs): ranks beyond that "
+                   "share GPUs", launcher=name, n=value, ranks=ranks))
     for value in _opt(call, "--map-by", "-map-by"):
         m = re.match(r"ppr:(\d+):node", value)
         if m and int(m.group(1)) > gpus:
             add(call.line, "error", "mpi-ppr",
-                f"`--map-by {value}` puts {m.group(1)} ranks on a node with {gpus} GPU"
-                f"{'s' if gpus != 1 else ''}")
+                tr("`--map-by {value}` puts {n} ranks on a node with {gpus}", value=value, n=m.group(1),
+                   gpus=_gpus(gpus)))
     for value in _opt(call, "-npernode", "--npernode", "-N", "-ppn", "-perhost"):
         if value.isdigit() and int(value) > gpus:
             add(call.line, "error", "mpi-ppr",
-                f"{value} ranks per node on a node with {gpus} GPU{'s' if gpus != 1 else ''}")
+                tr("{n} ranks per node on a node with {gpus}", n=value, gpus=_gpus(gpus)))
 
 
 SITE_MARK_RE = re.compile(r"^#\s*handson-site:\s*([\w.-]+)", re.M | re.I)

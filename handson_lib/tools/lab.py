@@ -18,7 +18,22 @@ def overrides_path(prefix=sys.prefix):
     return Path(prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
 
 
-def install_settings(prefix=sys.prefix):
+#: JupyterLab's interface language for the course's languages (the language packs' locale names).
+LAB_LOCALES = {"ja": "ja_JP"}
+
+
+def lab_overrides(lang=None):
+    """LAB_OVERRIDES, and the interface in the reader's language (HANDSON_LANG / the locale) where
+    the course has it: a user can still switch in Settings > Language."""
+    from handson_lib.messages import language
+    overrides = {plugin: dict(values) for plugin, values in LAB_OVERRIDES.items()}
+    locale = LAB_LOCALES.get(lang or language())
+    if locale:
+        overrides["@jupyterlab/translation-extension:plugin"] = {"locale": locale}
+    return overrides
+
+
+def install_settings(prefix=sys.prefix, lang=None):
     path = overrides_path(prefix)
     path.parent.mkdir(parents=True, exist_ok=True)
     current = {}
@@ -27,7 +42,7 @@ def install_settings(prefix=sys.prefix):
             current = json.loads(path.read_text())
         except ValueError:
             current = {}
-    for plugin, values in LAB_OVERRIDES.items():
+    for plugin, values in lab_overrides(lang).items():
         current.setdefault(plugin, {}).update(values)
     path.write_text(json.dumps(current, indent=2) + "\n")
     return path

@@ -1,0 +1,392 @@
+"""Other languages of the course from the one English source: catalogues beside solutions/.
+
+Each source file that students get has a catalogue per language, `solutions/i18n/<lang>/<file>.json`:
+
+    {"language": "ja", "source": "02_multi_node.ipynb",
+     "cells": {"<cell id>": {"en_hash": "3f2a...", "text": "<the markdown cell, translated>"},
+               "<cell id>": {"comments": {"<English comment>": "<translation>"},
+                             "strings": {"<English text in a string>": "<translation>"}}}}
+
+A script's catalogue has one entry, "file", shaped like a code cell's. Why JSON per file and not
+gettext: a notebook's unit of translation is a whole markdown cell (Markdown, LaTeX, tables), keyed
+by nbgrader's stable cell id, and a comment is a whole comment block; .po files would cut them into
+lines or need a custom extractor. gettext's one good idea, the English kept beside the
+translation to catch staleness, is kept: a markdown translation carries the hash of the English
+it was made from, and comments and strings are keyed by their English text.
+
+- markdown cells: the translation replaces the cell; stale when the English changed (hash);
+- code cells and scripts: only full-line comment blocks (outside solution and hidden-test regions,
+  which students never see, and not `#!`, `#PBS`, nbgrader markers or `# handson-site:` lines) and,
+  as "strings", text inside string literals meant for the reader (docstrings, messages) or in a
+  comment at the end of a code line; code is never translated. Each block of
+  comment lines is one key (its lines joined by spaces, without `#`); its translation is written
+  back as comment lines with the block's indentation;
+- `problems()` names every untranslated or stale piece: `handson build --check` fails on them.
+
+`handson i18n template --lang ja` adds the missing entries to the catalogues (English text and
+hash filled in, translation empty) for a translator to fill in.
+"""
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from handson_lib import COURSE_ROOT
+
+#: Languages the course is built in besides English (`handson build` writes notebooks/<lang>/ ...).
+LANGUAGES = ("ja",)
+CATALOGUES = "i18n"
+#: Width of a translated comment line, in wide characters (two columns each).
+COMMENT_WIDTH = {"ja": 44}
+_MACHINE_COMMENT = re.compile(r"^\s*(#!|#PBS|###|# handson-site:|# noqa|# PUT YOUR CODE HERE)")
+_REGION_START = ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS")
+_REGION_END = ("END SOLUTION", "END HIDDEN TESTS")
+
+
+def en_hash(text):
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def catalogue_path(root: Path, lang, source_rel):
+    return Path(root) / "solutions" / CATALOGUES / lang / f"{Path(source_rel).as_posix()}.json"
+
+
+def load(root: Path, lang, source_rel):
+    path = catalogue_path(root, lang, source_rel)
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+# ----------------------------------------------------------------------------- comment blocks
+
+@dataclass
+class CommentBlock:
+    first: int          # index of its first line
+    last: int           # index of its last line (inclusive)
+    indent: str
+    text: str           # the lines' text without `#`, joined by single spaces
+
+
+def comment_blocks(source):
+    """Full-line comment blocks a student sees: outside solution / hidden-test regions, not
+    machine lines. Consecutive comment lines with the same indentation form one block."""
+    lines = source.split("\n")
+    blocks, region, current = [], False, None
+    for i, line in enumerate(lines):
+        if any(m in line for m in _REGION_START):
+            region, current = True, None
+            continue
+        if any(m in line for m in _REGION_END):
+            region, current = False, None
+            continue
+        stripped = line.strip()
+        if region or not stripped.startswith("#") or _MACHINE_COMMENT.match(line):
+            current = None
+            continue
+        indent = line[:len(line) - len(line.lstrip())]
+        text = stripped.lstrip("#").strip()
+        if current is not None and current.indent == indent and current.last == i - 1:
+            current.last = i
+            current.text = f"{current.text} {text}".strip()
+        else:
+            current = CommentBlock(i, i, indent, text)
+            blocks.append(current)
+    return [b for b in blocks if b.text]
+
+
+def _columns(text):
+    """Display width: East Asian wide characters take two columns."""
+    import unicodedata
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def wrap_mixed(paragraph, width):
+    """Lines of at most `width` columns; a line may break between any two wide (CJK) characters,
+    but never inside a run of ASCII (a word, `code`, a path)."""
+    tokens = re.findall(r"`[^`]*`|[\x21-\x7e]+|\s+|.", paragraph)
+    lines, line = [], ""
+    for token in tokens:
+        if line and _columns(line + token.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = "" if token.isspace() else token
+        else:
+            line += token
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines or [""]
+
+
+def _comment_lines(indent, translation, lang):
+    width = COMMENT_WIDTH.get(lang, 90) * 2 if lang in COMMENT_WIDTH else 90
+    pieces = []
+    for paragraph in translation.split("\n"):
+        pieces += wrap_mixed(paragraph.strip(), width - len(indent))
+    return [f"{indent}# {piece}".rstrip() for piece in pieces]
+
+
+def translate_code(source, entry, lang):
+    """A code cell or script with its comment blocks and reader-facing strings translated."""
+    if not entry:
+        return source
+    comments = entry.get("comments", {})
+    lines = source.split("\n")
+    for block in reversed(comment_blocks(source)):
+        translation = comments.get(block.text)
+        if translation:
+            lines[block.first:block.last + 1] = _comment_lines(block.indent, translation, lang)
+    text = "\n".join(lines)
+    for english, translation in entry.get("strings", {}).items():
+        if translation:
+            text = text.replace(english, translation)
+    return text
+
+
+def _reader_texts(source):
+    """The pieces of `source` a reader sees: its string literals (docstrings included) and
+    comments, by Python's tokenizer; None where the source is not Python (a shell script, a
+    cell with IPython syntax)."""
+    import io
+    import tokenize
+    try:
+        return [tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                if tok.type in (tokenize.STRING, tokenize.COMMENT)
+                or tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1)]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+
+
+def _in_string_literal(source, english):
+    """Whether `english` lies inside a string literal or a comment of `source`: by Python's
+    tokens where it parses, else between quotes or after `#` on one line (shell)."""
+    texts = _reader_texts(source)
+    if texts is not None:
+        return any(english in text for text in texts)
+    for line in source.split("\n"):
+        start = line.find(english)
+        if start >= 0 and (line[:start].count('"') % 2 == 1 or line[:start].count("'") % 2 == 1
+                           or "#" in line[:start]):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------- notebooks, scripts
+
+def translate_notebook(nb, catalogue, lang):
+    """The instructor notebook `nb` (nbformat) in `lang`, in place; returns it."""
+    cells = (catalogue or {}).get("cells", {})
+    for cell in nb.cells:
+        entry = cells.get(cell.get("id"))
+        if not entry:
+            continue
+        if cell.cell_type == "markdown" and entry.get("text"):
+            cell.source = entry["text"]
+        elif cell.cell_type == "code":
+            cell.source = translate_code(cell.source, entry, lang)
+    nb.metadata["language_info_handson"] = lang
+    return nb
+
+
+def translated_notebook(source: Path, lang, root: Path = COURSE_ROOT):
+    import nbformat
+    nb = nbformat.read(str(source), as_version=4)
+    rel = source.relative_to(Path(root) / "solutions")
+    return translate_notebook(nb, load(root, lang, rel), lang)
+
+
+def translated_script(source: Path, lang, root: Path = COURSE_ROOT):
+    rel = source.relative_to(Path(root) / "solutions")
+    catalogue = load(root, lang, rel) or {}
+    return translate_code(source.read_text(), catalogue.get("file"), lang)
+
+
+# ----------------------------------------------------------------------------- checks, templates
+
+def _first_line(text):
+    line = next((l for l in text.split("\n") if l.strip()), "")
+    return line[:70] + ("..." if len(line) > 70 else "")
+
+
+def _code_problems(where, source, entry):
+    problems = []
+    entry = entry or {}
+    keys = {b.text for b in comment_blocks(source)}
+    comments = entry.get("comments", {})
+    for block in comment_blocks(source):
+        if not comments.get(block.text):
+            problems.append(f"{where}: comment not translated: {_first_line(block.text)!r}")
+    for english in comments:
+        if english not in keys:
+            problems.append(f"{where}: stale: the comment {_first_line(english)!r} is no longer in the "
+                            f"English source")
+    for english, translation in entry.get("strings", {}).items():
+        if not _in_string_literal(source, english):
+            problems.append(f"{where}: stale: {_first_line(english)!r} is no longer in a string of the "
+                            f"English source")
+        elif not translation:
+            problems.append(f"{where}: string not translated: {_first_line(english)!r}")
+    return problems
+
+
+def notebook_problems(source: Path, lang, root: Path = COURSE_ROOT):
+    rel = source.relative_to(Path(root) / "solutions")
+    catalogue = load(root, lang, rel)
+    if catalogue is None:
+        return [f"{rel}: no {lang} catalogue ({catalogue_path(root, lang, rel).relative_to(root)}): "
+                f"`handson i18n template --lang {lang}`"]
+    nb = json.loads(source.read_text())
+    cells = catalogue.get("cells", {})
+    problems, ids = [], set()
+    for cell in nb["cells"]:
+        cid = cell.get("id")
+        ids.add(cid)
+        text = "".join(cell["source"])
+        entry = cells.get(cid)
+        where = f"{rel} cell {cid}"
+        if cell["cell_type"] == "markdown":
+            if not entry or not entry.get("text"):
+                problems.append(f"{where}: not translated: {_first_line(text)!r}")
+            elif entry.get("en_hash") != en_hash(text):
+                problems.append(f"{where}: stale: its English changed since it was translated: "
+                                f"{_first_line(text)!r}")
+        elif cell["cell_type"] == "code":
+            problems += _code_problems(where, text, entry)
+    for cid in set(cells) - ids:
+        problems.append(f"{rel} cell {cid}: stale: no such cell in the English source any more")
+    return problems
+
+
+def script_problems(source: Path, lang, root: Path = COURSE_ROOT):
+    rel = source.relative_to(Path(root) / "solutions")
+    catalogue = load(root, lang, rel)
+    if catalogue is None:
+        if not comment_blocks(source.read_text()):
+            return []
+        return [f"{rel}: no {lang} catalogue ({catalogue_path(root, lang, rel).relative_to(root)}): "
+                f"`handson i18n template --lang {lang}`"]
+    return _code_problems(str(rel), source.read_text(), catalogue.get("file"))
+
+
+def template(source: Path, lang, root: Path = COURSE_ROOT):
+    """Add the missing entries of `source`'s catalogue (English filled in, translation empty);
+    a stale markdown entry gets `en_now`, the English it must now say. Returns the path."""
+    rel = source.relative_to(Path(root) / "solutions")
+    path = catalogue_path(root, lang, rel)
+    catalogue = load(root, lang, rel) or {"language": lang, "source": rel.as_posix()}
+    if source.suffix == ".ipynb":
+        cells = catalogue.setdefault("cells", {})
+        for cell in json.loads(source.read_text())["cells"]:
+            text = "".join(cell["source"])
+            entry = cells.get(cell.get("id"))
+            if cell["cell_type"] == "markdown":
+                if entry is None:
+                    cells[cell["id"]] = {"en_hash": en_hash(text), "en": text, "text": ""}
+                elif entry.get("en_hash") != en_hash(text):
+                    entry["en_now"], entry["en_hash_now"] = text, en_hash(text)
+            elif cell["cell_type"] == "code":
+                _template_code(cells, cell["id"], text)
+    else:
+        _template_code(catalogue, "file", source.read_text())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(catalogue, indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
+def _template_code(holder, key, source):
+    blocks = comment_blocks(source)
+    if not blocks and key not in holder:
+        return
+    entry = holder.setdefault(key, {})
+    comments = entry.setdefault("comments", {})
+    for block in blocks:
+        comments.setdefault(block.text, "")
+
+
+def sources(root: Path = COURSE_ROOT):
+    """The solutions/ files that have translations: notebooks and scripts."""
+    src = Path(root) / "solutions"
+    return sorted(p for p in src.rglob("*")
+                  if p.is_file() and p.suffix in (".ipynb", ".py", ".sh")
+                  and CATALOGUES not in p.relative_to(src).parts
+                  and ".ipynb_checkpoints" not in p.parts)
+
+
+def message_templates():
+    """{English template: "file:line"} of every `tr("...")` call in handson_lib (the first
+    argument, a string literal)."""
+    import ast
+    import handson_lib
+    found = {}
+    package = Path(handson_lib.__file__).parent
+    root = package.parent
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)
+                    and getattr(node.func, "id", getattr(node.func, "attr", None)) == "tr"):
+                found.setdefault(node.args[0].value, f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def message_problems(lang):
+    """The library's messages without a translation, and translations whose English is gone."""
+    from handson_lib import messages
+    used = message_templates()
+    translated = messages.catalogue(lang)
+    where = f"handson_lib/messages_{lang}.py"
+    problems = [f"{where}: message not translated (used at {at}): {_first_line(template)!r}"
+                for template, at in used.items() if not translated.get(template)]
+    problems += [f"{where}: stale: no tr() uses this English any more: {_first_line(template)!r}"
+                 for template in translated if template not in used]
+    for template, translation in translated.items():
+        if template in used and _fields(template) != _fields(translation):
+            problems.append(f"{where}: the translation of {_first_line(template)!r} has other "
+                            f"{{fields}}: {sorted(_fields(translation))} instead of {sorted(_fields(template))}")
+    return problems
+
+
+def _fields(template):
+    import string
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def problems(root: Path = COURSE_ROOT, languages=LANGUAGES):
+    found = []
+    for lang in languages:
+        for source in sources(root):
+            found += (notebook_problems(source, lang, root) if source.suffix == ".ipynb"
+                      else script_problems(source, lang, root))
+        found += message_problems(lang)
+    return found
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def add_arguments(parser):
+    parser.add_argument("--lang", default=LANGUAGES[0], choices=LANGUAGES)
+    parser.add_argument("files", nargs="*", help="solutions/ files (default: all with text to translate)")
+
+
+def _report(args, root):
+    chosen = [Path(f).resolve() for f in args.files]
+    named = [str(s.relative_to(Path(root) / "solutions")) for s in chosen]
+    found = [p for p in problems(root, [args.lang]) if not named or any(p.startswith(n) for n in named)]
+    for problem in found:
+        print(problem)
+    print(f"{len(found)} piece(s) untranslated or stale in {args.lang}" if found
+          else f"every piece is translated into {args.lang} and up to date")
+    return found
+
+
+def template_main(args, root: Path = COURSE_ROOT):
+    for source in [Path(f).resolve() for f in args.files] or sources(root):
+        print(f"catalogue: {template(source, args.lang, root).relative_to(root)}")
+    _report(args, root)
+    return 0
+
+
+def status_main(args, root: Path = COURSE_ROOT):
+    return 1 if _report(args, root) else 0

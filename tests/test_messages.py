@@ -1,0 +1,150 @@
+"""Messages a student reads, in the student's language (handson_lib.messages): the choice
+of the language, the fall-backs to English, the Japanese catalogue in step with the code, and real
+outputs in Japanese (`handson check`, the job-script linter, a missing dataset, the watchdog)."""
+
+import string
+import sys
+
+import pytest
+
+from handson_lib import data, launch
+from handson_lib.grading import checks, translations
+from handson_lib import messages
+from handson_lib.messages_ja import MESSAGES
+from handson_lib.sites.jobscript import lint
+
+from conftest import ROOT, mutant
+
+LOCALE_VARIABLES = ("HANDSON_LANG", "LC_ALL", "LC_MESSAGES", "LANG")
+
+
+@pytest.fixture
+def env(monkeypatch):
+    """A clean slate: no language variable set, no note given yet."""
+    for name in LOCALE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(messages, "_noted", set())
+    return monkeypatch
+
+
+def _fields(template):
+    """The template's {fields} with their conversions and format specs."""
+    return sorted((name, conversion or "", spec or "")
+                  for _, name, spec, conversion in string.Formatter().parse(template) if name is not None)
+
+
+# ------------------------------------------------------------------------------ the language
+
+@pytest.mark.parametrize("variables, expected", [
+    ({}, "en"),
+    ({"HANDSON_LANG": "ja"}, "ja"),
+    ({"HANDSON_LANG": "ja_JP.UTF-8"}, "ja"),
+    ({"HANDSON_LANG": "en", "LANG": "ja_JP.UTF-8"}, "en"),      # HANDSON_LANG wins over the locale
+    ({"LANG": "ja_JP.UTF-8"}, "ja"),
+    ({"LC_ALL": "ja_JP.UTF-8", "LANG": "en_US.UTF-8"}, "ja"),   # LC_ALL wins over LANG
+    ({"LC_ALL": "C.UTF-8", "LANG": "ja_JP.UTF-8"}, "en"),
+    ({"LANG": "de_DE.UTF-8"}, "en"),                           # a locale the course lacks: English
+])
+def test_the_language_comes_from_handson_lang_then_the_locale(env, variables, expected):
+    for name, value in variables.items():
+        env.setenv(name, value)
+    assert messages.language() == expected
+    shown = messages.tr("{passed} of {total} checks passed", passed=7, total=8)
+    assert shown == ("8 項目中 7 項目のチェックに合格しました" if expected == "ja" else "7 of 8 checks passed")
+
+
+def test_an_unknown_handson_lang_notes_it_once_and_speaks_english(env, capsys):
+    env.setenv("HANDSON_LANG", "klingon")
+    env.setenv("LANG", "ja_JP.UTF-8")   # HANDSON_LANG, even unknown, decides
+    for _ in range(3):
+        assert messages.tr("{passed} of {total} checks passed", passed=1, total=2) == "1 of 2 checks passed"
+    err = capsys.readouterr().err
+    assert err.count("note:") == 1 and "HANDSON_LANG='klingon'" in err and "English" in err, err
+
+
+def test_a_template_without_translation_is_shown_in_english(env):
+    env.setenv("HANDSON_LANG", "ja")
+    template = "a message nobody has translated: {n} of them"   # a variable: not a tr() literal
+    assert messages.tr(template, n=3) == "a message nobody has translated: 3 of them"
+    assert messages.tr("runs to the end") == "最後まで実行できる"
+
+
+# ------------------------------------------------------------------------------ the catalogue
+
+def test_every_message_is_translated_and_no_translation_is_stale():
+    assert translations.message_problems("ja") == []
+
+
+@pytest.mark.parametrize("template", sorted(MESSAGES))
+def test_every_translation_keeps_the_fields_of_its_template(template):
+    translation = MESSAGES[template]
+    assert _fields(translation) == _fields(template), (template, translation)
+    assert any(ord(ch) > 0x2FFF for ch in translation), f"not Japanese: {translation!r}"
+
+
+def test_check_names_stay_english_and_are_shown_translated(env):
+    env.setenv("HANDSON_LANG", "ja")
+    report = checks.Report("multi-node", "train.py")
+    report.add("runs to the end", False, "x")
+    report.add("scaling: 2 ranks vs your 1-rank run", True, "y", value=1.8)
+    assert [c.name for c in report.failed] == ["runs to the end"]          # the identity: English
+    assert [c.name for c in report.speed_checks] == ["scaling: 2 ranks vs your 1-rank run"]
+    assert report.checks[0].line() == "  [FAIL] 最後まで実行できる: x"
+    assert report.checks[1].line() == "  [PASS] スケーリング: 2 ランク対あなたの 1 ランクでの実行: y"
+    env.delenv("HANDSON_LANG")
+    assert report.checks[1].line() == "  [PASS] scaling: 2 ranks vs your 1-rank run: y"
+    assert checks.check_title("a name no check has") == "a name no check has"
+
+
+# ------------------------------------------------------------------------------ real outputs
+
+def test_handson_check_tells_a_crash_in_japanese(run_handson, tmp_path):
+    """`handson check multi-node` on a script that crashes on every rank right after start-up."""
+    script = mutant(ROOT / "solutions" / "train_cifar_multi_node.py", tmp_path,
+                    "    comm = chainermn.create_communicator(communicator_name)\n",
+                    "    comm = chainermn.create_communicator(communicator_name)\n"
+                    "    raise RuntimeError('planted crash')\n")
+    r = run_handson("check", "multi-node", script, "--against", "self", "--timeout", "120",
+                    env={"HANDSON_LANG": "ja"}, timeout=300)
+    out = r.stdout
+    assert r.returncode == 1, out + r.stderr
+    assert "を 1 ランクで実行しています" in out and "を採点用ランチャーのもとで 2 ランクで実行しています" in out
+    assert "  [FAIL] 最後まで実行できる: ランク " in out, out
+    assert "が RuntimeError: planted crash で異常終了しました" in out
+    assert "（他のランクは中断されました）" in out
+    assert "  [FAIL] シャードが重ならない: 未確認: 実行が終わりませんでした" in out
+    assert "  [FAIL] スケーリング: 2 ランク対あなたの 1 ランクでの実行: " in out
+    assert "項目中 0 項目のチェックに合格しました -- 上の FAIL の行を見てください" in out
+    assert "スクリプトの出力の最後の行:" in out
+    assert "[PASS]" not in out and "runs to the end" not in out
+
+
+def test_a_placeholder_group_is_refused_in_japanese(env):
+    text = (ROOT / "solutions" / "run_multi_node_training.sh").read_text()
+    env.setenv("HANDSON_LANG", "ja")
+    [finding] = lint(text, "reedbush")
+    assert finding.code == "placeholder" and finding.severity == "error"
+    assert finding.message.startswith("グループ `gt00` は仮の値です（"), finding.message
+    assert "qsub の前に自分のグループ（ログインノードで `id -ng`）に置き換えてください" in finding.message
+    env.delenv("HANDSON_LANG")
+    [english] = lint(text, "reedbush")
+    assert english.message.startswith("group `gt00` is a placeholder (")
+
+
+def test_a_missing_dataset_is_explained_in_japanese(env, tmp_path):
+    env.setenv("HANDSON_LANG", "ja")
+    missing = tmp_path / "nowhere" / "cifar-10-python.tar.gz"
+    with pytest.raises(data.DatasetNotFoundError) as exc:
+        data.get_dataset(missing, announce=False)
+    message = str(exc.value)
+    assert message.startswith(f"{missing} に CIFAR-10 が見つかりません。"), message
+    assert "ログインノード" in message and "計算ノードはオフラインです" in message
+    assert "https://www.cs.toronto.edu/~kriz/cifar.html" in message        # URLs and commands unchanged
+    assert f"`handson data prepare --cifar {missing}`" in message
+
+
+def test_the_watchdog_says_why_it_stopped_a_run_in_japanese(env):
+    env.setenv("HANDSON_LANG", "ja")
+    res = launch.run_watched([sys.executable, "-c", "import time; time.sleep(60)"], timeout=1)
+    assert res.timed_out
+    assert "[watchdog] 1 秒で強制終了しました: 制限時間内に実行が終わりませんでした" in res.output, res.output

@@ -1,0 +1,140 @@
+"""The Japanese edition from the one English source: catalogues, staleness, generated copies,
+the Japanese student edition and nbgrader course, and figures that draw Japanese."""
+
+import io
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import nbformat
+
+from conftest import ROOT
+from handson_lib import plotting
+from handson_lib.grading import build, nbgrader_course, release, translations
+
+JA = "ja"
+
+
+def _has_japanese(text):
+    return any("\u3040" <= ch <= "\u30ff" or "\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def _code_tokens(source):
+    """The Python tokens of a code cell that are code: not strings, comments or line ends."""
+    import tokenize
+    from IPython.core.inputtransformer2 import TransformerManager
+    python = TransformerManager().transform_cell(source)
+    skip = {tokenize.STRING, tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE}
+    return [tok.string for tok in tokenize.generate_tokens(io.StringIO(python).readline)
+            if tok.type not in skip]
+
+
+def test_every_piece_is_translated_and_up_to_date():
+    assert translations.problems(ROOT) == []
+
+
+def _course_copy(tmp_path, files):
+    """solutions/<files> and their Japanese catalogues in a folder of their own."""
+    for name in files:
+        for rel in (Path("solutions") / name, translations.catalogue_path(Path(), JA, name)):
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, tmp_path / rel)
+    return tmp_path
+
+
+def test_a_changed_english_cell_makes_its_translation_stale(tmp_path):
+    root = _course_copy(tmp_path, ["00_setup.ipynb"])
+    source = root / "solutions" / "00_setup.ipynb"
+    assert translations.notebook_problems(source, JA, root) == []
+    nb = json.loads(source.read_text())
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
+    cell["source"] = "".join(cell["source"]).replace("Welcome", "Welcome back", 1)
+    source.write_text(json.dumps(nb))
+    problems = translations.notebook_problems(source, JA, root)
+    assert len(problems) == 1 and f"cell {cell['id']}: stale" in problems[0], problems
+
+
+def test_a_changed_comment_in_a_script_is_reported(tmp_path):
+    root = _course_copy(tmp_path, ["train_cifar_multi_node.py"])
+    source = root / "solutions" / "train_cifar_multi_node.py"
+    assert translations.script_problems(source, JA, root) == []
+    text = source.read_text()
+    block = translations.comment_blocks(text)[0]
+    first_line = text.split("\n")[block.first]
+    source.write_text(text.replace(first_line, first_line + " (changed)"))
+    problems = translations.script_problems(source, JA, root)
+    assert any("comment not translated" in p for p in problems), problems
+    assert any("stale" in p for p in problems), problems
+
+
+def test_comments_are_translated_and_code_and_solutions_are_not():
+    source = ("x = 1  # inline stays\n"
+              "    # A comment that goes on\n"
+              "    # over two lines.\n"
+              "    y = compute(x)\n"
+              "    ### BEGIN SOLUTION\n"
+              "    # the answer's comment\n"
+              "    z = 2\n"
+              "    ### END SOLUTION\n"
+              "print('Done: {n}')\n")
+    blocks = translations.comment_blocks(source)
+    assert [b.text for b in blocks] == ["A comment that goes on over two lines."]
+    entry = {"comments": {"A comment that goes on over two lines.": "二行にわたるコメントです。"},
+             "strings": {"Done": "完了"}}
+    out = translations.translate_code(source, entry, JA)
+    assert "    # 二行にわたるコメントです。\n    y = compute(x)" in out
+    assert "# the answer's comment" in out and "x = 1  # inline stays" in out
+    assert "print('完了: {n}')" in out
+
+
+def test_the_japanese_copies_are_built_next_to_the_english_ones():
+    for english in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        japanese = ROOT / "notebooks" / JA / english.name
+        en, ja = nbformat.read(str(english), 4), nbformat.read(str(japanese), 4)
+        assert len(en.cells) == len(ja.cells)
+        markdown = [(a.source, b.source) for a, b in zip(en.cells, ja.cells) if a.cell_type == "markdown"]
+        assert all(_has_japanese(b) for _, b in markdown), english.name
+        # Code is never translated: the same tokens but for strings and comments.
+        for a, b in zip(en.cells, ja.cells):
+            if a.cell_type == "code":
+                assert _code_tokens(a.source) == _code_tokens(b.source), (english.name, a.source[:80])
+    for script in ("train_cifar_multi_node.py", "run_multi_node_training.sh"):
+        text = (ROOT / "exercises" / JA / script).read_text()
+        assert _has_japanese(text) and build.STUB in text
+    assert (ROOT / "notebooks" / JA / "README.md").exists()
+    assert (ROOT / "notebooks" / JA / "figures" / "ring_allreduce.svg").exists()
+
+
+def test_the_japanese_student_edition_and_course(tmp_path):
+    shipped, _ = release.release_student(tmp_path / "edition", lang=JA)
+    edition = tmp_path / "edition"
+    assert not (edition / "notebooks" / JA).exists() and not (edition / "exercises" / JA).exists()
+    nb = json.loads((edition / "notebooks" / "02_multi_node.ipynb").read_text())
+    assert _has_japanese("".join(nb["cells"][0]["source"]))
+    assert _has_japanese((edition / "README.md").read_text())
+    assert "export HANDSON_LANG := ja" in (edition / "Makefile").read_text()
+    assert (edition / "notebooks" / "figures" / "ring_allreduce.svg").exists()
+    assert "handson_lib.messages_ja" in shipped
+
+    course = tmp_path / "course"
+    nbgrader_course.assemble(course, ROOT, ["task2"], lang=JA)
+    source = json.loads((course / "source" / "task2" / "02_multi_node.ipynb").read_text())
+    text = "".join("".join(c["source"]) for c in source["cells"])
+    assert _has_japanese(text) and "BEGIN HIDDEN TESTS" in text   # the instructor's, whole
+    assert _has_japanese((course / "source" / "task2" / "train_cifar_multi_node.py").read_text())
+
+
+def test_a_figure_with_a_japanese_title_has_every_glyph():
+    plt = plotting.pyplot("Agg")
+    assert plotting.cjk_font(), "no CJK font for matplotlib: `apt-get install fonts-noto-cjk` (.ci/run does)"
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 4], [1.0, 1.8, 3.1])
+    ax.set_title("ランク数とスループット（画像/秒）")
+    ax.set_xlabel("ランク数 p")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.savefig(io.BytesIO(), format="png")
+    missing = [str(w.message) for w in caught if "missing from font" in str(w.message)]
+    assert not missing, missing
+    plt.close(fig)
