@@ -131,6 +131,34 @@ def test_instrumentation_leaves_training_unchanged(multi_node):
     assert len(rec.iterations) == steps  # removed: nothing recorded any more
 
 
+@pytest.mark.parametrize("multi_node", [False, True])
+def test_a_timed_step_frees_its_graph_without_the_garbage_collector(multi_node, monkeypatch):
+    """The backward wrapper must not tie the loss to itself: a cycle kept every step's graph (and
+    its arrays) alive until the collector ran, and the heap grew while the phases were timed."""
+    import gc
+    import weakref
+    updater, model, _ = make_updater(multi_node)
+    rec = phases.instrument(updater, nvtx=False)
+    losses = []
+    classify = model.forward
+
+    def remember_loss(*args, **kwargs):
+        loss = classify(*args, **kwargs)
+        losses.append(weakref.ref(loss))
+        return loss
+    monkeypatch.setattr(model, "forward", remember_loss, raising=False)
+    gc.disable()
+    try:
+        for _ in range(3):
+            updater.update()
+        # Chainer's Classifier keeps the newest loss (`model.loss`): the others must be gone.
+        assert len(losses) == 3 and all(ref() is None for ref in losses[:-1]), \
+            "a timed step's loss outlived the step (a reference cycle)"
+    finally:
+        gc.enable()
+    assert len(rec.iterations) == 3
+
+
 def test_an_optimizer_alone_is_one_iteration_per_update():
     updater, model, _ = make_updater()
     rec = phases.instrument(updater.get_optimizer("main"), nvtx=False)

@@ -27,6 +27,61 @@ def test_warmup_steps_are_left_out():
     assert rate == 32.0
 
 
+class FakeUpdater:
+    def __init__(self, clock, seconds):
+        self.clock, self.seconds = clock, seconds
+
+    def update(self):
+        self.clock.now += self.seconds
+
+
+class SteppedClock:
+    now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_watched_updater_counts_its_steps_not_the_time_between_them():
+    """T is the training steps' own time: an evaluation between steps is left out of it."""
+    clock = SteppedClock()
+    updater = FakeUpdater(clock, 0.5)
+    meter = throughput.ThroughputMeter(warmup=2, clock=clock).watch(updater)
+    for i in range(6):
+        updater.update()
+        meter.step(10)
+        clock.now += 3.0 if i == 3 else 0.0  # an evaluation after step 4
+    rate, n, seconds = meter.result()
+    assert (n, seconds) == (40, 2.0) and rate == 20.0
+    assert meter.wall_seconds == 5.0  # from the end of step 2 to the end of step 6
+
+
+def test_the_extension_leaves_evaluation_out_of_T(tmp_path):
+    """A real trainer: an extension that sleeps after every step does not lower the figure."""
+    import time
+
+    import chainer
+    import numpy
+    from chainer import training
+
+    from handson_lib.runtime import models
+    model = models.MLP(n_units=8, n_class=2)
+    data = chainer.datasets.TupleDataset(numpy.random.rand(64, 4).astype("f"),
+                                         numpy.random.randint(0, 2, 64).astype("i"))
+    optimizer = chainer.optimizers.SGD()
+    optimizer.setup(chainer.links.Classifier(model))
+    updater = training.StandardUpdater(chainer.iterators.SerialIterator(data, 8), optimizer)
+    trainer = training.Trainer(updater, (12, "iteration"), out=str(tmp_path))
+    trainer.extend(lambda _: time.sleep(0.05), trigger=(1, "iteration"))
+    printed = []
+    trainer.extend(throughput.throughput_extension(warmup=2, out=str(tmp_path), print_fn=printed.append))
+    trainer.run()
+    saved = json.loads((tmp_path / "throughput.json").read_text())
+    assert saved["images"] == 10 * 8 and saved["iterations_timed"] == 10
+    assert saved["wall_seconds"] >= 10 * 0.05 > 5 * saved["seconds"], saved
+    assert throughput.parse_throughput(printed[-1])[0]["seconds"] == round(saved["seconds"], 3)
+
+
 def test_no_timed_step_gives_no_figure():
     meter = throughput.ThroughputMeter(warmup=3, clock=FakeClock([1, 2, 3]))
     for _ in range(3):

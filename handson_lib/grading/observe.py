@@ -26,7 +26,11 @@ import numpy
 from handson_lib import data
 from handson_lib.runtime import multigpu
 from handson_lib.messages import tr
+from handson_lib.runtime import memory, phases
 from handson_lib.runtime.throughput import ThroughputMeter
+
+#: Set to 1 by the benchmarks: every rank records its phases for the breakdown table.
+PHASES_ENV = "HANDSON_OBSERVE_PHASES"
 
 
 def fingerprint(example):
@@ -101,7 +105,12 @@ class Recorder:
         self.record["shards"] = [fingerprints(it.dataset) for it in iterators]
         if self.datasets:
             self.record["train_fingerprints"] = fingerprints(self.datasets[-1][0])
-        self.meter = ThroughputMeter(warmup=2)
+        self.meter = ThroughputMeter(warmup=2).watch(updater)
+        memory.prefault()  # as the throughput extension does, for a script that left it out
+        self.phases = None
+        if os.environ.get(PHASES_ENV) == "1" and not hasattr(updater, "phase_summary"):
+            # The benchmarks' breakdown: this rank's phases (the script's own recorder if it has one).
+            self.phases = vars(updater).get(phases._MARK) or phases.instrument(updater, nvtx=False)
         # Images per iteration over all workers (ranks under MPI each run this same hook).
         batch = sum(b or 0 for b in self.record["batch_sizes"]) * mpi_size()
         from chainer import training
@@ -139,11 +148,27 @@ class Recorder:
         self.record["run_seconds"] = seconds
         self.record["iterations"] = trainer.updater.iteration
         self.record["throughput"] = None if result is None else {
-            "images_per_sec": result[0], "images": result[1], "seconds": result[2]}
+            "images_per_sec": result[0], "images": result[1], "seconds": result[2],
+            "wall_seconds": self.meter.wall_seconds}
+        if result is not None:
+            timed = self.meter.steps - self.meter.warmup
+            self.record["throughput"]["between_steps_s"] = (self.meter.wall_seconds - result[2]) / timed
+        self.record["phases"] = self.phase_record(trainer)
         self.record["accuracy"] = self.test_accuracy(trainer)
         if self.rank is not None:
             self.save_params(trainer)
         self.record["finished"] = True
+
+    def phase_record(self, trainer):
+        """The stand-in's own phase medians per process, or this rank's phases (PHASES_ENV)."""
+        summary = getattr(trainer.updater, "phase_summary", None)
+        if summary is not None:
+            return {"standin": summary(self.meter.warmup)}
+        if self.phases is None:
+            return None
+        timed = self.phases.timed(self.meter.warmup)
+        return {"rank": self.rank, "summary": phases.summarize(timed, self.meter.warmup),
+                "iterations": timed}
 
     def test_accuracy(self, trainer):
         import chainer

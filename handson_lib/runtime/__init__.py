@@ -4,7 +4,12 @@ flags, offline data, `require_done`, the throughput line, models, phase timing.
 `__all__` is the contract: the names a student script may use as `runtime.NAME` after
 `from handson_lib import runtime`. Importing it imports Chainer, never matplotlib nor CuPy
 (MultiprocessParallelUpdater forks: see handson_lib.runtime.mpi).
+
+Importing it also keeps freed training buffers in the process (handson_lib.runtime.memory):
+it must happen before the first training step, and every script imports this first.
 """
+
+from handson_lib.runtime import memory
 
 from handson_lib.runtime.models import MLP, get_model
 from handson_lib.runtime.mpi import prepare_rank
@@ -12,6 +17,8 @@ from handson_lib.runtime.multigpu import evaluation_device, install_parallel_upd
 from handson_lib.runtime.throughput import throughput_extension
 from handson_lib.runtime.training import (add_common_arguments, instrument_phases, load_data,
                                           print_banner, require_done, seed_everything)
+
+memory.keep_freed_memory()
 
 __all__ = [
     # flags, seeds and data (offline: synthetic, digits, CIFAR-10 files)

@@ -10,7 +10,9 @@ the new parameters sent back to every worker. The run says on screen which backe
 
 import multiprocessing
 import os
+import statistics
 import sys
+import time
 import warnings
 
 import numpy
@@ -20,6 +22,7 @@ from chainer.dataset import convert
 from chainer.training import updaters as _chainer_updaters
 
 # nccl_status is also what notebooks 01 and 04 ask (`multigpu.nccl_status()`).
+from handson_lib.runtime import memory
 from handson_lib.runtime.devices import gpu_count, nccl_status
 
 CHAINER_MPU = _chainer_updaters.MultiprocessParallelUpdater
@@ -116,27 +119,36 @@ class _Observer:
 
 def _worker_main(index, conn, model, iterator, converter, params, grads, layout, threads):
     _limit_threads(threads)
+    memory.prefault()  # the forked heap is the parent's, copy-on-write: touch this one's own
     observer = _Observer()
     params_np = numpy.frombuffer(params, dtype=numpy.float32)
     grads_np = numpy.frombuffer(grads, dtype=numpy.float32).reshape(-1, params_np.size)[index - 1]
     served = []
     reporter = chainer.Reporter()  # this worker's reports are dropped, as in Chainer's updater
     reporter.add_observer("main", model)
+    clock = time.perf_counter
     try:
         while True:
+            waiting = clock()
             message = conn.recv()
             if message == "update":
+                t0 = clock()
                 _params_from(model, params_np, layout)
+                t1 = clock()
                 batch = next(iterator)
                 served.append(len(batch))
                 in_arrays = convert._call_converter(converter, batch, None)
+                t2 = clock()
                 model.cleargrads()
                 with reporter.scope({}):
                     loss = model(*in_arrays) if isinstance(in_arrays, tuple) else model(in_arrays)
                 loss.backward()
-                _grads_to(model, grads_np, layout)
                 del loss
-                conn.send("done")
+                t3 = clock()
+                _grads_to(model, grads_np, layout)
+                t4 = clock()
+                conn.send(("done", {"idle": t0 - waiting, "copy": (t1 - t0) + (t4 - t3),
+                                    "data": t2 - t1, "compute": t3 - t2}))
             elif message == "finalize":
                 _params_from(model, params_np, layout)
                 observer.save(f"worker{index}.npz", pid=os.getpid(), index=index,
@@ -149,6 +161,11 @@ def _worker_main(index, conn, model, iterator, converter, params, grads, layout,
     except BaseException as err:
         conn.send(("error", f"{type(err).__name__}: {err}"))
         raise
+
+
+#: What the stand-in's processes do in a step, in the order of the breakdown table.
+MAIN_PHASES = ("data", "compute", "wait", "reduce", "update", "copy")
+WORKER_PHASES = ("idle", "data", "compute", "copy")
 
 
 class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
@@ -185,8 +202,11 @@ class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
             warnings.warn(f"optimizer.lr is changed to {optimizer.lr} by MultiprocessParallelUpdater "
                           "for new batch size.", stacklevel=3)
         super().__init__(iterators[0], optimizer, converter=converter, auto_new_epoch=auto_new_epoch)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        self._threads = threads_per_worker or max(1, (cores or 1) // n)
+        # One device = one core: each process computes with one BLAS thread, as the baseline
+        # (single_device) does, so that N workers compare with one device and not N cores.
+        self._threads = threads_per_worker or 1
+        #: per step: {"main": {phase: s}, "<device name>": {phase: s}} (see phase_summary)
+        self.phase_log = []
         self._workers = []
         self._conns = []
         self._layout = None
@@ -235,22 +255,28 @@ class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
                                f"{self._workers[index - 1].exitcode})") from None
         if isinstance(reply, tuple) and reply[0] == "error":
             raise RuntimeError(f"worker {self._device_names[index]} failed: {reply[1]}")
-        return reply
+        return reply[1] if isinstance(reply, tuple) and reply[0] == "done" else reply
 
     def update_core(self):
         self.setup_workers()
+        clock = time.perf_counter
+        t0 = clock()
         for conn in self._conns:
             conn.send("update")
         optimizer = self.get_optimizer("main")
         model = optimizer.target
         batch = self.get_iterator("main").next()
         in_arrays = convert._call_converter(self.converter, batch, None)
+        t1 = clock()
         model.cleargrads()
         loss = model(*in_arrays) if isinstance(in_arrays, tuple) else model(in_arrays)
         loss.backward()
         del loss
+        t2 = clock()
+        step = {"main": None}
         for index, conn in enumerate(self._conns, 1):
-            self._receive(conn, index)
+            step[self._device_names[index]] = self._receive(conn, index)
+        t3 = clock()
         if self._conns:
             size = numpy.frombuffer(self._params, dtype=numpy.float32).size
             grads = numpy.frombuffer(self._grads, dtype=numpy.float32).reshape(-1, size)
@@ -260,10 +286,29 @@ class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
                     param.grad = extra.copy()
                 else:
                     param.grad += extra
+        t4 = clock()
         optimizer.update()
+        t5 = clock()
         _params_to(model, numpy.frombuffer(self._params, dtype=numpy.float32), self._layout)
+        t6 = clock()
+        step["main"] = {"data": t1 - t0, "compute": t2 - t1, "wait": t3 - t2, "reduce": t4 - t3,
+                        "update": t5 - t4, "copy": t6 - t5}
+        self.phase_log.append(step)
         if self.auto_new_epoch and self.get_iterator("main").is_new_epoch:
             optimizer.new_epoch(auto=True)
+
+    def phase_summary(self, warmup=2):
+        """Median seconds per step of every phase, per process: {"main": {...}, "gpu1": {...}}.
+
+        main: data (its batch), compute (forward + backward), wait (for the workers' gradients),
+        reduce (their sum), update (the optimizer), copy (new parameters to the shared buffer);
+        a worker: idle (waiting for the next step), data, compute, copy (parameters in,
+        gradients out). None before any step after the warm-up."""
+        steps = self.phase_log[warmup:]
+        if not steps:
+            return None
+        return {who: {phase: statistics.median(step[who][phase] for step in steps) for phase in phases}
+                for who, phases in steps[0].items() if phases}
 
     def finalize(self):
         conns, workers = self._conns, self._workers
@@ -317,8 +362,9 @@ def single_device(gpu_id):
     """The baseline's device: GPU `gpu_id` when there is one, else the CPU, said on screen."""
     if gpu_id >= 0 and gpu_count().count > gpu_id:
         return chainer.get_device(gpu_id)
-    print(f"No GPU {gpu_id} on this host: the single-device baseline runs on the CPU (@numpy).",
-          flush=True)
+    _limit_threads(1)
+    print(f"No GPU {gpu_id} on this host: the single-device baseline runs on the CPU (@numpy), "
+          f"one core (one BLAS thread), as each worker of the CPU stand-in.", flush=True)
     return chainer.get_device("@numpy")
 
 

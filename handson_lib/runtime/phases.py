@@ -277,6 +277,13 @@ def _time_backward(rec, loss, plain):
             return backward(*args, **kwargs)
         finally:
             rec.pop("backward")
+            # The wrapper refers to the loss through `backward`: drop it, or the loss and the
+            # whole graph behind it stay alive until the garbage collector finds the cycle
+            # (that made the heap grow and every step slower while the phases were timed).
+            try:
+                del loss.backward
+            except AttributeError:
+                pass
             # A plain optimizer updates the parameters right after backward in the same call.
             if plain and rec.in_iteration:
                 rec.push("update")

@@ -1,8 +1,13 @@
 """Throughput measured as seed 002 prints it: `Throughput: X [images/sec.] (N / T)`.
 
 N counts the training images processed by all workers after the warm-up iterations and T is
-the wall time they took (the first iterations pay for memory allocation, cuDNN autotune and
-process start-up, so they are excluded, as benchmarks do).
+the time their training steps took (`updater.update()`: data, forward, backward, gradient
+exchange, update). The first iterations pay for memory allocation, cuDNN autotune and process
+start-up, so they are excluded, as benchmarks do. What the trainer does between steps
+(evaluation at the end of an epoch, logs, plots, the progress bar) is left out of T: it is the
+same work whatever the number of workers, and under MultiprocessParallelUpdater it runs on the
+main device alone, so counting it would measure the evaluation set's size, not data parallelism.
+The wall time is kept beside it (`wall_seconds` in throughput.json).
 """
 
 import json
@@ -10,6 +15,8 @@ import re
 import sys
 import time
 from pathlib import Path
+
+from handson_lib.runtime import memory
 
 #: Terminal control sequences (Chainer's ProgressBar writes `ESC[4A ESC[J` before the next line).
 ANSI_ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
@@ -34,7 +41,10 @@ def parse_throughput(text):
 
 
 class ThroughputMeter:
-    """Count images per step, ignoring the first `warmup` steps."""
+    """Count images and training-step seconds, ignoring the first `warmup` steps.
+
+    `watch(updater)` times every `updater.update()`; `step(n)` after it counts the step. A meter
+    that watches no updater counts the wall time from the end of the warm-up to the last step."""
 
     def __init__(self, warmup=2, clock=time.perf_counter):
         self.warmup = warmup
@@ -43,11 +53,33 @@ class ThroughputMeter:
         self.images = 0
         self.started = None
         self.last = None
+        self.step_seconds = 0.0     # the timed steps' own seconds (when an updater is watched)
+        self._pending = None        # the seconds of the update() not counted yet
+        self.watching = False
         if warmup == 0:
             self.started = clock()
 
-    def step(self, n_images):
-        """Call after each iteration with the images it processed (all workers together)."""
+    def watch(self, updater):
+        """Time `updater.update()` from now on (an instance attribute wraps it)."""
+        update = updater.update
+        clock = self.clock
+
+        def timed_update(*args, **kwargs):
+            start = clock()
+            try:
+                return update(*args, **kwargs)
+            finally:
+                self._pending = clock() - start
+
+        updater.update = timed_update
+        self.watching = True
+        return self
+
+    def step(self, n_images, seconds=None):
+        """Call after each iteration with the images it processed (all workers together);
+        `seconds`: the step's own duration (default: the watched update's)."""
+        if seconds is None:
+            seconds, self._pending = self._pending, None
         now = self.clock()
         self.steps += 1
         if self.steps <= self.warmup:
@@ -56,12 +88,19 @@ class ThroughputMeter:
             return
         self.images += n_images
         self.last = now
+        if seconds is not None:
+            self.step_seconds += seconds
 
     @property
-    def seconds(self):
+    def wall_seconds(self):
         if self.last is None:
             return 0.0
         return self.last - self.started
+
+    @property
+    def seconds(self):
+        """T: the timed steps' own seconds when an updater is watched, else the wall time."""
+        return self.step_seconds if self.watching else self.wall_seconds
 
     def result(self):
         """(images/sec, N, T) or None when no step was timed (run shorter than the warm-up)."""
@@ -92,7 +131,14 @@ def throughput_extension(images_per_iteration=None, warmup=2, out=None, print_fn
 
     meter = ThroughputMeter(warmup=warmup)
 
-    @training.make_extension(trigger=(1, "iteration"), priority=training.PRIORITY_READER - 1)
+    def initialize(trainer):
+        # Before trainer.run() takes `updater.update`: time the training steps themselves.
+        memory.prefault()
+        if not meter.watching:
+            meter.watch(trainer.updater)
+
+    @training.make_extension(trigger=(1, "iteration"), priority=training.PRIORITY_READER - 1,
+                             initializer=initialize)
     def throughput(trainer):
         n = images_per_iteration
         if n is None:
@@ -117,6 +163,7 @@ def throughput_extension(images_per_iteration=None, warmup=2, out=None, print_fn
             Path(out).mkdir(parents=True, exist_ok=True)
             Path(out, "throughput.json").write_text(json.dumps(
                 {"images_per_sec": rate, "images": n, "seconds": seconds,
+                 "wall_seconds": meter.wall_seconds,
                  "iterations_timed": meter.steps - meter.warmup, "warmup": meter.warmup}))
 
     throughput.finalize = finalize
