@@ -48,13 +48,14 @@ bench: setup
 # Seed 001's network wall (root): the local cluster with 4 nodes on a 1 Gbit/s link, the allreduce
 # across two of them, the phase breakdown for p = 1, 2, 4; the cluster is taken down at the end.
 NET := results/bench-network
+# One shell, so that the cluster is taken down even when a step fails.
 bench-network: setup
 	$(BIN)/handson cluster up --nodes 4 --link 1gbe
-	$(BIN)/handson bench allreduce --where cluster --np 2 --model resnet50 --in-place --out $(NET)
-	$(BIN)/handson bench allreduce --where cluster --np 2 --sizes --in-place --out $(NET)
-	$(BIN)/handson profile breakdown --where cluster --np 1 2 4 --model cnn --batchsize 16 --json $(NET)/breakdown.json --timeline $(NET)/timeline.png --trace $(NET)/timeline.json
+	trap '$(BIN)/handson cluster down' EXIT; set -e; \
+	$(BIN)/handson bench allreduce --where cluster --np 2 --model resnet50 --in-place --out $(NET); \
+	$(BIN)/handson bench allreduce --where cluster --np 2 --sizes --in-place --out $(NET); \
+	$(BIN)/handson profile breakdown --where cluster --np 1 2 4 --model cnn --batchsize 16 --json $(NET)/breakdown.json --timeline $(NET)/timeline.png --trace $(NET)/timeline.json; \
 	$(BIN)/handson bench report --out $(NET)
-	$(BIN)/handson cluster down
 
 build: setup
 	$(BIN)/handson build

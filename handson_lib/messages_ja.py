@@ -9,7 +9,7 @@ MESSAGES = {
     'unknown mode against={against!r}; choose one of {choices}':
         '不明なモード against={against!r} です。{choices} のいずれかを選んでください',
     "judging against the reference needs the reference solution {name} (the instructor's checkout); this installation has none: use --against self":
-        '参照解との比較には参照解 {name}（講師用のチェックアウト）が必要ですが、この環境にはありません。--against self を使ってください',
+        '模範解答との比較には模範解答 {name}（講師用のチェックアウト）が必要ですが、この環境にはありません。--against self を使ってください',
     '{script} was not handed in: submit it in the same folder as the notebook ({folder}/{script})':
         '{script} が提出されていません。ノートブックと同じフォルダー（{folder}/{script}）に入れて提出してください',
     '{script} not found next to this notebook nor in ../exercises':
@@ -35,11 +35,11 @@ MESSAGES = {
     'accuracy beats chance':
         '精度がチャンスレートを上回る',
     'throughput vs the reference':
-        '参照解に対するスループット',
+        '模範解答に対するスループット',
     'throughput: {n} devices vs your 1-device run':
         'スループット: {n} デバイス対あなたの 1 デバイスでの実行',
     'scaling 1 -> {n} ranks vs the reference':
-        'スケーリング 1 -> {n} ランク（参照解との比較）',
+        'スケーリング 1 -> {n} ランク（模範解答との比較）',
     'scaling: {n} ranks vs your 1-rank run':
         'スケーリング: {n} ランク対あなたの 1 ランクでの実行',
     'job script lint':
@@ -97,17 +97,17 @@ MESSAGES = {
     'test accuracy {accuracy:.3f} measured by the grader (chance {chance:.2f}, needed {needed:.2f})':
         '採点側で計測したテスト精度 {accuracy:.3f}（チャンスレート {chance:.2f}、必要 {needed:.2f}）',
     'the reference solution could not be measured in this session':
-        'このセッションでは参照解を計測できませんでした',
+        'このセッションでは模範解答を計測できませんでした',
     'no timed iteration (run too short?)':
         '計測されたイテレーションがありません（実行が短すぎませんか？）',
     "{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f} measured just before (needed >= {needed:.2f})":
-        '{rate:.1f} images/s = 直前に計測した参照解の {reference:.1f} の {ratio:.2f} 倍（必要: {needed:.2f} 以上）',
+        '{rate:.1f} images/s = 直前に計測した模範解答の {reference:.1f} の {ratio:.2f} 倍（必要: {needed:.2f} 以上）',
     'your {baseline} did not finish, so there is nothing to compare with':
         'あなたの {baseline} が終わらなかったため、比較の対象がありません',
     '{what}: {speedup:.2f}x your own {baseline} ({fast:.1f} vs {slow:.1f} images/s; needed >= {needed:.2f} on site {site})':
         '{what}: あなた自身の {baseline} の {speedup:.2f} 倍（{fast:.1f} 対 {slow:.1f} images/s。サイト {site} では {needed:.2f} 以上が必要）',
     'Measuring the reference solution in this session ...':
-        'このセッションで参照解を計測しています ...',
+        'このセッションで模範解答を計測しています ...',
     'Running {script} on one device: the baseline of your {n}-device run ...':
         '{script} を 1 デバイスで実行しています（{n} デバイスでの実行の基準）...',
     "Running {script} on {n} devices under the grader's launcher ...":
@@ -171,7 +171,7 @@ MESSAGES = {
     'rank 0 has no LogReport/PrintReport':
         'ランク 0 に LogReport/PrintReport がありません',
     'Measuring the reference solution on {np} rank(s) in this session ...':
-        'このセッションで参照解を {np} ランクで計測しています ...',
+        'このセッションで模範解答を {np} ランクで計測しています ...',
     'Running {script} on 1 rank: the baseline of your {np}-rank run ...':
         '{script} を 1 ランクで実行しています（{np} ランクでの実行の基準）...',
     "Running {script} on {np} ranks under the grader's launcher ...":
@@ -187,7 +187,7 @@ MESSAGES = {
     'not timed: the run is not correct yet (see the FAIL lines above)':
         '計測していません: 実行結果がまだ正しくありません（上の FAIL の行を見てください）',
     "Timing your training step against the reference's, in turn, on {np} rank(s) ...":
-        'あなたの学習ステップと参照解の学習ステップを {np} ランクで交互に計測しています ...',
+        'あなたの学習ステップと模範解答の学習ステップを {np} ランクで交互に計測しています ...',
     "The spread of the ratio crosses a band's floor: timing once more ...":
         '比のばらつきが配点区分の下限をまたいでいます。もう一度計測します ...',
     'the timing launch on {np} rank(s) did not finish':
@@ -197,9 +197,9 @@ MESSAGES = {
     " (the spread crosses a band's floor even after a second timing: scored by the median)":
         '（2 回目の計測の後もばらつきが配点区分の下限をまたいでいるため、中央値で採点しました）',
     "{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f}, training steps timed in turn (spread {low:.2f}-{high:.2f} over {blocks} blocks of steps; needed >= {needed:.2f})":
-        '{rate:.1f} images/s = 参照解の {reference:.1f} の {ratio:.2f} 倍、学習ステップを交互に計測（{blocks} ブロックでのばらつき {low:.2f}-{high:.2f}。必要: {needed:.2f} 以上）',
+        '{rate:.1f} images/s = 模範解答の {reference:.1f} の {ratio:.2f} 倍、学習ステップを交互に計測（{blocks} ブロックでのばらつき {low:.2f}-{high:.2f}。必要: {needed:.2f} 以上）',
     "{mine:.2f}x from 1 to {np} ranks, the reference {theirs:.2f}x beside it; your step is {ratio:.2f}x the reference's on {np} ranks and {ratio_one:.2f}x on 1: {share:.2f} of its scaling (spread {low:.2f}-{high:.2f}; needed >= {needed:.2f})":
-        '1 から {np} ランクで {mine:.2f} 倍（並べて計測した参照解は {theirs:.2f} 倍）。あなたのステップは参照解の {np} ランクで {ratio:.2f} 倍、1 ランクで {ratio_one:.2f} 倍なので、参照解のスケーリングの {share:.2f}（ばらつき {low:.2f}-{high:.2f}。必要: {needed:.2f} 以上）',
+        '1 から {np} ランクで {mine:.2f} 倍（並べて計測した模範解答は {theirs:.2f} 倍）。あなたのステップは模範解答の {np} ランクで {ratio:.2f} 倍、1 ランクで {ratio_one:.2f} 倍なので、模範解答のスケーリングの {share:.2f}（ばらつき {low:.2f}-{high:.2f}。必要: {needed:.2f} 以上）',
     '{name} was not handed in':
         '{name} が提出されていません',
     'not checked: no job script':
@@ -219,7 +219,7 @@ MESSAGES = {
     'throughput is scored only for a correct run; first fix:':
         'スループットは正しい実行にだけ採点されます。まず次を直してください:',
     'ratio to the reference':
-        '参照解に対する比',
+        '模範解答に対する比',
     'speed-up over your own run':
         '自分の実行に対する速度向上',
     '{line}  -> {share:.0%} of the points (bands {bands})':
@@ -458,4 +458,81 @@ MESSAGES = {
         '`--map-by {value}` は {gpus} のノードに {n} ランクを置きます',
     '{n} ranks per node on a node with {gpus}':
         '{gpus} のノードにノードあたり {n} ランクを置いています',
+    'cannot read: {error}':
+        '読み込めません: {error}',
+    '{files} file(s) checked for {sites}: {errors} error(s), {warnings} warning(s): fix the errors before qsub':
+        '{files} 個のファイルを確認しました（{sites}）: エラー {errors} 件、警告 {warnings} 件。qsub の前にエラーを直してください',
+    '{files} file(s) checked for {sites}: {errors} error(s), {warnings} warning(s): ready to submit':
+        '{files} 個のファイルを確認しました（{sites}）: エラー {errors} 件、警告 {warnings} 件。qsub で投入できます',
+    'refused: {n} error(s) above; fix them first, as qsub on {site} would need (`handson jobscript lint {path}`)':
+        '実行しません: 上にエラーが {n} 件あります。{site} で qsub するときと同じく、先にこれを直してください（`handson jobscript lint {path}`）',
+    'walltime exceeded: killed after {seconds:.0f} s (limit {limit}); {killed} process(es) stopped; output in {output}':
+        'walltime を超えました: {seconds:.0f} 秒で強制終了しました（上限 {limit}）。プロセス {killed} 個を停止しました。出力は {output} にあります',
+    'job {jobid} finished with exit status {code} in {seconds:.1f} s; output in {output}':
+        'ジョブ {jobid} が {seconds:.1f} 秒で終了しました（終了ステータス {code}）。出力は {output} にあります',
+    # ---- handson_lib/sites/table.py
+    'unknown site {name!r}: choose one of {sites}':
+        '不明なサイト {name!r} です。{sites} のいずれかを選んでください',
+    # ---- handson_lib/runtime/training.py
+    'Task #{n}':
+        'タスク#{n}',
+    '{task} is not complete: {names} is still None. Fill in the `# PUT YOUR CODE HERE` part that sets it.':
+        '{task} はまだ完成していません: {names} が None のままです。これを設定する `# PUT YOUR CODE HERE` の部分を埋めてください。',
+    '{task} is not complete: {names} are still None. Fill in the `# PUT YOUR CODE HERE` part that sets them.':
+        '{task} はまだ完成していません: {names} が None のままです。これらを設定する `# PUT YOUR CODE HERE` の部分を埋めてください。',
+    # ---- handson_lib/runtime/multigpu.py
+    'CUDA was initialised before MultiprocessParallelUpdater created its worker processes (Chainer issue 4709): the forked workers would hang or crash. Do not move the model to a GPU, call cupy or chainer.cuda.get_device_from_id(...).use() before the updater is built: the updater moves the model to each device itself.':
+        'MultiprocessParallelUpdater がワーカープロセスを作る前に CUDA が初期化されました（Chainer issue 4709）。このままでは fork されたワーカーが止まるか異常終了します。アップデータを作る前に、モデルを GPU に移したり、cupy や chainer.cuda.get_device_from_id(...).use() を呼んだりしないでください。モデルはアップデータ自身が各デバイスに移します。',
+    "the devices dict must name its main device 'main', e.g. {example} (MultiprocessParallelUpdater reports and updates on the 'main' device)":
+        "devices の dict では、メインデバイスに 'main' という名前を付けてください（例: {example}）。MultiprocessParallelUpdater は 'main' のデバイスでレポートと更新を行います",
+    'MultiprocessParallelUpdater needs one iterator per device: got {iterators} iterator(s) for {devices} device(s)':
+        'MultiprocessParallelUpdater にはデバイスごとにイテレータが 1 つ必要です。デバイス {devices} 個に対してイテレータが {iterators} 個です',
+    'every iterator must have a dataset of the same length (use chainer.datasets.split_dataset_n_random)':
+        'すべてのイテレータのデータセットは同じ長さでなければなりません（chainer.datasets.split_dataset_n_random を使ってください）',
+    'worker {name} died (exit code {code})':
+        'ワーカー {name} が予期せず終了しました（終了コード {code}）',
+    'worker {name} failed: {error}':
+        'ワーカー {name} でエラーが起きました: {error}',
+    "MultiprocessParallelUpdater backend: Chainer's (NCCL, {n} GPU processes)":
+        'MultiprocessParallelUpdater のバックエンド: Chainer のもの（NCCL、GPU プロセス {n} 個）',
+    "MultiprocessParallelUpdater backend: CPU stand-in (worker processes, NOT GPUs), {n} worker processes; Chainer's needs GPUs and NCCL: {reason}":
+        'MultiprocessParallelUpdater のバックエンド: CPU 代替実装（ワーカープロセスで、GPU ではありません）、ワーカープロセス {n} 個。Chainer のバックエンドには GPU と NCCL が必要です: {reason}',
+    'No GPU {gpu} on this host: the single-device baseline runs on the CPU (@numpy), one core (one BLAS thread), as each worker of the CPU stand-in.':
+        'このホストには GPU {gpu} がありません。1 デバイスでの基準の実行は、CPU 代替実装の各ワーカーと同じく、CPU（@numpy）の 1 コア（BLAS スレッド 1 つ）で動きます。',
+    # ---- handson_lib/runtime/throughput.py
+    'Throughput: not measured (the run had {steps} iterations, {warmup} of them warm-up)':
+        'スループット: 計測していません（実行は {steps} イテレーションで、そのうち {warmup} イテレーションがウォームアップでした）',
+    # ---- handson_lib/runtime/mpi.py
+    "communicator {name!r} was removed in Chainer 7 (the seeds used Chainer 5); use 'pure_nccl' on GPUs or 'naive' on CPU":
+        "コミュニケータ {name!r} は Chainer 7 で削除されました（シード資料は Chainer 5 を使っていました）。GPU では 'pure_nccl'、CPU では 'naive' を使ってください",
+    "communicator {name!r} needs CuPy and GPUs; on CPU use 'naive'":
+        "コミュニケータ {name!r} には CuPy と GPU が必要です。CPU では 'naive' を使ってください",
+    # ---- handson_lib/grading/notebook.py
+    '--- {label} (finished, {seconds:.1f} s)':
+        '--- {label}（完了、{seconds:.1f} 秒）',
+    '--- {label} (did NOT finish, {seconds:.1f} s)':
+        '--- {label}（終わりませんでした、{seconds:.1f} 秒）',
+    "(the autograder reused this demo's run from an earlier student: the same code on {np} ranks)":
+        '（自動採点では、先に採点した学生のときのこのデモの実行結果を再利用しました。同じコードを {np} ランクで実行したものです）',
+    'Fix the errors above (`handson jobscript lint`) before submitting.':
+        '投入する前に上のエラーを直してください（`handson jobscript lint`）。',
+    "No scheduler here (no qsub): run the script without one: `handson jobscript run {name}`, or submit it on the cluster's login node.":
+        'ここにはスケジューラーがありません（qsub がありません）。スケジューラーなしで `handson jobscript run {name}` を実行するか、クラスターのログインノードで投入してください。',
+    'qsub refused the job: {error}':
+        'qsub がジョブを受け付けませんでした: {error}',
+    'job {jobid}; waiting ...':
+        'ジョブ {jobid}。終わるのを待っています ...',
+    'job {jobid}: no output after {timeout:.0f} s (still queued? `qstat {jobid}`)':
+        'ジョブ {jobid}: {timeout:.0f} 秒たっても出力がありません（まだキューで待っていませんか？ `qstat {jobid}`）',
+    'job {jobid}: done; {output}':
+        'ジョブ {jobid}: 完了しました。{output}',
+    # ---- handson_lib/experiments/tuning.py
+    'make_iterator returned None: fill in the `# PUT YOUR CODE HERE` part so that it returns a Chainer iterator':
+        'make_iterator が None を返しました。Chainer のイテレータを返すように `# PUT YOUR CODE HERE` の部分を埋めてください',
+    'make_iterator must return a chainer iterator, not {type}':
+        'make_iterator は chainer のイテレータを返さなければなりません（返したのは {type} です）',
+    "the iterator's batch size is {size}, expected the batchsize argument ({batchsize})":
+        'イテレータのバッチサイズが {size} です。引数 batchsize（{batchsize}）と同じにしてください',
+    'the training iterator must repeat (repeat=True): it runs out after one epoch':
+        '学習用のイテレータは繰り返さなければなりません（repeat=True）。このままでは 1 エポックで尽きてしまいます',
 }

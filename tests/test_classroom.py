@@ -107,6 +107,9 @@ def test_a_student_cannot_read_what_is_not_theirs(classroom):
         "the other student's home": ["ls", accounts.home_of("student02")],
         "the gradebook": ["cat", lay.course / "gradebook.db"],
         "the course's source/": ["ls", lay.course / "source"],
+        # the instructor's source notebook holds the hidden tests; autograded/ the graded copies
+        "the source notebook with hidden tests": ["cat", lay.course / "source" / "task2" / "02_multi_node.ipynb"],
+        "the course's autograded/": ["ls", lay.course / "autograded"],
         "the solutions": ["cat", COURSE_ROOT / "solutions" / "train_cifar_multi_node.py"],
         "the instructor's environment": ["ls", lay.instructor_venv],
         "the exchange's inbound/": ["ls", lay.exchange / COURSE_ID / "inbound"],
@@ -117,6 +120,7 @@ def test_a_student_cannot_read_what_is_not_theirs(classroom):
         assert result.returncode != 0 and "Permission denied" in result.stderr, (what, result)
     answers = as_student("student01", "python", "-c", "import handson_lib.grading.answers")
     assert "No module named 'handson_lib.grading.answers'" in answers.stderr, answers
+    assert "BEGIN HIDDEN TESTS" in (lay.course / "source" / "task2" / "02_multi_node.ipynb").read_text()
     released = (lay.exchange / COURSE_ID / "outbound" / "task2" / "02_multi_node.ipynb").read_text()
     assert "BEGIN HIDDEN TESTS" not in released and "BEGIN SOLUTION" not in released
 
@@ -428,6 +432,15 @@ def test_a_killed_server_restarts_with_the_work_saved(classroom):
     after = [p.pid for p in psutil.process_iter(["username", "cmdline"])
              if p.info["username"] == name and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])]
     assert after and not set(after) & {p.pid for p in before}
+    # `handson classroom status` names the hub as up (its version: only when its API answers) and
+    # lists every user's server.
+    status = handson("classroom", "status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert f"JupyterHub {hub.answers()} at {hub.url({'bind': hub.DEFAULT_BIND})}/hub/login" in status.stdout, \
+        status.stdout
+    servers = dict(re.findall(r"^  (\S+) +(server running|starting|no server)$", status.stdout, re.M))
+    assert {accounts.INSTRUCTOR, *accounts.student_names(2)} <= set(servers), status.stdout
+    assert servers[name] == "server running", status.stdout
 
 
 def _wait(condition, seconds, what):
@@ -488,11 +501,31 @@ def test_servers_start_as_slurm_jobs_with_the_batch_spawner(classroom):
     assert back.returncode == 0 and "servers: local" in back.stdout, back.stdout + back.stderr
 
 
+def _from_state_node(lay):
+    """Processes run from STATE/node: the proxy (root, configurable-http-proxy)."""
+    return [p.info for p in psutil.process_iter(["pid", "username", "cmdline"])
+            if str(lay.node) in " ".join(p.info["cmdline"] or [])]
+
+
 def test_down_stops_everything_and_keeps_the_class(classroom):
     lay = classroom.layout
+    ports = {hub.PORT, hub.HUB_API_PORT, hub.PROXY_API_PORT}
+    # The hub killed outright: its proxy (root, from STATE/node) and the users' servers outlive it,
+    # and down must still stop them.
+    assert _from_state_node(lay), "no proxy running from STATE/node while the class is up"
+    pid = hub.running_pid(lay)
+    assert pid, "the hub does not run"
+    os.kill(pid, signal.SIGKILL)
+    _wait(lambda: hub.running_pid(lay) is None, 30, "the killed hub to go")
+    assert _from_state_node(lay), "the proxy went with the hub: this test no longer tests a leftover proxy"
     result = handson("classroom", "down")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
     assert hub.answers() is None
+    listening = [c for c in psutil.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN and c.laddr.port in ports]
+    assert not listening, listening
+    assert not _from_state_node(lay), _from_state_node(lay)
+    assert not lay.proxy_pid.exists()
     users = set(accounts.classroom_users(lay.passwords))
     left = [p.info for p in psutil.process_iter(["username", "cmdline"])
             if p.info["username"] in users or str(lay.hub) in " ".join(p.info["cmdline"] or [])]

@@ -2,6 +2,7 @@
 of the language, the fall-backs to English, the Japanese catalogue in step with the code, and real
 outputs in Japanese (`handson check`, the job-script linter, a missing dataset, the watchdog)."""
 
+import io
 import string
 import sys
 
@@ -11,6 +12,8 @@ from handson_lib import data, launch
 from handson_lib.grading import checks, translations
 from handson_lib import messages
 from handson_lib.messages_ja import MESSAGES
+from handson_lib.runtime import training
+from handson_lib.sites import jobscript
 from handson_lib.sites.jobscript import lint
 
 from conftest import ROOT, mutant
@@ -148,3 +151,27 @@ def test_the_watchdog_says_why_it_stopped_a_run_in_japanese(env):
     res = launch.run_watched([sys.executable, "-c", "import time; time.sleep(60)"], timeout=1)
     assert res.timed_out
     assert "[watchdog] 1 秒で強制終了しました: 制限時間内に実行が終わりませんでした" in res.output, res.output
+
+
+def test_an_unfinished_skeleton_and_the_lint_summary_speak_japanese(env, tmp_path):
+    """The first error every skeleton run hits, and the last line of `handson jobscript lint`."""
+    env.setenv("HANDSON_LANG", "ja")
+    with pytest.raises(NotImplementedError) as exc:
+        training.require_done("Task #2", comm=None, device="cpu")
+    assert str(exc.value) == ("タスク#2 はまだ完成していません: `comm` が None のままです。"
+                              "これを設定する `# PUT YOUR CODE HERE` の部分を埋めてください。")
+    with pytest.raises(NotImplementedError, match="`train_iters`, `devices` が None のままです。これらを"):
+        training.require_done("Task #1", train_iters=None, devices=None)
+    script = tmp_path / "run_multi_node_training.sh"
+    script.write_text((ROOT / "solutions" / "run_multi_node_training.sh").read_text())   # gt00: an error
+    out = io.StringIO()
+    assert jobscript.lint_main([str(script)], site="reedbush", out=out) == 1
+    summary = out.getvalue().splitlines()[-1]
+    assert summary == ("handson jobscript lint: 1 個のファイルを確認しました（Reedbush-H）: エラー 1 件、"
+                       "警告 0 件。qsub の前にエラーを直してください"), summary
+    env.delenv("HANDSON_LANG")
+    with pytest.raises(NotImplementedError, match=r"^Task #2 is not complete: `comm` is still None\. Fill"):
+        training.require_done("Task #2", comm=None)
+    out = io.StringIO()
+    jobscript.lint_main([str(script)], site="reedbush", out=out)
+    assert out.getvalue().splitlines()[-1].endswith(": 1 error(s), 0 warning(s): fix the errors before qsub")

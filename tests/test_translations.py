@@ -125,6 +125,22 @@ def test_the_japanese_student_edition_and_course(tmp_path):
     assert _has_japanese((course / "source" / "task2" / "train_cifar_multi_node.py").read_text())
 
 
+def test_a_japanese_course_is_autograded_in_japanese(tmp_path, monkeypatch):
+    """`handson course assemble --lang ja` records the language; `handson autograde` sets
+    HANDSON_LANG from it for the kernels, unless the environment chose one."""
+    monkeypatch.delenv("HANDSON_LANG", raising=False)
+    course = tmp_path / "course"
+    nbgrader_course.assemble(course, ROOT, ["setup"], lang=JA)
+    assert (course / nbgrader_course.LANG_FILE).read_text().strip() == JA
+    assert nbgrader_course.grading_env(course_dir=course)["HANDSON_LANG"] == JA
+    assert "HANDSON_LANG" not in nbgrader_course.grading_env(course_dir=tmp_path / "no-marker")
+    monkeypatch.setenv("HANDSON_LANG", "en")
+    assert "HANDSON_LANG" not in nbgrader_course.grading_env(course_dir=course)
+    monkeypatch.delenv("HANDSON_LANG")
+    nbgrader_course.assemble(course, ROOT, ["setup"])             # re-assembled in English
+    assert nbgrader_course.grading_env(course_dir=course)["HANDSON_LANG"] == "en"
+
+
 def test_a_figure_with_a_japanese_title_has_every_glyph():
     plt = plotting.pyplot("Agg")
     assert plotting.cjk_font(), "no CJK font for matplotlib: `apt-get install fonts-noto-cjk` (.ci/run does)"

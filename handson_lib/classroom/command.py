@@ -119,18 +119,43 @@ def summary(lay, settings, out=print):
     out(f"  state (hub database, exchange, gradebook): {lay.root}")
 
 
+def _proxy_recorded(lay):
+    """The proxy's pid as JupyterHub recorded it (STATE/hub/proxy.pid), when that process is
+    still configurable-http-proxy (not a pid reused since)."""
+    pid = hub.read_pid(lay.proxy_pid)
+    try:
+        if pid and "configurable-http-proxy" in " ".join(psutil.Process(pid).cmdline()):
+            return pid
+    except psutil.Error:
+        pass
+    return None
+
+
 def classroom_processes(lay):
-    """Processes of the classroom's accounts, and the hub and proxy started from its folder."""
+    """Processes of the classroom's accounts, the hub started from its folder, and the proxy: it
+    runs as root from STATE/node with arguments that name neither, and outlives a hub killed
+    with SIGKILL, so it is found by its path under STATE/node and by the pid the hub recorded."""
     users = set(accounts.classroom_users(lay.passwords))
+    started_here = (str(lay.hub), str(lay.node))
+    proxy = _proxy_recorded(lay)
     found = []
     for proc in psutil.process_iter(["username", "cmdline"]):
         try:
-            mine = proc.info["username"] in users or str(lay.hub) in " ".join(proc.info["cmdline"] or [])
+            cmdline = " ".join(proc.info["cmdline"] or [])
+            mine = (proc.info["username"] in users or proc.pid == proxy
+                    or any(folder in cmdline for folder in started_here))
         except psutil.Error:
             continue
         if mine and proc.pid != os.getpid():
             found.append(proc)
     return found
+
+
+def _alive(proc):
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def down(out=print, timeout=20):
@@ -144,9 +169,10 @@ def down(out=print, timeout=20):
     restore_course_root(settings)
     if lay.root.exists():
         save_settings(lay, settings)
-    left = [p for p in classroom_processes(lay) if p.is_running()]
+    left = [p for p in classroom_processes(lay) if _alive(p)]
     if left:
         raise ClassroomError("still running after down: " + ", ".join(f"{p.pid} {p.name()}" for p in left))
+    lay.proxy_pid.unlink(missing_ok=True)  # left behind when the hub was killed; its proxy is stopped
     out(f"classroom down: {'the hub and ' if stopped else ''}{len(procs)} process(es) stopped; "
         f"accounts, exchange, gradebook and hub database kept in {lay.root}")
     return 0

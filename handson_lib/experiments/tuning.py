@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from handson_lib import data, launch
+from handson_lib.messages import tr
 from handson_lib.experiments import stats
 from handson_lib.runtime import devices, models, throughput
 from handson_lib.sites import jobs
@@ -516,15 +517,16 @@ def train_and_measure(levers=(), gpu=None, iterations=20, warmup=3, batchsize=32
 def _check_iterator(iterator, batchsize):
     from chainer.dataset import Iterator
     if iterator is None:
-        raise NotImplementedError("make_iterator returned None: fill in the `# PUT YOUR CODE HERE` "
-                                  "part so that it returns a Chainer iterator")
+        raise NotImplementedError(tr("make_iterator returned None: fill in the `# PUT YOUR CODE HERE` "
+                                     "part so that it returns a Chainer iterator"))
     if not isinstance(iterator, Iterator):
-        raise TypeError(f"make_iterator must return a chainer iterator, not {type(iterator).__name__}")
+        raise TypeError(tr("make_iterator must return a chainer iterator, not {type}",
+                           type=type(iterator).__name__))
     if getattr(iterator, "batch_size", None) != batchsize:
-        raise ValueError(f"the iterator's batch size is {getattr(iterator, 'batch_size', None)}, "
-                         f"expected the batchsize argument ({batchsize})")
+        raise ValueError(tr("the iterator's batch size is {size}, expected the batchsize argument ({batchsize})",
+                            size=getattr(iterator, "batch_size", None), batchsize=batchsize))
     if not getattr(iterator, "repeat", True):
-        raise ValueError("the training iterator must repeat (repeat=True): it runs out after one epoch")
+        raise ValueError(tr("the training iterator must repeat (repeat=True): it runs out after one epoch"))
 
 
 def _worker_parser():

@@ -46,13 +46,19 @@ STUDENT_FILES = {name: files for name, (_, files) in ASSIGNMENTS.items()}
 CELL_TIMEOUT = 900       # seconds per cell (a grading cell runs several trainings)
 ANSWER_CELL_TIMEOUT = 60  # seconds for a student's own cell (answers, small functions)
 RUN_TIMEOUT = 1800       # seconds per student and assignment, enforced by `handson autograde`
+#: The course's language, written by `handson course assemble --lang` into the course folder:
+#: `handson autograde` sets HANDSON_LANG from it, so that the feedback speaks the notebooks' language.
+LANG_FILE = ".handson-lang"
 
 
 def assemble(course_dir=COURSE_DIR, root=COURSE_ROOT, assignments=None, lang="en"):
     """Write course_dir/source/<assignment>/ for every (or the named) assignment, in `lang` (the
-    instructor notebook translated, the students' scripts of exercises/<lang>/)."""
+    instructor notebook translated, the students' scripts of exercises/<lang>/), and `lang` in
+    course_dir/.handson-lang (the course's language: the last assemble's)."""
     import nbformat
     written = []
+    Path(course_dir).mkdir(parents=True, exist_ok=True)
+    (Path(course_dir) / LANG_FILE).write_text(lang + "\n")
     exercises = root / "exercises" if lang == "en" else root / "exercises" / lang
     for name in assignments or ASSIGNMENTS:
         notebook, files = ASSIGNMENTS[name]
@@ -100,10 +106,23 @@ def nbgrader(*args, course_dir=COURSE_DIR, timeout=RUN_TIMEOUT, env=None):
     return launch.run_watched(cmd, timeout, env={**nbgrader_env(), **(env or {})}, cwd=str(course_dir))
 
 
-def grading_env(site=None, run_timeout=None):
+def course_language(course_dir):
+    """The language `handson course assemble --lang` wrote the course in, else None."""
+    try:
+        lang = (Path(course_dir) / LANG_FILE).read_text().strip()
+    except OSError:
+        return None
+    return lang if lang in ("en", *translations.LANGUAGES) else None
+
+
+def grading_env(site=None, run_timeout=None, course_dir=None):
     """What the kernels of a grading run see beyond nbgrader_config.py's defaults: the site's
-    thresholds and a per-run watchdog shorter than the cell limit."""
+    thresholds, a per-run watchdog shorter than the cell limit, and the course's language
+    (HANDSON_LANG from course_dir/.handson-lang, unless the environment sets HANDSON_LANG)."""
     env = {}
+    lang = course_language(course_dir) if course_dir is not None else None
+    if lang and not os.environ.get("HANDSON_LANG"):
+        env["HANDSON_LANG"] = lang
     if site:
         checks.site_thresholds(site)  # an unknown site fails here, before any student runs
         env["HANDSON_SITE"] = site
@@ -266,7 +285,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
 
     Throughput stays fair with students graded side by side: every run whose time is scored
     (the reference's, a student's) holds the machine's timing slot alone (launch.timing_slot)."""
-    env = grading_env(site, run_timeout)
+    env = grading_env(site, run_timeout, course_dir)
     jobs = jobs or default_jobs()
     students = students_of(course_dir, assignment)
     if not students:

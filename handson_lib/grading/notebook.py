@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from handson_lib import launch
+from handson_lib.messages import tr
 from handson_lib.grading import checks, runs
 from handson_lib.sites import jobs, jobscript
 
@@ -46,13 +47,20 @@ def _graded_limit(script, args, timeout, np=None):
     return checks.student_limit(measured, timeout), checks.student_stall(measured)
 
 
+def _headline(label, obs):
+    """`--- label (finished, 12.3 s)`: the first line of a run's output in a notebook."""
+    if obs.finished:
+        return tr("--- {label} (finished, {seconds:.1f} s)", label=label, seconds=obs.seconds)
+    return tr("--- {label} (did NOT finish, {seconds:.1f} s)", label=label, seconds=obs.seconds)
+
+
 def run_script(script, args, label=None, timeout=600, show=12):
     """Run a course script under the grader's launcher; print its last lines; return the Observation."""
     args = [str(a) for a in args]
     timeout, stall = _graded_limit(script, args, timeout)
     obs = runs.run_observed(script, args, timeout=timeout, stall=stall, part=f"notebook: {label or script}")
     lines = _readable(obs.output)
-    print(f"--- {label or script} ({'finished' if obs.finished else 'did NOT finish'}, {obs.seconds:.1f} s)")
+    print(_headline(label or script, obs))
     print("\n".join(lines[-show:]))
     if not obs.finished:
         print(f"!!! {checks._why_it_stopped(obs, timeout)}")
@@ -82,7 +90,7 @@ def run_mpi_script(script, np, args, label=None, timeout=600, show=12):
                                 part=f"notebook: {label or script}")
     rank0 = "\n".join(line.split(": ", 1)[-1] for line in obs.output.splitlines()
                       if line.startswith("[1,0]<stdout>"))
-    print(f"--- {label or script} ({'finished' if obs.finished else 'did NOT finish'}, {obs.seconds:.1f} s)")
+    print(_headline(label or script, obs))
     print("\n".join(_readable(rank0)[-show:]))
     if not obs.finished:
         print(f"!!! {checks._why_ranks_stopped(obs, timeout)}")
@@ -113,7 +121,8 @@ def run_demo(np, argv, timeout=120):
         if path.exists():
             result = pickle.loads(path.read_bytes())
             runs.log_part(f"notebook: course demo on {np} rank(s) (the same run as an earlier student's, reused)", 0.0)
-            print(f"(the autograder reused this demo's run from an earlier student: the same code on {np} ranks)")
+            print(tr("(the autograder reused this demo's run from an earlier student: the same code on {np} ranks)",
+                     np=np))
             return result
         result = launch.run_mpi(np, argv, timeout=runs.run_limit(timeout))
         runs.log_part(f"notebook: course demo on {np} rank(s)", result.seconds, waited=result.waited)
@@ -142,11 +151,11 @@ def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-s
     for finding in findings:
         print(f"lint: {finding}")
     if any(f.is_error for f in findings):
-        print("Fix the errors above (`handson jobscript lint`) before submitting.")
+        print(tr("Fix the errors above (`handson jobscript lint`) before submitting."))
         return None
     if not jobs.scheduler_found():
-        print("No scheduler here (no qsub): run the script without one: `handson jobscript run "
-              + Path(job_script).name + "`, or submit it on the cluster's login node.")
+        print(tr("No scheduler here (no qsub): run the script without one: `handson jobscript run {name}`, "
+                 "or submit it on the cluster's login node.", name=Path(job_script).name))
         return None
     workdir = Path(tempfile.mkdtemp(prefix="qsub-"))
     for path in Path(job_script).parent.glob("*.py"):
@@ -156,14 +165,15 @@ def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-s
         jobid = jobs.qsub(Path(job_script).name, workdir, "-j", "oe",
                           env={**os.environ, "EXTRA_ARGS": extra_args})
     except jobs.JobError as err:
-        print(f"qsub refused the job: {err}")
+        print(tr("qsub refused the job: {error}", error=err))
         return None
-    print(f"qsub -j oe {Path(job_script).name}  ->  job {jobid}; waiting ...")
+    print(f"qsub -j oe {Path(job_script).name}  ->  " + tr("job {jobid}; waiting ...", jobid=jobid))
     output = jobs.wait_for_output(workdir, jobid, timeout)
     if output is None:
-        print(f"job {jobid}: no output after {timeout:.0f} s (still queued? `qstat {jobid}`)")
+        print(tr("job {jobid}: no output after {timeout:.0f} s (still queued? `qstat {jobid}`)",
+                 jobid=jobid, timeout=timeout))
         return None
     text = output.read_text()
-    print(f"job {jobid}: done; {output.name}")
+    print(tr("job {jobid}: done; {output}", jobid=jobid, output=output.name))
     print("\n".join(_readable(text)[-15:]))
     return text

@@ -18,6 +18,8 @@ Outside (notebooks, graders, tests):
 import sys
 import traceback
 
+from handson_lib.messages import tr
+
 #: Communicators that Chainer 7 removed; create_communicator raises "Unrecognized communicator".
 REMOVED_COMMUNICATORS = ("hierarchical", "two_dimensional", "single_node")
 CPU_COMMUNICATORS = ("naive",)
@@ -63,11 +65,11 @@ def start_forkserver():
 def check_communicator_name(name, gpu):
     """A clear error for names Chainer 7 dropped or that need a GPU."""
     if name in REMOVED_COMMUNICATORS:
-        raise ValueError(
-            f"communicator {name!r} was removed in Chainer 7 (the seeds used Chainer 5); "
-            f"use 'pure_nccl' on GPUs or 'naive' on CPU")
+        raise ValueError(tr(
+            "communicator {name!r} was removed in Chainer 7 (the seeds used Chainer 5); "
+            "use 'pure_nccl' on GPUs or 'naive' on CPU", name=name))
     if not gpu and name != "naive":
-        raise ValueError(f"communicator {name!r} needs CuPy and GPUs; on CPU use 'naive'")
+        raise ValueError(tr("communicator {name!r} needs CuPy and GPUs; on CPU use 'naive'", name=name))
 
 
 def prepare_rank(communicator="naive", gpu=False, forkserver=True):

@@ -21,6 +21,7 @@ import chainer
 from chainer.dataset import convert
 from chainer.training import updaters as _chainer_updaters
 
+from handson_lib.messages import tr
 # nccl_status is also what notebooks 01 and 04 ask (`multigpu.nccl_status()`).
 from handson_lib.runtime import memory
 from handson_lib.runtime.devices import gpu_count, nccl_status
@@ -45,19 +46,19 @@ def cuda_context_initialized():
 def refuse_cuda_before_fork():
     """MultiprocessParallelUpdater forks its workers; a CUDA context made before that breaks them."""
     if cuda_context_initialized() and multiprocessing.get_start_method() not in ("spawn", "forkserver"):
-        raise RuntimeError(
+        raise RuntimeError(tr(
             "CUDA was initialised before MultiprocessParallelUpdater created its worker processes "
             "(Chainer issue 4709): the forked workers would hang or crash. Do not move the model to a "
             "GPU, call cupy or chainer.cuda.get_device_from_id(...).use() before the updater is "
-            "built: the updater moves the model to each device itself.")
+            "built: the updater moves the model to each device itself."))
 
 
 def _ordered_devices(devices):
     if isinstance(devices, dict):
         if "main" not in devices:
-            raise KeyError("the devices dict must name its main device 'main', e.g. "
-                           "{'main': 0, 'gpu1': 1} (MultiprocessParallelUpdater reports and updates "
-                           "on the 'main' device)")
+            raise KeyError(tr("the devices dict must name its main device 'main', e.g. "
+                              "{example} (MultiprocessParallelUpdater reports and updates "
+                              "on the 'main' device)", example="{'main': 0, 'gpu1': 1}"))
         rest = {k: v for k, v in devices.items() if k != "main"}
         return ["main", *rest], [devices["main"], *rest.values()]
     devices = list(devices)
@@ -171,18 +172,17 @@ WORKER_PHASES = ("idle", "data", "compute", "copy")
 class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
     """MultiprocessParallelUpdater's CPU stand-in: one worker process per device entry."""
 
-    backend_name = "CPU stand-in (worker processes, NOT GPUs)"
-
     def __init__(self, iterators, optimizer, devices, converter=convert.concat_examples,
                  auto_new_epoch=True, threads_per_worker=None):
         names, ids = _ordered_devices(devices)
         if len(iterators) != len(ids):
-            raise ValueError(f"MultiprocessParallelUpdater needs one iterator per device: got "
-                             f"{len(iterators)} iterator(s) for {len(ids)} device(s)")
+            raise ValueError(tr("MultiprocessParallelUpdater needs one iterator per device: got "
+                                "{iterators} iterator(s) for {devices} device(s)",
+                                iterators=len(iterators), devices=len(ids)))
         for it in iterators[1:]:
             if len(it.dataset) != len(iterators[0].dataset):
-                raise ValueError("every iterator must have a dataset of the same length "
-                                 "(use chainer.datasets.split_dataset_n_random)")
+                raise ValueError(tr("every iterator must have a dataset of the same length "
+                                    "(use chainer.datasets.split_dataset_n_random)"))
         self._device_names = names
         self._worker_count = len(ids)
         self._mpu_iterators = iterators
@@ -251,10 +251,11 @@ class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
         try:
             reply = conn.recv()
         except EOFError:
-            raise RuntimeError(f"worker {self._device_names[index]} died (exit code "
-                               f"{self._workers[index - 1].exitcode})") from None
+            raise RuntimeError(tr("worker {name} died (exit code {code})", name=self._device_names[index],
+                                  code=self._workers[index - 1].exitcode)) from None
         if isinstance(reply, tuple) and reply[0] == "error":
-            raise RuntimeError(f"worker {self._device_names[index]} failed: {reply[1]}")
+            raise RuntimeError(tr("worker {name} failed: {error}", name=self._device_names[index],
+                                  error=reply[1]))
         return reply[1] if isinstance(reply, tuple) and reply[0] == "done" else reply
 
     def update_core(self):
@@ -337,12 +338,13 @@ class MultiprocessParallelUpdater:
         if usable:
             refuse_cuda_before_fork()
             BACKEND.update(name="chainer", reason=reason)
-            print(f"MultiprocessParallelUpdater backend: Chainer's (NCCL, {len(iterators)} GPU processes)",
-                  flush=True)
+            print(tr("MultiprocessParallelUpdater backend: Chainer's (NCCL, {n} GPU processes)",
+                     n=len(iterators)), flush=True)
             return CHAINER_MPU(iterators, optimizer, devices, *args, **kwargs)
         BACKEND.update(name="cpu", reason=reason)
-        print(f"MultiprocessParallelUpdater backend: {CPUParallelUpdater.backend_name}, "
-              f"{len(iterators)} worker processes; Chainer's needs GPUs and NCCL: {reason}", flush=True)
+        print(tr("MultiprocessParallelUpdater backend: CPU stand-in (worker processes, NOT GPUs), "
+                 "{n} worker processes; Chainer's needs GPUs and NCCL: {reason}",
+                 n=len(iterators), reason=reason), flush=True)
         return CPUParallelUpdater(iterators, optimizer, devices, *args, **kwargs)
 
     @staticmethod
@@ -363,8 +365,8 @@ def single_device(gpu_id):
     if gpu_id >= 0 and gpu_count().count > gpu_id:
         return chainer.get_device(gpu_id)
     _limit_threads(1)
-    print(f"No GPU {gpu_id} on this host: the single-device baseline runs on the CPU (@numpy), "
-          f"one core (one BLAS thread), as each worker of the CPU stand-in.", flush=True)
+    print(tr("No GPU {gpu} on this host: the single-device baseline runs on the CPU (@numpy), "
+             "one core (one BLAS thread), as each worker of the CPU stand-in.", gpu=gpu_id), flush=True)
     return chainer.get_device("@numpy")
 
 

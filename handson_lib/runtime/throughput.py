@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from handson_lib.messages import tr
 from handson_lib.runtime import memory
 
 #: Terminal control sequences (Chainer's ProgressBar writes `ESC[4A ESC[J` before the next line).
@@ -153,8 +154,8 @@ def throughput_extension(images_per_iteration=None, warmup=2, out=None, print_fn
         result = meter.result()
         if result is None:
             if print_fn:
-                print_fn(f"Throughput: not measured (the run had {meter.steps} iterations, "
-                         f"{meter.warmup} of them warm-up)")
+                print_fn(tr("Throughput: not measured (the run had {steps} iterations, {warmup} of "
+                            "them warm-up)", steps=meter.steps, warmup=meter.warmup))
             return
         rate, n, seconds = result
         if print_fn:

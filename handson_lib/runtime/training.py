@@ -5,8 +5,10 @@ Flags follow Chainer's examples (`--batchsize`, `--epoch`, `--dataset`, `--out`,
 
 import argparse
 import os
+import re
 
 from handson_lib import data
+from handson_lib.messages import tr
 from handson_lib.runtime import phases
 
 # Plots are written to files; batch jobs and CI have no display.
@@ -61,10 +63,14 @@ def require_done(task, **values):
     """Stop with a clear message when a `# PUT YOUR CODE HERE` part left its variable unset."""
     missing = [name for name, value in values.items() if value is None]
     if missing:
+        number = re.fullmatch(r"Task #(\d+)", task)
+        task = tr("Task #{n}", n=number.group(1)) if number else task
+        names = ", ".join("`" + m + "`" for m in missing)
         raise NotImplementedError(
-            f"{task} is not complete: {', '.join('`' + m + '`' for m in missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} still None. Fill in the `# PUT YOUR CODE HERE` "
-            f"part that sets {'it' if len(missing) == 1 else 'them'}.")
+            tr("{task} is not complete: {names} is still None. Fill in the `# PUT YOUR CODE HERE` "
+               "part that sets it.", task=task, names=names) if len(missing) == 1 else
+            tr("{task} is not complete: {names} are still None. Fill in the `# PUT YOUR CODE HERE` "
+               "part that sets them.", task=task, names=names))
 
 
 def instrument_phases(updater_or_optimizer, out=None, warmup=2, print_fn=print):

@@ -876,10 +876,12 @@ def down(out=print, timeout=20):
         except OSError:
             pass
     unlink_system_conf(p)
-    if left:
-        raise ClusterError("still running after down: " + ", ".join(f"{x.pid} {x.name()}" for x in left))
+    # The network goes even when a process is stuck: a leftover must not keep namespaces around.
     removed = network.remove() if not network.missing_tools() else []
     p.link.unlink(missing_ok=True)
+    if left:
+        raise ClusterError("still running after down: " + ", ".join(f"{x.pid} {x.name()}" for x in left)
+                           + (f" (network removed: {', '.join(removed)})" if removed else ""))
     out(f"cluster down: {len(procs)} process(es) stopped"
         + (f"; removed {', '.join(removed)}" if removed else "")
         + f"; packages and {p.root} kept")

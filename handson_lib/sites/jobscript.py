@@ -781,7 +781,7 @@ def lint_main(files, site=None, template=False, out=None):
         try:
             key, findings = lint_file(path, site, template=template)
         except OSError as exc:
-            print(f"{path}:0: error: cannot read: {exc.strerror or exc}", file=out)
+            print(f"{path}:0: error: " + tr("cannot read: {error}", error=exc.strerror or exc), file=out)
             n_err += 1
             continue
         except ValueError as exc:           # an unknown site named in the file
@@ -793,9 +793,12 @@ def lint_main(files, site=None, template=False, out=None):
             print(f.format(path), file=out)
         n_err += len(errors(findings))
         n_warn += len(findings) - len(errors(findings))
-    verdict = "fix the errors before qsub" if n_err else "ready to submit"
-    print(f"handson jobscript lint: {len(files)} file(s) checked for {', '.join(sorted(sites)) or '-'}"
-          f": {n_err} error(s), {n_warn} warning(s): {verdict}", file=out)
+    fields = dict(files=len(files), sites=", ".join(sorted(sites)) or "-", errors=n_err, warnings=n_warn)
+    print("handson jobscript lint: " + (
+        tr("{files} file(s) checked for {sites}: {errors} error(s), {warnings} warning(s): fix the errors "
+           "before qsub", **fields) if n_err else
+        tr("{files} file(s) checked for {sites}: {errors} error(s), {warnings} warning(s): ready to submit",
+           **fields)), file=out)
     return 1 if n_err else 0
 
 
@@ -850,7 +853,7 @@ def run_main(path, timeout=None, site=None, out=None):
     out = out or sys.stdout
     script = Path(path)
     if not script.is_file():
-        print(f"handson jobscript run: {path}: no such file", file=sys.stderr)
+        print("handson jobscript run: " + tr("{file}: no such file", file=path), file=sys.stderr)
         return 2
     try:
         key, findings = lint_file(script, site)
@@ -861,8 +864,9 @@ def run_main(path, timeout=None, site=None, out=None):
     for f in findings:
         print(f.format(path), file=out)
     if errors(findings):
-        print(f"handson jobscript run: refused: {len(errors(findings))} error(s) above; fix them "
-              f"first, as qsub on {site_obj.title} would need (`handson jobscript lint {path}`)",
+        print("handson jobscript run: " + tr(
+            "refused: {n} error(s) above; fix them first, as qsub on {site} would need "
+            "(`handson jobscript lint {path}`)", n=len(errors(findings)), site=site_obj.title, path=path),
               file=out)
         return 2
     job = LocalJob.of(script, timeout)
@@ -944,12 +948,14 @@ class LocalJob:
                      f"{self.limit:.0f}\n")
         self.output.write_text(text)
         if result.timed_out:
-            print(f"handson jobscript run: walltime exceeded: killed after {result.seconds:.0f} s "
-                  f"(limit {format_walltime(self.limit)}); {len(result.killed)} process(es) "
-                  f"stopped; output in {self.output}", file=out)
+            print("handson jobscript run: " + tr(
+                "walltime exceeded: killed after {seconds:.0f} s (limit {limit}); {killed} process(es) "
+                "stopped; output in {output}", seconds=result.seconds, limit=format_walltime(self.limit),
+                killed=len(result.killed), output=self.output), file=out)
             return 124
-        print(f"handson jobscript run: job {self.jobid} finished with exit status "
-              f"{result.returncode} in {result.seconds:.1f} s; output in {self.output}", file=out)
+        print("handson jobscript run: " + tr(
+            "job {jobid} finished with exit status {code} in {seconds:.1f} s; output in {output}",
+            jobid=self.jobid, code=result.returncode, seconds=result.seconds, output=self.output), file=out)
         return result.returncode
 
 

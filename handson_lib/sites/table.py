@@ -18,6 +18,8 @@ site's guide and edit this table, then run `handson build` to regenerate the job
 import re
 from dataclasses import asdict, dataclass
 
+from handson_lib.messages import tr
+
 WALLTIME_RE = re.compile(r"^\d+(:\d+){0,2}(\.\d+)?$")
 
 
@@ -352,7 +354,7 @@ def site_key(name):
     key = str(name).strip().lower()
     key = SITE_ALIASES.get(key, key)
     if key not in SITES:
-        raise ValueError(f"unknown site {name!r}: choose one of {', '.join(SITES)}")
+        raise ValueError(tr("unknown site {name!r}: choose one of {sites}", name=name, sites=", ".join(SITES)))
     return key
 
 
