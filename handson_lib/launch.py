@@ -84,6 +84,7 @@ class MPIResult:
     killed: list = field(default_factory=list)
     stalled: bool = False  # stopped early: no progress for `stall` seconds (see ProgressWatch)
     waited: float = 0.0    # seconds spent waiting for the machine's timing slot
+    stepped_aside: bool = False  # gave its shared slot back while it idled (see IdleWatch)
 
     @property
     def ok(self):
@@ -163,13 +164,31 @@ def _lock_file(path):
     return os.fdopen(fd, "rb")
 
 
+class SlotHold:
+    """What timing_slot yields: the seconds spent waiting, and for a shared holder `step_aside()`."""
+
+    def __init__(self, waited=0.0, lock=None):
+        self.waited, self._lock, self.stepped_aside = waited, lock, False
+
+    @property
+    def can_step_aside(self):
+        return self._lock is not None and not self.stepped_aside
+
+    def step_aside(self):
+        """Give a shared hold back before the run ends (a run that waits and computes nothing:
+        see IdleWatch), so that a timed run waiting for the slot need not wait for it."""
+        if self.can_step_aside:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self.stepped_aside = True
+
+
 @contextlib.contextmanager
 def timing_slot(timed):
     """Hold the machine's timing slot: alone when `timed` (a run whose time is scored), shared
     otherwise. Timed runs go first: a turnstile stops new shared holders while one waits.
-    Yields the seconds spent waiting."""
+    Yields a SlotHold (the seconds spent waiting; a shared hold can step aside)."""
     if os.environ.get(SLOT_HELD) == "1" or timed is None:
-        yield 0.0
+        yield SlotHold()
         return
     started = time.monotonic()
     TIMING_LOCK.parent.mkdir(parents=True, exist_ok=True)
@@ -180,9 +199,57 @@ def timing_slot(timed):
         finally:
             fcntl.flock(gate, fcntl.LOCK_UN)
         try:
-            yield time.monotonic() - started
+            yield SlotHold(time.monotonic() - started, None if timed else main)
         finally:
             fcntl.flock(main, fcntl.LOCK_UN)
+
+
+class IdleWatch:
+    """Is a run idle: for the last `window` seconds no progress mark, and under `cores` cores of
+    CPU while at least as many stood free? A deadlocked MPI run is (its ranks yield while they
+    wait); a run that starts up, trains or evaluates is not, nor one that only waits for a core
+    on a busy machine. An idle run steps aside from the timing slot: it would otherwise keep a
+    waiting timed run, and with it every new run on the machine, waiting for its watchdog."""
+
+    def __init__(self, pid, progress, window=3.0, cores=0.5):
+        self.pid, self.progress, self.window, self.cores = pid, progress, window, cores
+        self.samples = []   # (monotonic time, CPU seconds of the process tree, idle CPU seconds of the machine)
+
+    def _tree_cpu(self):
+        import psutil
+        total = 0.0
+        try:
+            root = psutil.Process(self.pid)
+            for proc in [root, *root.children(recursive=True)]:
+                try:
+                    times = proc.cpu_times()
+                    total += times.user + times.system
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            return None
+        return total
+
+    @staticmethod
+    def _machine_idle():
+        import psutil
+        times = psutil.cpu_times()
+        return times.idle + getattr(times, "iowait", 0.0)
+
+    def idle(self):
+        """Sample now; True when the last `window` seconds had no progress and the run left the
+        free cores unused."""
+        now, cpu = time.monotonic(), self._tree_cpu()
+        if cpu is None:
+            return False
+        self.samples = [s for s in self.samples if now - s[0] <= self.window + 1.5]
+        self.samples.append((now, cpu, self._machine_idle()))
+        first = self.samples[0]
+        span = now - first[0]
+        if span < self.window or time.time() - self.progress.last < self.window:
+            return False
+        used, free = (cpu - first[1]) / span, (self.samples[-1][2] - first[2]) / span
+        return used < self.cores <= free
 
 
 class ProgressWatch:
@@ -226,15 +293,15 @@ def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_0
     `timed`: None runs at once; True waits to hold the machine's timing slot alone (a run whose
     time is scored), False shares it with other untimed runs (see timing_slot). The time limit
     starts once the slot is held."""
-    with timing_slot(timed) as waited:
+    with timing_slot(timed) as slot:
         if timed is not None:
             env = {**(os.environ if env is None else env), SLOT_HELD: "1"}
-        result = _run_watched(cmd, timeout, env, cwd, echo, max_output, progress)
-        result.waited = waited
+        result = _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot)
+        result.waited, result.stepped_aside = slot.waited, slot.stepped_aside
         return result
 
 
-def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress):
+def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None):
     started = time.monotonic()
     if progress is not None:
         progress.start()
@@ -253,6 +320,8 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress):
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
+    # A shared run with a progress watch steps aside from the timing slot once it idles.
+    idle = IdleWatch(proc.pid, progress) if progress is not None and slot is not None and slot.can_step_aside else None
     timed_out, stalled, killed = False, False, []
     deadline = started + timeout
     try:
@@ -264,6 +333,9 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress):
                 if progress is not None and progress.poll():
                     stalled = True
                 elif time.monotonic() < deadline:
+                    if idle is not None and idle.idle():
+                        slot.step_aside()
+                        idle = None
                     continue
                 timed_out = True
                 killed = kill_tree(proc)

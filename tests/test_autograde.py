@@ -239,12 +239,14 @@ def test_task2_profile_shows_where_each_students_time_went(graded_task2_class):
     # whichever student needs it first.
     references = [n for n in names if n.startswith("reference ")]
     assert len(references) == len(set(references)), references
-    # The 2-rank run sets the watchdog of the student's; the notebook's 1-rank run (one epoch) its own.
+    # The 2-rank run sets the watchdog of the student's 2-rank runs, and of the notebook's 1-rank
+    # run too (one epoch: less work per rank): no reference runs on 1 rank alone.
     graded = ' '.join(checks.MULTI_NODE_ARGS[:-1])
     assert f"reference train_cifar_multi_node.py on 2 rank(s): {graded}" in references, references
-    assert f"reference train_cifar_multi_node.py on 1 rank(s): {graded} --epoch 1" in references, references
-    assert not any(n.startswith("reference train_cifar_multi_node.py on 1 rank(s): ") and n.endswith(graded)
-                   for n in references), references
+    assert not any(n.startswith("reference train_cifar_multi_node.py on 1 rank(s)") for n in references), references
+    # The notebook's 1-rank run had its watchdog: a stall limit from that reference.
+    one_rank = [p for p in parts if p["student"] == "deadlock" and p["part"] == "notebook: 1 rank(s)"]
+    assert one_rank and float(one_rank[0]["seconds"]) < 60, one_rank
     assert any(n.startswith("reference train_mnist_multi_node.py on 2 rank(s)") for n in references), references
     correct = [p["part"] for p in parts if p["student"] == "correct"]
     # The check takes the notebook's identical 2-rank run; only the timing runs again, in turn

@@ -64,3 +64,14 @@ def test_without_the_autograder_a_demo_always_runs(tmp_path, monkeypatch):
     demo = tmp_path / "demo.py"
     demo.write_text("import os\nprint('pid', os.getpid(), flush=True)\n")
     assert notebook.run_demo(1, [str(demo)]).output != notebook.run_demo(1, [str(demo)]).output
+
+
+def test_a_smaller_task2_run_takes_its_limits_from_the_correctness_run():
+    """02's 1-rank run (one epoch) does less work per rank than the check's 2-rank run: its
+    watchdog comes from that reference, which every grading session measures anyway."""
+    basis = list(checks.MULTI_NODE_ARGS)
+    assert notebook._limit_basis("train_cifar_multi_node.py", [*basis, "--epoch", "1"], 1) == (basis, 2)
+    assert notebook._limit_basis("train_cifar_multi_node.py", basis, 2) == (basis, 2)
+    for other in ([*basis, "--epoch", "9"], [*basis, "--epoch", "1", "--batchsize", "8"]):
+        assert notebook._limit_basis("train_cifar_multi_node.py", other, 1) == (other, 1)
+    assert notebook._limit_basis("train_mnist_multi_node.py", ["--epoch", "1"], 2) == (["--epoch", "1"], 2)

@@ -11,7 +11,6 @@ STEPS = """
 import resource, numpy, chainer
 from handson_lib import runtime
 from handson_lib.runtime import memory
-memory.prefault()
 model = runtime.get_model("cnn", n_class=10)
 x = numpy.random.rand(128, 3, 32, 32).astype(numpy.float32)
 t = numpy.random.randint(0, 10, 128).astype(numpy.int32)
@@ -41,14 +40,13 @@ def test_freed_buffers_are_reused_instead_of_faulted_in_again():
 
 def test_the_switch_and_the_state_say_what_was_done():
     assert memory.keep_freed_memory(environ={"HANDSON_MALLOC": "0"}).startswith("HANDSON_MALLOC=0")
-    assert memory.prefault() is False  # not applied: nothing to touch
     assert memory.keep_freed_memory(environ={}) is True
     assert memory.STATE["applied"] is True
 
 
-def test_importing_the_runtime_applies_it_and_prefault_happens_once_per_process():
+def test_importing_the_runtime_applies_it():
     code = ("from handson_lib import runtime\nfrom handson_lib.runtime import memory\n"
-            "print(memory.STATE['applied'], memory.prefault(), memory.prefault())")
+            "print(memory.STATE['applied'])")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={k: v for k, v in os.environ.items() if k != "HANDSON_MALLOC"})
-    assert res.stdout.split() == ["True", "True", "False"], res.stdout + res.stderr
+    assert res.stdout.split() == ["True"], res.stdout + res.stderr

@@ -26,7 +26,7 @@ import numpy
 from handson_lib import data
 from handson_lib.runtime import multigpu
 from handson_lib.messages import tr
-from handson_lib.runtime import memory, phases
+from handson_lib.runtime import phases
 from handson_lib.runtime.throughput import ThroughputMeter
 
 #: Set to 1 by the benchmarks: every rank records its phases for the breakdown table.
@@ -106,7 +106,6 @@ class Recorder:
         if self.datasets:
             self.record["train_fingerprints"] = fingerprints(self.datasets[-1][0])
         self.meter = ThroughputMeter(warmup=2).watch(updater)
-        memory.prefault()  # as the throughput extension does, for a script that left it out
         self.phases = None
         if os.environ.get(PHASES_ENV) == "1" and not hasattr(updater, "phase_summary"):
             # The benchmarks' breakdown: this rank's phases (the script's own recorder if it has one).

@@ -23,7 +23,6 @@ from chainer.training import updaters as _chainer_updaters
 
 from handson_lib.messages import tr
 # nccl_status is also what notebooks 01 and 04 ask (`multigpu.nccl_status()`).
-from handson_lib.runtime import memory
 from handson_lib.runtime.devices import gpu_count, nccl_status
 
 CHAINER_MPU = _chainer_updaters.MultiprocessParallelUpdater
@@ -120,7 +119,6 @@ class _Observer:
 
 def _worker_main(index, conn, model, iterator, converter, params, grads, layout, threads):
     _limit_threads(threads)
-    memory.prefault()  # the forked heap is the parent's, copy-on-write: touch this one's own
     observer = _Observer()
     params_np = numpy.frombuffer(params, dtype=numpy.float32)
     grads_np = numpy.frombuffer(grads, dtype=numpy.float32).reshape(-1, params_np.size)[index - 1]
@@ -162,11 +160,6 @@ def _worker_main(index, conn, model, iterator, converter, params, grads, layout,
     except BaseException as err:
         conn.send(("error", f"{type(err).__name__}: {err}"))
         raise
-
-
-#: What the stand-in's processes do in a step, in the order of the breakdown table.
-MAIN_PHASES = ("data", "compute", "wait", "reduce", "update", "copy")
-WORKER_PHASES = ("idle", "data", "compute", "copy")
 
 
 class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):

@@ -17,8 +17,6 @@ import time
 from pathlib import Path
 
 from handson_lib.messages import tr
-from handson_lib.runtime import memory
-
 #: Terminal control sequences (Chainer's ProgressBar writes `ESC[4A ESC[J` before the next line).
 ANSI_ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
 
@@ -134,7 +132,6 @@ def throughput_extension(images_per_iteration=None, warmup=2, out=None, print_fn
 
     def initialize(trainer):
         # Before trainer.run() takes `updater.update`: time the training steps themselves.
-        memory.prefault()
         if not meter.watching:
             meter.watch(trainer.updater)
 
