@@ -15,6 +15,8 @@ c = get_config()  # noqa: F821 (nbgrader provides it)
 os.environ.setdefault("HANDSON_GRADING", "1")
 os.environ.setdefault("HANDSON_SITE", "local")
 os.environ.setdefault("HANDSON_RUN_TIMEOUT", "300")
+# ... and the students' PlotReports are registered but not drawn (no one looks at those PNGs).
+os.environ.setdefault("HANDSON_PLOT_REPORTS", "0")
 
 c.CourseDirectory.course_id = nbgrader_course.COURSE_ID
 

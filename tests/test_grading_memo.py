@@ -2,6 +2,11 @@
 student's check reuses the notebook's identical run, and a course demo runs once per session."""
 
 import json
+import os
+import subprocess
+import sys
+
+import pytest
 
 from handson_lib.grading import checks, notebook, runs
 from conftest import ROOT
@@ -75,3 +80,40 @@ def test_a_smaller_task2_run_takes_its_limits_from_the_correctness_run():
     for other in ([*basis, "--epoch", "9"], [*basis, "--epoch", "1", "--batchsize", "8"]):
         assert notebook._limit_basis("train_cifar_multi_node.py", other, 1) == (other, 1)
     assert notebook._limit_basis("train_mnist_multi_node.py", ["--epoch", "1"], 2) == (["--epoch", "1"], 2)
+
+
+PLOTTING_SCRIPT = '''
+import argparse, chainer, numpy
+from chainer import training
+from chainer.training import extensions
+parser = argparse.ArgumentParser()
+parser.add_argument("--out")
+out = parser.parse_args().out
+data = chainer.datasets.TupleDataset(numpy.random.rand(32, 4).astype("f"), numpy.random.randint(0, 2, 32).astype("i"))
+model = chainer.links.Classifier(chainer.links.Linear(4, 2))
+optimizer = chainer.optimizers.SGD()
+optimizer.setup(model)
+updater = training.StandardUpdater(chainer.iterators.SerialIterator(data, 8), optimizer)
+trainer = training.Trainer(updater, (2, "epoch"), out=out)
+trainer.extend(extensions.LogReport())
+trainer.extend(extensions.PlotReport(["main/loss"], "epoch", filename="loss.png"))
+trainer.run()
+'''
+
+
+@pytest.mark.parametrize("draw", [True, False])
+def test_the_autograder_registers_plot_reports_but_draws_none(tmp_path, draw):
+    """HANDSON_PLOT_REPORTS=0 (the course's nbgrader configuration): the extension is there for
+    the rank-0 check, the PNG is not drawn."""
+    script = tmp_path / "plotting.py"
+    script.write_text(PLOTTING_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "HANDSON_PLOT_REPORTS"}
+    if not draw:
+        env["HANDSON_PLOT_REPORTS"] = "0"
+    res = subprocess.run([sys.executable, "-m", "handson_lib.grading.observe", str(tmp_path / "observed"),
+                          str(script), "--out", str(tmp_path / "result")], env={**env, "MPLBACKEND": "Agg"},
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    record = json.loads((tmp_path / "observed" / "observed.json").read_text())
+    assert "PlotReport" in record["extensions"], record["extensions"]
+    assert (tmp_path / "result" / "loss.png").exists() is draw
