@@ -589,7 +589,10 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
             _speedup_check(report, names[-1], obs, single, tr("{np} ranks", np=np), tr("1-rank run"), site)
         return report
     if not paired:  # a run whose speed is shown, never scored (the MNIST conversion)
-        _throughput_check(report, obs, reference[np], min_ratio)
+        # ... except under the autograder: there it shares the machine with other students' runs
+        # while the reference ran alone, and a ratio of the two would only measure the neighbours.
+        if not os.environ.get("HANDSON_REFERENCE_CACHE"):
+            _throughput_check(report, obs, reference[np], min_ratio)
         return report
     if report.failed:
         for name in _multi_node_speed_names(against, np, scaling):
