@@ -24,7 +24,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 demo: setup
 	$(BIN)/handson demo
 
-# Two passes: the tests whose outcome rests on a measured throughput run alone (-m timed),
+# Two passes: the tests whose outcome rests on a measured throughput or free cores run alone (-m timed),
 # the rest two at a time, whole files per worker (their module fixtures are built once).
 test: setup
 	$(BIN)/python -m pytest -m 'not timed' -n 2 --dist loadfile --durations=15

@@ -159,6 +159,9 @@ IDLER = textwrap.dedent("""
 """)
 
 
+# Runs alone (-m timed): an idle run steps aside only while cores stand free, which the other
+# tests running beside it would take away.
+@pytest.mark.timed
 @pytest.mark.parametrize("behaviour", ["sleep", "spin"])
 def test_an_idle_untimed_run_steps_aside_for_a_timed_run(tmp_path, behaviour):
     """A deadlocked run (no progress, no CPU) gives its shared slot back, so that a timed run does
@@ -186,3 +189,38 @@ def test_an_idle_untimed_run_steps_aside_for_a_timed_run(tmp_path, behaviour):
         assert res.stepped_aside and waited < 6.5, (waited, res)
     else:
         assert not res.stepped_aside and waited > 7, (waited, res)
+
+
+class FakeClock:
+    """Drives IdleWatch's samples: the run's CPU seconds and the machine's idle CPU seconds."""
+
+    def __init__(self, monkeypatch, run_cores, free_cores):
+        self.now, self.run_cores, self.free_cores = 1000.0, run_cores, free_cores
+        monkeypatch.setattr(launch.time, "monotonic", lambda: self.now)
+        monkeypatch.setattr(launch.IdleWatch, "_tree_cpu", lambda watch: self.now * self.run_cores)
+        monkeypatch.setattr(launch.IdleWatch, "_machine_idle", staticmethod(lambda: self.now * self.free_cores))
+
+    def idle_after(self, watch, seconds):
+        """Sample every 0.5 s for `seconds`; whether the watch said idle at the end."""
+        said = False
+        for _ in range(int(seconds / 0.5)):
+            self.now += 0.5
+            said = watch.idle()
+        return said
+
+
+@pytest.mark.parametrize("run_cores, free_cores, progress_age, idle", [
+    (0.0, 1.8, 60, True),     # deadlocked on a free machine: steps aside
+    (0.0, 0.1, 60, False),    # waits for a core on a full machine: keeps its hold
+    (1.0, 0.9, 60, False),    # computes without progress marks (start-up): keeps its hold
+    (0.0, 1.8, 0, False),     # made progress within the window: keeps its hold
+])
+def test_idle_watch_tells_a_deadlock_from_a_busy_machine(monkeypatch, run_cores, free_cores,
+                                                         progress_age, idle):
+    clock = FakeClock(monkeypatch, run_cores, free_cores)
+
+    class Marks:
+        last = time.time() - progress_age
+    watch = launch.IdleWatch(pid=0, progress=Marks(), window=3.0, cores=0.5)
+    assert watch.idle() is False  # one sample spans no time
+    assert clock.idle_after(watch, 4.0) is idle
