@@ -5,6 +5,26 @@ Terms as in the glossary (solutions/i18n/ja/README.md); API names, code, command
 numbers stay as they are. Grouped by the module that says the message."""
 
 MESSAGES = {
+    # ---- handson_lib/sites/jobscript.py (handson jobscript run, without a scheduler)
+    'no scheduler here: running {script} as a PBS job would run ({site} rules)':
+        'ここにはスケジューラがありません: {script} を PBS ジョブとして実行されるのと同じように、いまここで実行します（{site} の規則）',
+    '(default)':
+        '（既定）',
+    '(not queued: runs here now)':
+        '（キューには入れず、いまここで実行）',
+    '{ranks} rank(s), all on this machine ({cores} cores)':
+        '{ranks} ランク、すべてこのマシン上（{cores} コア）',
+    '{ranks} rank(s), all on this machine ({cores} cores; oversubscribed)':
+        '{ranks} ランク、すべてこのマシン上（{cores} コア。コア数を超えて実行）',
+    '(watchdog: {limit:g} s from --timeout)':
+        '（ウォッチドッグ: --timeout による {limit:g} 秒）',
+    '(watchdog)':
+        '（ウォッチドッグ）',
+    '(stdout and stderr, like -j oe)':
+        '（標準出力と標準エラー出力、-j oe と同じ）',
+    # ---- handson_lib/runtime/mpi.py
+    'uncaught {error}; aborting all {size} ranks (MPI_Abort) so that none waits forever:':
+        '捕捉されない {error} が発生しました。どのランクも待ち続けないよう、全 {size} ランクを中止します（MPI_Abort）:',
     # ---- handson_lib/grading/checks.py
     'unknown mode against={against!r}; choose one of {choices}':
         '不明なモード against={against!r} です。{choices} のいずれかを選んでください',

@@ -175,3 +175,47 @@ def test_an_unfinished_skeleton_and_the_lint_summary_speak_japanese(env, tmp_pat
     out = io.StringIO()
     jobscript.lint_main([str(script)], site="reedbush", out=out)
     assert out.getvalue().splitlines()[-1].endswith(": 1 error(s), 0 warning(s): fix the errors before qsub")
+
+
+def test_a_job_run_here_is_described_in_japanese(env, tmp_path):
+    """The block `handson jobscript run` prints before it runs a job script without a scheduler."""
+    from handson_lib.sites.table import get_site
+    script = tmp_path / "run_multi_node_training.sh"
+    script.write_text((ROOT / "solutions" / "run_multi_node_training.sh").read_text())
+    job = jobscript.LocalJob.of(script, timeout=30)
+    env.setenv("HANDSON_LANG", "ja")
+    out = io.StringIO()
+    job.describe(get_site("reedbush"), 30, out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == ("handson jobscript run: ここにはスケジューラがありません: run_multi_node_training.sh を "
+                        "PBS ジョブとして実行されるのと同じように、いまここで実行します（Reedbush-H の規則）"), lines[0]
+    assert any(line.startswith("  nodes      ") and " ランク、すべてこのマシン上（" in line for line in lines), lines
+    assert any(line.endswith("（ウォッチドッグ: --timeout による 30 秒）") for line in lines), lines
+    assert any(line.endswith("（標準出力と標準エラー出力、-j oe と同じ）") for line in lines), lines
+    env.delenv("HANDSON_LANG")
+    out = io.StringIO()
+    job.describe(get_site("reedbush"), 30, out)
+    english = out.getvalue()
+    assert "no scheduler here: running run_multi_node_training.sh as a PBS job would run" in english
+    assert "(watchdog: 30 s from --timeout)" in english and "ランク" not in english
+
+
+def test_an_uncaught_error_aborts_the_ranks_with_a_japanese_line(env, capsys):
+    import types
+    from handson_lib.runtime import mpi
+    aborted = []
+
+    class World:   # rank 1 of 2, without starting MPI in the test process
+        Get_rank, Get_size = staticmethod(lambda: 1), staticmethod(lambda: 2)
+        Abort = staticmethod(aborted.append)
+    env.setitem(sys.modules, "mpi4py", types.SimpleNamespace(MPI=types.SimpleNamespace(COMM_WORLD=World)))
+    env.setattr(sys, "excepthook", lambda *exc: None)   # the hook chains to it
+    env.setenv("HANDSON_LANG", "ja")
+    hook = mpi.install_abort_hook()
+    try:
+        raise RuntimeError("planted")
+    except RuntimeError as exc:
+        hook(type(exc), exc, exc.__traceback__)
+    err = capsys.readouterr().err
+    assert "[rank 1] 捕捉されない RuntimeError が発生しました。どのランクも待ち続けないよう、全 2 ランクを中止します" in err, err
+    assert "RuntimeError: planted" in err and aborted == [1]

@@ -36,8 +36,9 @@ def install_abort_hook():
             size = MPI.COMM_WORLD.Get_size()
         except Exception:
             MPI, rank, size = None, "?", 1
-        sys.stderr.write(f"\n[rank {rank}] uncaught {exc_type.__name__}; aborting all "
-                         f"{size} ranks (MPI_Abort) so that none waits forever:\n")
+        sys.stderr.write(f"\n[rank {rank}] " + tr(
+            "uncaught {error}; aborting all {size} ranks (MPI_Abort) so that none waits forever:",
+            error=exc_type.__name__, size=size) + "\n")
         traceback.print_exception(exc_type, exc, tb)
         sys.stderr.flush()
         sys.stdout.flush()

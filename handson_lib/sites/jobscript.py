@@ -909,23 +909,26 @@ class LocalJob:
 
     def describe(self, site, timeout, out):
         req, cores = self.req, launch.cpu_count()
+        # PBS's own words (select, mpiprocs, -j oe) stay as they are in every language.
         chunks = " + ".join(f"{c.count} node{'s' if c.count != 1 else ''} x {c.mpiprocs} mpiprocs"
                             for c in req.select)
-        print(f"handson jobscript run: no scheduler here: running {self.script.name} as a PBS job "
-              f"would run ({site.title} rules)", file=out)
+        print("handson jobscript run: " + tr(
+            "no scheduler here: running {script} as a PBS job would run ({site} rules)",
+            script=self.script.name, site=site.title), file=out)
         print(f"  job id     {self.jobid}", file=out)
         print(f"  job name   {self.name}", file=out)
-        print(f"  queue      {req.queue or '(default)'} (not queued: runs here now)", file=out)
-        print(f"  nodes      {chunks} = {req.ranks} rank(s), all on this machine "
-              f"({cores} core{'s' if cores != 1 else ''}"
-              f"{'; oversubscribed' if req.ranks > cores else ''})", file=out)
+        print(f"  queue      {req.queue or tr('(default)')} " + tr("(not queued: runs here now)"), file=out)
+        where = (tr("{ranks} rank(s), all on this machine ({cores} cores; oversubscribed)", ranks=req.ranks,
+                    cores=cores) if req.ranks > cores else
+                 tr("{ranks} rank(s), all on this machine ({cores} cores)", ranks=req.ranks, cores=cores))
+        print(f"  nodes      {chunks} = {where}", file=out)
         if req.ompthreads:
             print(f"  ompthreads {req.ompthreads}", file=out)
-        print(f"  walltime   {format_walltime(req.walltime)}"
-              f"{f' (watchdog: {self.limit:g} s from --timeout)' if timeout else ' (watchdog)'}",
-              file=out)
+        watchdog = (tr("(watchdog: {limit:g} s from --timeout)", limit=self.limit) if timeout
+                    else tr("(watchdog)"))
+        print(f"  walltime   {format_walltime(req.walltime)} {watchdog}", file=out)
         print(f"  workdir    {self.workdir} ($PBS_O_WORKDIR)", file=out)
-        print(f"  output     {self.output} (stdout and stderr, like -j oe)", file=out)
+        print(f"  output     {self.output} " + tr("(stdout and stderr, like -j oe)"), file=out)
         out.flush()
 
     def run(self, out):
