@@ -515,6 +515,8 @@ MESSAGES = {
         'ワーカー {name} でエラーが起きました: {error}',
     "MultiprocessParallelUpdater backend: Chainer's (NCCL, {n} GPU processes)":
         'MultiprocessParallelUpdater のバックエンド: Chainer のもの（NCCL、GPU プロセス {n} 個）',
+    'CPU stand-in (worker processes, NOT GPUs)':
+        'CPU 代替実装（ワーカープロセスで、GPU ではありません）',
     "MultiprocessParallelUpdater backend: CPU stand-in (worker processes, NOT GPUs), {n} worker processes; Chainer's needs GPUs and NCCL: {reason}":
         'MultiprocessParallelUpdater のバックエンド: CPU 代替実装（ワーカープロセスで、GPU ではありません）、ワーカープロセス {n} 個。Chainer のバックエンドには GPU と NCCL が必要です: {reason}',
     'No GPU {gpu} on this host: the single-device baseline runs on the CPU (@numpy), one core (one BLAS thread), as each worker of the CPU stand-in.':

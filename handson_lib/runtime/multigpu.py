@@ -165,6 +165,14 @@ def _worker_main(index, conn, model, iterator, converter, params, grads, layout,
 class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
     """MultiprocessParallelUpdater's CPU stand-in: one worker process per device entry."""
 
+    class _BackendName:
+        """What notebook 01 prints as the backend, in the reader's language (read when shown)."""
+
+        def __get__(self, obj, owner):
+            return tr("CPU stand-in (worker processes, NOT GPUs)")
+
+    backend_name = _BackendName()
+
     def __init__(self, iterators, optimizer, devices, converter=convert.concat_examples,
                  auto_new_epoch=True, threads_per_worker=None):
         names, ids = _ordered_devices(devices)
