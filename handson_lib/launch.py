@@ -217,17 +217,17 @@ class IdleWatch:
 
     def _tree_cpu(self):
         import psutil
-        total = 0.0
         try:
-            root = psutil.Process(self.pid)
-            for proc in [root, *root.children(recursive=True)]:
-                try:
-                    times = proc.cpu_times()
-                    total += times.user + times.system
-                except psutil.Error:
-                    pass
+            tree = [psutil.Process(self.pid), *_descendants(self.pid)]
         except psutil.Error:
             return None
+        total = 0.0
+        for proc in tree:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                pass
         return total
 
     @staticmethod

@@ -119,25 +119,14 @@ def summary(lay, settings, out=print):
     out(f"  state (hub database, exchange, gradebook): {lay.root}")
 
 
-def _proxy_recorded(lay):
-    """The proxy's pid as JupyterHub recorded it (STATE/hub/proxy.pid), when that process is
-    still configurable-http-proxy (not a pid reused since)."""
-    pid = hub.read_pid(lay.proxy_pid)
-    try:
-        if pid and "configurable-http-proxy" in " ".join(psutil.Process(pid).cmdline()):
-            return pid
-    except psutil.Error:
-        pass
-    return None
-
-
 def classroom_processes(lay):
     """Processes of the classroom's accounts, the hub started from its folder, and the proxy: it
     runs as root from STATE/node with arguments that name neither, and outlives a hub killed
     with SIGKILL, so it is found by its path under STATE/node and by the pid the hub recorded."""
     users = set(accounts.classroom_users(lay.passwords))
     started_here = (str(lay.hub), str(lay.node))
-    proxy = _proxy_recorded(lay)
+    # JupyterHub records its proxy's pid (STATE/hub/proxy.pid).
+    proxy = hub.recorded_pid(lay.proxy_pid, "configurable-http-proxy")
     found = []
     for proc in psutil.process_iter(["username", "cmdline"]):
         try:

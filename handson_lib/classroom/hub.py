@@ -141,22 +141,20 @@ def write_config(lay: Layout, settings, students, proxy_command):
 
 # ----------------------------------------------------------------------------- process
 
-def read_pid(path: Path):
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def running_pid(lay: Layout):
+def recorded_pid(path: Path, program):
+    """The pid written in `path` while that process still runs `program` (not a pid reused since)."""
     import psutil
-    pid = read_pid(lay.hub_pid)
+    pid = cluster.read_pid(path)
     try:
-        if pid and "jupyterhub" in " ".join(psutil.Process(pid).cmdline()):
+        if pid and program in " ".join(psutil.Process(pid).cmdline()):
             return pid
     except psutil.Error:
         pass
     return None
+
+
+def running_pid(lay: Layout):
+    return recorded_pid(lay.hub_pid, "jupyterhub")
 
 
 def answers(timeout=2):

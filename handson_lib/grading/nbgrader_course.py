@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, launch
+from handson_lib import COURSE_ROOT, launch, messages
 from handson_lib.grading import checks, synthetic_class, translations
 from handson_lib.plotting import pyplot
 
@@ -112,7 +112,7 @@ def course_language(course_dir):
         lang = (Path(course_dir) / LANG_FILE).read_text().strip()
     except OSError:
         return None
-    return lang if lang in ("en", *translations.LANGUAGES) else None
+    return lang if lang in messages.LANGUAGES else None
 
 
 def grading_env(site=None, run_timeout=None, course_dir=None):

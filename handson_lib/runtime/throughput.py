@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from handson_lib.messages import tr
+
 #: Terminal control sequences (Chainer's ProgressBar writes `ESC[4A ESC[J` before the next line).
 ANSI_ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
 
