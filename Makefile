@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test lab build bench bench-network clean-venv
+.PHONY: setup demo test test-slow test-timed test-system test-gpu test-all lab build bench bench-network clean-venv
 
 setup: $(STAMP)
 
@@ -24,11 +24,34 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 demo: setup
 	$(BIN)/handson demo
 
-# Two passes: the tests whose outcome rests on a measured throughput or free cores run alone (-m timed),
-# the rest two at a time, whole files per worker (their module fixtures are built once).
+# The test tiers (tests/conftest.py; README "Tests"). Two workers, each taking whole files (a
+# module's fixtures are built once); the timed tier alone, after the rest.
+PYTEST := $(BIN)/python -m pytest --durations=15
+PARALLEL := -n 2 --dist loadfile
+
+# A newcomer's tier: no root, no system package, no browser, no GPU; the last lines list the rest.
 test: setup
-	$(BIN)/python -m pytest -m 'not timed' -n 2 --dist loadfile --durations=15
-	$(BIN)/python -m pytest -m timed --durations=15
+	$(PYTEST) --tier quick $(PARALLEL)
+
+test-slow: setup
+	$(PYTEST) --tier slow $(PARALLEL)
+
+test-timed: setup
+	$(PYTEST) --tier timed
+
+# Root, Slurm, munge, iproute2, Chromium (what .ci/run installs), and the whole synthetic class.
+test-system: setup
+	$(PYTEST) --tier system $(PARALLEL)
+
+# One script on a GPU machine (at most 8 minutes); on a machine without a GPU it says so, exit 0.
+test-gpu: setup
+	$(BIN)/python tests/gpu_tier.py
+
+# Every tier, what CI runs: both passes run, and the target fails if either did.
+test-all: setup
+	$(PYTEST) --tier quick --tier slow --tier system --tier gpu $(PARALLEL) --no-tier-summary; first=$$?; \
+	$(PYTEST) --tier timed --no-tier-summary; second=$$?; \
+	test $$first -eq 0 -a $$second -eq 0
 
 lab: setup
 	$(BIN)/handson lab

@@ -146,6 +146,20 @@ def terminate_all(procs, timeout=20.0):
     return procs
 
 
+def processes_carrying(name, value):
+    """This user's processes whose environment holds NAME=VALUE (a mark inherited by every process
+    a run starts, also those that left its process tree); other users' cannot be read."""
+    import psutil
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(name) == value:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
 #: One lock file for the whole machine: every run whose time is scored holds it alone.
 TIMING_LOCK = Path(os.environ.get("HANDSON_TIMING_LOCK") or Path(tempfile.gettempdir()) / "handson-timing.lock")
 #: Set in the children of a run that holds a slot, so that a run they start does not wait for it.

@@ -1,4 +1,8 @@
-"""Shared test set-up.
+"""Shared test set-up: the test tiers, the session's reference measurements, and helpers.
+
+Every test belongs to one tier (`tier_of`): a newcomer's `make test` runs `quick`; `make test-all`
+(what CI runs) runs every tier. `--tier NAME` (repeatable) selects tiers; the tiers a run leaves
+out are listed at its end with the command that runs them.
 
 Under CI=true a skip is a failure unless the test is marked `gpu`: CI runs on a fresh
 machine where every other prerequisite (scheduler, browser, MPI) is installed by .ci/run.
@@ -7,10 +11,12 @@ machine where every other prerequisite (scheduler, browser, MPI) is installed by
 import contextlib
 import fcntl
 import os
+import pickle
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -31,18 +37,109 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
+#: The tiers, in the order a test is sorted into them (the first that applies): name ->
+#: (what its tests need or do, the command that runs it).
+TIERS = {
+    "gpu": ("need an NVIDIA GPU with CuPy and NCCL", "make test-gpu"),
+    "system": ("need root, Debian's Slurm, munge and iproute2, or Chromium (what .ci/run installs), or "
+               "grade the whole synthetic task2 class", "sudo make test-system"),
+    "timed": ("assert a measured ratio or cores standing free, so they run alone, after the rest",
+              "make test-timed"),
+    "slow": ("execute notebooks, build and set up the student edition, grade classes, run planted "
+             "mistakes and benchmarks", "make test-slow"),
+    "quick": ("check units, verdicts, lint, data, the build and its leaks, translations, and run each "
+              "task's check once", "make test"),
+}
+#: The longest files, started first: xdist hands whole files to its workers in this order, so that
+#: no long file starts last and leaves the other worker idle (the rest keep their order).
+LONGEST_FIRST = ("test_classroom.py", "test_autograde.py", "test_cluster.py", "test_notebooks.py",
+                 "test_network.py", "test_questions.py")
+#: Markers that put a test in the system tier.
+SYSTEM_MARKERS = ("system", "scheduler", "browser", "classroom", "whole_class")
+
+
+def tier_of(item):
+    """The one tier a collected test belongs to (TIERS' order decides between its markers)."""
+    if "gpu" in item.keywords:
+        return "gpu"
+    if any(item.get_closest_marker(name) for name in SYSTEM_MARKERS):
+        return "system"
+    for name in ("timed", "slow"):
+        if item.get_closest_marker(name):
+            return name
+    return "quick"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--tier", action="append", choices=list(TIERS), default=[],
+                     help="run only the tests of this tier (repeatable; default: every tier): "
+                          + ", ".join(TIERS))
+    parser.addoption("--no-tier-summary", action="store_true",
+                     help="do not end with the tiers left out (a pass of `make test-all`, which runs them all)")
+
+
+def _is_xdist_worker(config):
+    return hasattr(config, "workerinput")
 
 def gpu_available():
     return devices.gpu_count().count > 0
 
 
 def pytest_collection_modifyitems(config, items):
-    if gpu_available():
-        return
-    skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU with CuPy (none on this host)")
+    chosen = set(config.getoption("tier")) or set(TIERS)
+    kept, left_out, replaced = [], [], []
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip_gpu)
+        if tier_of(item) not in chosen:
+            left_out.append(item)
+        elif "system" in chosen and item.get_closest_marker("replaced_in_system_tier"):
+            replaced.append(item)   # the system tier runs the same thing in its fuller setting
+        else:
+            kept.append(item)
+    if left_out or replaced:
+        config.hook.pytest_deselected(items=left_out + replaced)
+        items[:] = kept
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    config._handson_left_out = Counter(tier_of(item) for item in left_out)
+    if _is_xdist_worker(config):
+        config.workeroutput["handson_left_out"] = dict(config._handson_left_out)
+    if "gpu" in chosen and not gpu_available():
+        skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU with CuPy (none on this host)")
+        for item in kept:
+            if "gpu" in item.keywords:
+                item.add_marker(skip_gpu)
+
+
+def pytest_configure(config):
+    config._handson_left_out = Counter()
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_WorkerReports(config), "handson-tier-reports")
+
+
+class _WorkerReports:
+    """The xdist controller collects nothing itself: its workers say which tiers they left out."""
+    def __init__(self, config):
+        self.config = config
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        left_out = getattr(node, "workeroutput", {}).get("handson_left_out")
+        if left_out and not self.config._handson_left_out:
+            self.config._handson_left_out = Counter(left_out)
+
+
+def pytest_unconfigure(config):
+    """The last lines of a run: the tiers it left out, why, and the command that runs each."""
+    left_out = getattr(config, "_handson_left_out", None)
+    if _is_xdist_worker(config) or not left_out or config.getoption("no_tier_summary"):
+        return
+    out = sys.__stdout__
+    out.write("\nTiers not run here (" + ", ".join(f"{n} {t}" for t, n in left_out.items()) + " tests):\n")
+    for tier, (what, command) in TIERS.items():
+        if left_out.get(tier):
+            out.write(f"  {tier:7s} {left_out[tier]:4d} tests that {what}: {command}\n")
+    out.write("  every tier, as CI runs them: make test-all\n")
+    out.flush()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -114,3 +211,62 @@ def mutant(solution, tmp_path, old, new):
 
 def failed_checks(report):
     return {c.name: c.message for c in report.failed}
+
+
+@pytest.fixture(scope="session")
+def session_dir(tmp_path_factory):
+    """A folder shared by the xdist workers of one pytest run (their base folders' parent)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "handson-session"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
+@pytest.fixture(scope="session")
+def reference_cache(session_dir):
+    """The grader's reference cache for the whole pytest run: each reference solution is measured
+    once per session, by whichever test (or autograded class) needs it first."""
+    path = session_dir / "references"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def measure_reference(reference_cache):
+    """measure_reference(name, args, np=None): the reference solution's observed run, from the
+    session's cache (handson_lib.grading.reference)."""
+    from handson_lib.grading import reference
+
+    def measure(name, args, np=None, timeout=300):
+        obs = reference.measure_reference(name, list(args), timeout, np=np, cache=reference_cache)
+        assert obs.finished, f"the reference {name} did not finish:\n{obs.output[-3000:]}"
+        return obs
+    return measure
+
+
+def once_per_run(session_dir, name, build):
+    """build() once per pytest run; the xdist workers share its (pickled) result."""
+    path = session_dir / f"{name}.pickle"
+    with open(session_dir / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            return pickle.loads(path.read_bytes())
+        value = build()
+        path.write_bytes(pickle.dumps(value))
+        return value
+
+
+@pytest.fixture(scope="session")
+def skeleton_reports(session_dir):
+    """The self-checks of the released skeletons (exercises/), by task: each script stops at its
+    first unfinished step, so no measurement runs. Shared by the tests of the stubs and the tasks."""
+    from handson_lib.grading import checks
+    ex = ROOT / "exercises"
+
+    def build():
+        return {"multi-gpu": checks.check_multi_gpu(ex / "train_cifar_multi_gpu.py", against="self"),
+                "multi-node": checks.check_multi_node(ex / "train_cifar_multi_node.py", against="self"),
+                "mnist-multi-node": checks.check_mnist_multi_node(ex / "train_mnist_multi_node.py", against="self"),
+                "jobscript-multi-gpu": checks.check_jobscript(ex / "run_multi_gpu_training.sh", "multi-gpu"),
+                "jobscript-multi-node": checks.check_jobscript(ex / "run_multi_node_training.sh", "multi-node")}
+    return once_per_run(session_dir, "skeleton-reports", build)

@@ -70,6 +70,7 @@ def test_a_slower_rank_s_allreduce_is_split_into_the_exchange_and_the_wait():
     assert step_row.split()[-2:] == ["340.0", "390.0"]  # 300 compute, 10 exchange, 10 update, 20 other (+ 50)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bench", ["multi-gpu", "multi-node"])
 def test_the_benchmark_prints_where_a_step_goes(bench, tmp_path):
     """A short real run of `handson bench multi-gpu|multi-node`: rates, limit, the breakdown."""

@@ -322,7 +322,9 @@ def test_one_rank_still_has_an_allreduce_phase(measured):
     results, _, _ = measured
     r1 = results[1]
     assert r1["np"] == 1 and len(r1["ranks"]) == 1
-    assert "allreduce" in r1["phases_s"] and r1["phases_s"]["allreduce"] >= 0
+    # The phase is timed on one rank too: the call into ChainerMN with no peer to wait for, so it
+    # is shorter than with a second rank.
+    assert 0 < r1["phases_s"]["allreduce"] < results[2]["phases_s"]["allreduce"], (r1["phases_s"], results[2]["phases_s"])
     eff = answers.parallel_efficiency(results)
     assert eff[1] == pytest.approx(1.0)
     assert eff[2] == pytest.approx(results[2]["throughput"] / (2 * r1["throughput"]))

@@ -17,7 +17,7 @@ import pytest
 
 from handson_lib.sites import cluster, jobs
 
-pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
+pytestmark = [pytest.mark.scheduler]
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent

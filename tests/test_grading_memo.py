@@ -18,6 +18,7 @@ def _parts(log):
     return [json.loads(line)["part"] for line in log.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_a_check_reuses_the_students_identical_untimed_run(tmp_path, monkeypatch):
     monkeypatch.setenv("HANDSON_RUN_MEMO", str(tmp_path / "memo"))
     monkeypatch.setenv("HANDSON_PROFILE_LOG", str(tmp_path / "profile.jsonl"))
@@ -36,6 +37,7 @@ def test_a_check_reuses_the_students_identical_untimed_run(tmp_path, monkeypatch
         "notebook", "check (the same run as the notebook's, reused)", "check after an edit"]
 
 
+@pytest.mark.slow
 def test_a_timed_run_is_never_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("HANDSON_RUN_MEMO", str(tmp_path / "memo"))
     obs = runs.run_observed_mpi(MNIST, 2, checks.MNIST_ARGS, timeout=120, timed=True, reuse=True)
@@ -119,11 +121,12 @@ def test_the_autograder_registers_plot_reports_but_draws_none(tmp_path, draw):
     assert (tmp_path / "result" / "loss.png").exists() is draw
 
 
-def test_the_mnist_speed_is_shown_only_where_it_compares_like_with_like(tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_the_mnist_speed_is_shown_only_where_it_compares_like_with_like(tmp_path, monkeypatch, measure_reference):
     """Under the autograder the conversion's run shares the machine with other students' runs
     while the reference ran alone: no ratio of the two is shown (it is never scored anyway)."""
     monkeypatch.delenv("HANDSON_REFERENCE_CACHE", raising=False)
-    reference = {2: runs.run_observed_mpi(MNIST, 2, checks.MNIST_ARGS, timeout=120)}
+    reference = {2: measure_reference(MNIST.name, checks.MNIST_ARGS, np=2)}
     alone = checks.check_mnist_multi_node(MNIST, reference=reference)
     assert "throughput vs the reference" in [c.name for c in alone.checks]
     monkeypatch.setenv("HANDSON_REFERENCE_CACHE", str(tmp_path / "session"))

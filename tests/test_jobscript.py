@@ -347,6 +347,7 @@ def test_run_task1_job_script(run_handson, tmp_path):
     assert (tmp_path / "result" / "multi").is_dir()
 
 
+@pytest.mark.slow
 def test_run_task2_job_script_on_four_ranks(run_handson, tmp_path):
     script = _job_folder(tmp_path, SOLUTION_NODE, "train_cifar_multi_node.py")
     result = run_handson("jobscript", "run", script, env=QUICK_ENV, timeout=240)
@@ -402,6 +403,7 @@ def test_run_kills_a_job_past_its_walltime(run_handson, tmp_path):
     assert leftovers == []
 
 
+@pytest.mark.slow
 def test_run_scaling_sweep_collects_throughput(run_handson, tmp_path):
     source = ROOT / "jobscripts" / "reedbush" / "run_scaling_sweep.sh"
     script = _job_folder(tmp_path, source, "train_cifar_multi_node.py")
@@ -418,6 +420,7 @@ def test_run_scaling_sweep_collects_throughput(run_handson, tmp_path):
 
 @pytest.mark.parametrize("site,select", [("cloud", "select=2:mpiprocs=4"),
                                          ("abci", "select=2:mpiprocs=8")])
+@pytest.mark.slow
 def test_run_site_task2_templates(run_handson, tmp_path, site, select):
     source = ROOT / "jobscripts" / site / "run_multi_node_training.sh"
     script = _job_folder(tmp_path, source, "train_cifar_multi_node.py")

@@ -29,7 +29,7 @@ COURSE_FOLDERS = ("notebooks", "solutions", "exercises")
 START_TIMEOUT = 90  # seconds for the server to answer /api/status
 UI_TIMEOUT_MS = 45_000  # for the page to show each expected element
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
 
 def _free_port():

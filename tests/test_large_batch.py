@@ -185,7 +185,13 @@ def test_bench_cli_writes_json_and_plot(run_handson, tmp_path):
     assert "scaled+warmup" in out.stdout and "points" in out.stdout
     saved = json.loads((tmp_path / "large_batch.json").read_text())
     assert saved["batches"] == [256, 512] and set(saved["accuracy"]) == set(lb.SCHEDULES)
-    assert (tmp_path / "lb.png").stat().st_size > 0
+    png = tmp_path / "lb.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from matplotlib import image
+    pixels = image.imread(png)
+    assert pixels.shape[0] > 200 and pixels.shape[1] > 300, pixels.shape
+    # Drawn: lines in several colours, not a blank canvas.
+    assert len({tuple(px) for px in pixels.reshape(-1, pixels.shape[-1])[::7]}) > 20
     bad = run_handson("bench", "large-batch", "--batches", "16,x", "--out", "")
     assert bad.returncode == 2 and "--batches" in bad.stderr
 

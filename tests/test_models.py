@@ -32,6 +32,7 @@ def test_unknown_model_is_a_clear_error():
         models.get_model("vgg")
 
 
+@pytest.mark.slow
 def test_small_cnn_learns_the_synthetic_set_quickly():
     from handson_lib import data
     train, test, _ = data.get_dataset("synthetic", n_train=1000, n_test=300, announce=False)

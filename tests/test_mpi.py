@@ -81,6 +81,7 @@ def test_exception_on_one_rank_aborts_the_job_instead_of_hanging(tmp_path):
     assert "rank one broke" in res.output and "aborting all 2 ranks" in res.output
 
 
+@pytest.mark.slow
 def test_watchdog_kills_a_deadlock_and_leaves_no_process(tmp_path):
     marker = "deadlock_marker_4711"
     script = _script(tmp_path, f"{marker}.py", """

@@ -104,7 +104,6 @@ def shaped(cluster_turn):
 
 
 @pytest.mark.scheduler
-@pytest.mark.slow
 def test_up_makes_a_namespace_per_node_and_prints_the_profile(shaped):
     assert "link: 1gbe" in shaped.stdout
     assert network.existing_namespaces() == ["handson-n1", "handson-n2"]
@@ -118,7 +117,6 @@ def test_up_makes_a_namespace_per_node_and_prints_the_profile(shaped):
 
 
 @pytest.mark.scheduler
-@pytest.mark.slow
 def test_up_twice_keeps_the_daemons_and_the_network(shaped):
     pids = {k: pid for k, (_, pid, _) in cluster.daemons(cluster.paths()).items()}
     again = handson("cluster", "up", "--nodes", 2, "--link", "1gbe")
@@ -140,7 +138,6 @@ def allreduce_across_nodes(shaped):
 
 
 @pytest.mark.scheduler
-@pytest.mark.slow
 def test_ranks_on_two_nodes_allreduce_correctly_over_the_shaped_link(allreduce_across_nodes):
     result, _, _ = allreduce_across_nodes
     assert result["correct"], allreduce.format_table(result)
@@ -154,7 +151,6 @@ def test_ranks_on_two_nodes_allreduce_correctly_over_the_shaped_link(allreduce_a
 
 
 @pytest.mark.scheduler
-@pytest.mark.slow
 def test_the_allreduce_bytes_cross_the_veth(allreduce_across_nodes):
     result, before, after = allreduce_across_nodes
     L, p = result["bytes"], result["ranks"]
@@ -171,7 +167,6 @@ def test_the_allreduce_bytes_cross_the_veth(allreduce_across_nodes):
 
 
 @pytest.mark.scheduler
-@pytest.mark.slow
 def test_the_breakdown_on_the_cluster_records_the_link_and_waits_for_the_wire(shaped):
     result = breakdown.measure(np=2, model="cnn", batchsize=8, iterations=3, warmup=1,
                                where="cluster", timeout=240)
@@ -183,7 +178,6 @@ def test_the_breakdown_on_the_cluster_records_the_link_and_waits_for_the_wire(sh
 
 
 @pytest.mark.scheduler
-@pytest.mark.slow
 def test_a_rank_killed_mid_allreduce_ends_the_job_and_leaves_nothing(shaped, tmp_path):
     marker = tmp_path / "killed.json"
     argv = ["-m", "handson_lib.experiments.allreduce", "--worker", "--bytes", "32M",
@@ -218,7 +212,6 @@ def test_a_rank_killed_mid_allreduce_ends_the_job_and_leaves_nothing(shaped, tmp
 
 
 @pytest.mark.scheduler
-@pytest.mark.slow
 def test_notebook_04_runs_its_measurements_as_jobs_across_the_nodes(shaped):
     source = ROOT / "solutions" / "04_scaling.ipynb"
     nb = nbformat.read(str(source), as_version=4)
@@ -234,7 +227,6 @@ def test_notebook_04_runs_its_measurements_as_jobs_across_the_nodes(shaped):
 
 
 @pytest.mark.scheduler
-@pytest.mark.slow
 def test_down_gives_back_every_namespace_link_and_qdisc(shaped):
     result = handson("cluster", "down")
     assert result.returncode == 0, result.stderr

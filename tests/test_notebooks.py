@@ -1,15 +1,27 @@
-"""Every instructor notebook (the student notebook with the solution filled in) runs top to bottom."""
+"""Every instructor notebook (the student notebook with the solution filled in) runs top to bottom.
+
+Each solution notebook runs at most twice in a whole test run: here or as the correct student of a
+synthetic class (GRADED_AS_A_CLASS: the autograder runs the instructor's notebook with its hidden
+tests), and once in the student edition (tests/test_release.py). The released stubs are judged
+without a kernel (tests/test_questions.py), and the Japanese notebooks by their code, which is the
+English code but for its words (below).
+"""
+
+import ast
+import string
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from handson_lib.grading import build
+from handson_lib.grading import build, nbgrader_course
 from conftest import ROOT
 
 SOURCES = sorted(source for source, kind in build.plan(ROOT).values() if kind == "notebook")
-#: Notebooks whose graded cells judge a measured throughput (Tasks #1 and #2).
-TIMED = {"01_multi_gpu.ipynb", "02_multi_node.ipynb"}
+#: Notebooks run as the `correct` student of a synthetic class (tests/test_autograde.py).
+GRADED_AS_A_CLASS = {"00_setup.ipynb": "setup", "01_multi_gpu.ipynb": "task1", "02_multi_node.ipynb": "task2"}
+#: Notebook 04 runs on the shaped local cluster in the system tier (tests/test_network.py).
+ON_THE_CLUSTER = {"04_scaling.ipynb"}
 
 
 def local_ranks_only(monkeypatch, tmp_path):
@@ -18,8 +30,18 @@ def local_ranks_only(monkeypatch, tmp_path):
     monkeypatch.setenv("HANDSON_CLUSTER_DIR", str(tmp_path / "no-cluster"))
 
 
-@pytest.mark.parametrize("source", [pytest.param(s, marks=pytest.mark.timed) if s.name in TIMED else s
-                                    for s in SOURCES], ids=[s.name for s in SOURCES])
+def test_every_solution_notebook_is_run_once_by_the_tests():
+    assert {n: nbgrader_course.ASSIGNMENTS[a][0] for n, a in GRADED_AS_A_CLASS.items()} == \
+        {n: n for n in GRADED_AS_A_CLASS}
+    executed_here = {s.name for s in SOURCES} - set(GRADED_AS_A_CLASS)
+    assert executed_here == {"03_profiling.ipynb", "04_scaling.ipynb", "05_tuning.ipynb", "06_large_batch.ipynb"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", [
+    pytest.param(s, marks=pytest.mark.replaced_in_system_tier("runs on the shaped cluster in tests/test_network.py"))
+    if s.name in ON_THE_CLUSTER else s for s in SOURCES if s.name not in GRADED_AS_A_CLASS],
+    ids=[s.name for s in SOURCES if s.name not in GRADED_AS_A_CLASS])
 def test_solution_notebook_executes_on_cpu(source, tmp_path, monkeypatch):
     local_ranks_only(monkeypatch, tmp_path)
     nb = nbformat.read(str(source), as_version=4)
@@ -33,52 +55,48 @@ def test_solution_notebook_executes_on_cpu(source, tmp_path, monkeypatch):
     assert graded, "an instructor notebook without a graded cell"
 
 
+def _shape(source):
+    """A code cell with its words left out: the AST with every string constant blanked (an
+    f-string keeps only its expressions: a translation may move them among its words), and the
+    placeholders of every other string, in order (a `.format` template must keep them). Cells
+    that do not parse (a magic) compare without their comments."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return "\n".join(line.split("#")[0].rstrip() for line in source.splitlines() if line.strip()), []
+    in_fstrings = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr)
+                   for inner in node.values for part in ast.walk(inner)}
+    placeholders = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in in_fstrings:
+                text = node.value.replace("{{", "").replace("}}", "")
+                placeholders.append(sorted(f for _, f, _, _ in string.Formatter().parse(text) if f))
+            node.value = ""
+        elif isinstance(node, ast.JoinedStr):
+            node.values = [v for v in node.values if isinstance(v, ast.FormattedValue)]
+    return ast.dump(tree), placeholders
+
+
+@pytest.mark.parametrize("folder", ["notebooks", "solutions"])
 @pytest.mark.parametrize("source", SOURCES, ids=[s.name for s in SOURCES])
-def test_student_release_fails_its_graded_cells(source, tmp_path, monkeypatch):
-    """The released stubs must not pass the tests by accident."""
-    local_ranks_only(monkeypatch, tmp_path)
-    rel = next(rel for rel, (src, _) in build.plan(ROOT).items() if src == source)
-    nb = nbformat.read(str(ROOT / rel), as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str((ROOT / rel).parent)}})
-    client.execute()
-    failed = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
-              if c.metadata.get("nbgrader", {}).get("grade")
-              and any(o.output_type == "error" for o in c.get("outputs", []))]
-    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
-    assert len(failed) == len(graded), f"graded cells passing with the stub: {set(c.metadata['nbgrader']['grade_id'] for c in graded) - set(failed)}"
-
-
-#: Japanese notebooks executed here (the rest are built and checked like these, tests/test_translations.py).
-JAPANESE = ["00_setup.ipynb", "03_profiling.ipynb"]
-
-
-@pytest.mark.parametrize("name", JAPANESE)
-def test_japanese_solution_notebook_executes_on_cpu(name, tmp_path, monkeypatch):
+def test_japanese_code_is_the_english_code_but_for_its_words(source, folder):
+    """The Japanese notebook runs what the English one runs: translation changes comments and the
+    words of strings, never the code nor a string's placeholders. (The English notebook is run;
+    the Japanese messages of the library are tested in tests/test_messages.py.)"""
     from handson_lib.grading import translations
-    local_ranks_only(monkeypatch, tmp_path)
-    monkeypatch.setenv("HANDSON_LANG", "ja")
-    source = ROOT / "solutions" / name
-    nb = translations.translated_notebook(source, "ja", ROOT)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(source.parent)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.output_type == "error"]
-    assert not errors
-    assert any(c.metadata.get("nbgrader", {}).get("grade") for c in nb.cells)
-
-
-@pytest.mark.parametrize("name", JAPANESE[:1])
-def test_japanese_student_release_fails_its_graded_cells(name, tmp_path, monkeypatch):
-    local_ranks_only(monkeypatch, tmp_path)
-    monkeypatch.setenv("HANDSON_LANG", "ja")
-    path = ROOT / "notebooks" / "ja" / name
-    nb = nbformat.read(str(path), as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
-    failed = [c for c in graded if any(o.output_type == "error" for o in c.get("outputs", []))]
-    assert graded and len(failed) == len(graded)
+    if folder == "notebooks":
+        english = nbformat.read(str(ROOT / "notebooks" / source.name), as_version=4)
+        japanese = nbformat.read(str(ROOT / "notebooks" / "ja" / source.name), as_version=4)
+    else:
+        english = nbformat.read(str(source), as_version=4)
+        japanese = translations.translated_notebook(source, "ja", ROOT)
+    pairs = [(e.source, j.source) for e, j in zip(english.cells, japanese.cells) if e.cell_type == "code"]
+    assert [c.cell_type for c in english.cells] == [c.cell_type for c in japanese.cells]
+    assert pairs
+    differ = [i for i, (e, j) in enumerate(pairs) if _shape(e) != _shape(j)]
+    assert not differ, [(pairs[i][0][:200], pairs[i][1][:200]) for i in differ]
+    assert any(e != j for e, j in pairs), "no code cell is translated at all"
 
 
 def _course_names_used(source):
@@ -132,8 +150,8 @@ def _resolve(dotted):
 
 @pytest.mark.parametrize("source", SOURCES, ids=[s.name for s in SOURCES])
 def test_every_course_name_a_notebook_uses_exists(source):
-    """Cheap and early (the full runs of notebooks 01 and 02 are in the timed pass): a name of
-    handson_lib that a notebook reads, and that the library lost, fails here."""
+    """Cheap and early (the notebooks run in the slow and timed tiers): a name of handson_lib that
+    a notebook reads, and that the library lost, fails here."""
     missing = []
     for number, dotted in _course_names_used(source):
         try:

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT
 from handson_lib import profiling
-from handson_lib.grading import build, checks
+from handson_lib.grading import checks
 
 
 def _graded_cells(folder):
@@ -275,3 +275,82 @@ def test_questions_name_their_variables():
                 assert re.search(rf"^(def |class )?{name}\b", source, re.M), f"{grade_id} does not set {name}"
                 assert f"`{name}" in asked, f"{path.name}: the question of {grade_id!r} does not name `{name}`"
     assert seen == set(ASKED)
+
+
+# ----------------------------------------------------------------------------- the released stubs
+
+def _student_cells(notebook):
+    """(grade_id or None, is answer, is graded, source) of every code cell of the student copy."""
+    nb = json.loads((ROOT / "notebooks" / notebook).read_text())
+    return [(c["metadata"].get("nbgrader", {}).get("grade_id"), bool(c["metadata"].get("nbgrader", {}).get("solution")),
+             bool(c["metadata"].get("nbgrader", {}).get("grade")), "".join(c["source"]))
+            for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _measured(notebook, ns):
+    """What the notebook's measurements (not executed here) hand its graded cells, planted; and what
+    its cheap cells derive from the student's stubs, computed from them."""
+    if notebook == "02_multi_node.ipynb":
+        # The stretch's 2-rank run returns what the stub returns on each rank.
+        try:
+            mine = ns["per_class_accuracy"](None, None, None, 10)
+        except Exception:
+            return {"stretch": None}
+        return {"stretch": {"ranks": 2, "per_rank": [mine, mine], "single": [0.6] * 10}}
+    if notebook == "04_scaling.ipynb":
+        return {"results": _results(), "SETTINGS": {"model": "cnn"},
+                "bench": {"results": [{"path": "allreduce", "busbw_GBps": 1.0}, {"path": "p2p", "busbw_GBps": 0.5}]}}
+    if notebook == "05_tuning.ipynb":
+        return {"comparison": None}
+    if notebook == "06_large_batch.ipynb":
+        from handson_lib.experiments import large_batch as lb
+        try:
+            trace = lb.lr_trace(ns["WarmupScaledLR"], base_lr=0.1, base_batch=32, batch=256, warmup_iterations=10,
+                                iterations=13)
+        except Exception:
+            trace = None
+        return {"lb": lb, "trace": trace, "result": {"batches": [32, 512], "accuracy": {
+            "fixed": [0.9, 0.4], "scaled": [0.9, 0.7], "scaled+warmup": [0.9, 0.8]}}}
+    return {}
+
+
+@pytest.mark.parametrize("notebook", sorted({nb for nb, _ in STUDENT.values()}))
+def test_released_stubs_fail_every_graded_cell(notebook, skeleton_reports):
+    """The released notebook does not pass a test by accident: with every answer cell as released
+    (its stub), each graded cell fails, and on the student's answer (an assertion, or a name the
+    question asks for), not on something the test itself lacks. No measurement runs: what the
+    notebook measures is planted, the skeleton scripts' reports are their real self-checks
+    (conftest.skeleton_reports)."""
+    cells = _student_cells(notebook)
+    ns = _namespace()
+    ns.update({"01_multi_gpu.ipynb": {"report": skeleton_reports["multi-gpu"],
+                                      "job_report": skeleton_reports["jobscript-multi-gpu"]},
+               "02_multi_node.ipynb": {"report": skeleton_reports["multi-node"],
+                                       "mnist_report": skeleton_reports["mnist-multi-node"],
+                                       "job_report": skeleton_reports["jobscript-multi-node"]}}.get(notebook, {}))
+    asked = {name for grade_id, answer, _, _ in cells if answer for name in ASKED.get(grade_id, [])}
+    for grade_id, answer, _, source in cells:
+        if answer:
+            try:
+                exec(source, ns)   # a stub may stop with an error, as its cell would in the kernel
+            except Exception:
+                pass
+    ns.update(_measured(notebook, ns))
+    graded = [(grade_id, source) for grade_id, _, is_graded, source in cells if is_graded]
+    assert graded
+    passed, off_target = [], []
+    for grade_id, source in graded:
+        try:
+            exec(source, dict(ns))
+        except AssertionError:
+            continue
+        except NameError as error:
+            if error.name in asked:
+                continue
+            off_target.append(f"{grade_id}: {error!r}")
+        except Exception as error:
+            off_target.append(f"{grade_id}: {error!r}")
+        else:
+            passed.append(grade_id)
+    assert not passed, f"graded cells passing with the released stubs: {passed}"
+    assert not off_target, f"graded cells failing on something else than the student's answer: {off_target}"

@@ -1,4 +1,8 @@
-"""Task #1: the CPU stand-in is data parallel for real, and the grader tells right from wrong."""
+"""Task #1: the CPU stand-in is data parallel for real, and the grader tells right from wrong.
+
+Tiers: the check of the solution and of the skeleton are quick; the planted mistakes (one list,
+synthetic_class.MISTAKES) run at the smallest size that decides their check (slow); the
+throughput ratio of the solution against the reference is timed (alone on the machine)."""
 
 import sys
 import types
@@ -10,70 +14,77 @@ import pytest
 from chainer import training
 
 from handson_lib import data
-from handson_lib.grading import checks, runs
+from handson_lib.grading import checks, synthetic_class
 from handson_lib.runtime import models, multigpu
 from conftest import ROOT, failed_checks, mutant
 
-#: The reference solution's pass includes its throughput against the reference run.
-pytestmark = pytest.mark.timed
-
 SOLUTION = ROOT / "solutions" / "train_cifar_multi_gpu.py"
-SKELETON = ROOT / "exercises" / "train_cifar_multi_gpu.py"
-SPLIT_LINE = "parts = chainer.datasets.split_dataset_n_random(train, len(args.gpus), seed=args.seed)"
-UPDATER_LINE = "updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices)"
+MISTAKES = synthetic_class.mistakes_in(SOLUTION.name)
+#: A planted mistake decides its check after a few steps on a few images.
+SMALLEST = ["--epoch", "1", "--train-size", "256", "--test-size", "64", "--batchsize", "32", "--no-progress"]
+CHECK_NAMES = ["runs to the end", "uses MultiprocessParallelUpdater", "one worker process per device",
+               "shards are disjoint", "shards cover the training set", "parameters equal on all workers",
+               "accuracy beats chance", "throughput vs the reference"]
 
 
 @pytest.fixture(scope="module")
-def reference():
-    """The reference solution, measured once for the whole module (same session)."""
-    obs = runs.run_observed(SOLUTION, ["--gpus", "0", "1", *checks.MULTI_GPU_ARGS], timeout=300, timed=True)
-    assert obs.finished, obs.output[-3000:]
-    return obs
+def reference(measure_reference):
+    """The reference solution's graded run, measured once per session (conftest.measure_reference)."""
+    return measure_reference(SOLUTION.name, ["--gpus", "0", "1", *checks.MULTI_GPU_ARGS])
 
 
-def test_reference_solution_passes_every_check(reference):
+def correctness_failures(report):
+    return {name: message for name, message in failed_checks(report).items()
+            if name not in {c.name for c in report.speed_checks}}
+
+
+def test_the_check_of_the_solution_passes_every_correctness_check(reference):
     report = checks.check_multi_gpu(SOLUTION, reference=reference)
-    assert report.ok, report.text()
-    names = [c.name for c in report.checks]
-    assert names == ["runs to the end", "uses MultiprocessParallelUpdater", "one worker process per device",
-                     "shards are disjoint", "shards cover the training set",
-                     "parameters equal on all workers", "accuracy beats chance", "throughput vs the reference"]
-    assert reference.record["backend"] == "cpu"
+    assert [c.name for c in report.checks] == CHECK_NAMES
+    assert correctness_failures(report) == {}, report.text()
+    assert report.observed["backend"] == "cpu" and reference.record["backend"] == "cpu"
     assert "CPU stand-in (worker processes, NOT GPUs), 2 worker processes" in reference.output
     assert "optimizer.lr is changed to 0.01 by MultiprocessParallelUpdater" in reference.output
 
 
-def test_skeleton_fails_with_not_implemented(reference):
-    report = checks.check_multi_gpu(SKELETON, reference=reference)
+@pytest.mark.timed
+def test_reference_solution_passes_every_check_with_its_throughput(reference):
+    report = checks.check_multi_gpu(SOLUTION, reference=reference)
+    assert report.ok, report.text()
+    # The same script measured twice alone on the machine: the ratio sits at 1 within the noise.
+    assert 0.8 < report.speed_checks[0].value < 1.25, report.text()
+
+
+def test_skeleton_fails_with_not_implemented(skeleton_reports):
+    report = skeleton_reports["multi-gpu"]
     failed = failed_checks(report)
     assert not report.ok
     assert failed["runs to the end"].startswith("not implemented yet: Task #1 is not complete")
     assert "`train_iters`, `devices` are still None" in failed["runs to the end"]
 
 
-def test_whole_dataset_on_every_worker_fails_on_shards(reference, tmp_path):
-    script = mutant(SOLUTION, tmp_path, SPLIT_LINE, "parts = [train] * len(args.gpus)")
-    report = checks.check_multi_gpu(script, reference=reference)
-    failed = failed_checks(report)
-    assert set(failed) == {"shards are disjoint"}, report.text()
-    assert "every worker gets the same images" in failed["shards are disjoint"]
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in MISTAKES if MISTAKES[n].fails])
+def test_a_planted_mistake_fails_its_own_checks(reference, tmp_path, name):
+    mistake = MISTAKES[name]
+    script = mutant(SOLUTION, tmp_path, mistake.old, mistake.new)
+    report = checks.check_multi_gpu(script, args=SMALLEST, reference=reference, min_accuracy=0.0)
+    failed = correctness_failures(report)
+    assert set(failed) == mistake.fails, report.text()
+    assert mistake.says in "\n".join(failed.values()), report.text()
+    if name == "standard_updater":
+        assert "1 process(es) computed gradients, 2 expected" in failed["one worker process per device"] \
+            or "0 process(es)" in failed["one worker process per device"]
+        assert "only 1 worker iterator(s)" in failed["shards are disjoint"]
 
 
-def test_standard_updater_fails_on_the_updater_and_the_workers(reference, tmp_path):
-    script = mutant(SOLUTION, tmp_path, UPDATER_LINE, "updater = training.StandardUpdater(train_iters[0], optimizer)")
-    report = checks.check_multi_gpu(script, reference=reference)
-    failed = failed_checks(report)
-    assert "the trainer ran StandardUpdater: one process did all the work" in failed["uses MultiprocessParallelUpdater"]
-    assert "1 process(es) computed gradients, 2 expected" in failed["one worker process per device"] \
-        or "0 process(es)" in failed["one worker process per device"]
-    assert "only 1 worker iterator(s)" in failed["shards are disjoint"]
-
-
+@pytest.mark.slow
 def test_infinite_loop_is_stopped_by_the_watchdog(reference, tmp_path):
-    script = mutant(SOLUTION, tmp_path, "    trainer.run()\n", "    while True:\n        pass\n")
-    report = checks.check_multi_gpu(script, reference=reference, timeout=20)
+    mistake = MISTAKES["infinite_loop"]
+    script = mutant(SOLUTION, tmp_path, mistake.old, mistake.new)
+    report = checks.check_multi_gpu(script, args=SMALLEST, reference=reference, timeout=20)
     failed = failed_checks(report)
-    assert "by the watchdog" in failed["runs to the end"]  # at its time limit, or earlier once it stalls
+    assert mistake.says in failed["runs to the end"]  # at its time limit, or earlier once it stalls
 
 
 def _initialised_model(train, seed):
@@ -171,16 +182,6 @@ def test_cuda_initialised_before_the_fork_is_refused(monkeypatch):
         multigpu.refuse_cuda_before_fork()
     driver.ctxGetCurrent = lambda: 0
     multigpu.refuse_cuda_before_fork()
-
-
-def test_self_mode_compares_two_devices_with_the_scripts_own_one_device_run():
-    report = checks.check_multi_gpu(SOLUTION, against="self")
-    assert report.against == "self" and report.reference == {}
-    speed = report.speed_checks
-    assert [c.name for c in speed] == ["throughput: 2 devices vs your 1-device run"]
-    assert speed[0].value > 0 and "2 workers:" in speed[0].message
-    assert "x your own 1-device run" in speed[0].message and "needed >=" in speed[0].message
-    assert all(c.passed for c in report.checks if c not in speed), report.text()
 
 
 def _report_with_speed(against, value):

@@ -19,57 +19,61 @@ def own_lock(tmp_path, monkeypatch):
     monkeypatch.delenv(launch.SLOT_HELD, raising=False)
 
 
-def hold(timed, seconds, spans, name, ready=None):
-    """Hold the slot for `seconds`; record (name, entered, left)."""
-    with launch.timing_slot(timed):
-        entered = time.monotonic()
-        if ready is not None:
-            ready.set()
-        time.sleep(seconds)
-        spans.append((name, entered, time.monotonic()))
+class Holder:
+    """A thread that takes the slot (timed or not), says when it is in, and leaves when told:
+    the tests decide the order by events, not by sleeping (the machine may be busy)."""
+
+    def __init__(self, timed):
+        self.inside, self.leave, self.left = threading.Event(), threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._hold, args=(timed,), daemon=True)
+        self.thread.start()
+
+    def _hold(self, timed):
+        with launch.timing_slot(timed):
+            self.inside.set()
+            self.leave.wait(30)
+        self.left.set()
+
+    def release(self):
+        self.leave.set()
+        self.thread.join(30)
 
 
-def start(*args):
-    thread = threading.Thread(target=hold, args=args)
-    thread.start()
-    return thread
-
-
-def overlap(a, b):
-    return min(a[2], b[2]) - max(a[1], b[1])
+#: Long enough for a thread that may enter to have entered, on a busy machine.
+MAY_ENTER = 1.0
 
 
 def test_untimed_runs_share_the_slot():
-    spans = []
-    threads = [start(False, 0.6, spans, n) for n in "ab"]
-    for t in threads:
-        t.join()
-    assert overlap(*spans) > 0.3, spans
+    first = Holder(False)
+    assert first.inside.wait(10)
+    second = Holder(False)
+    assert second.inside.wait(10), "a second untimed run waited for the first"
+    first.release(), second.release()
 
 
 def test_a_timed_run_never_overlaps_another_run():
-    spans, ready = [], threading.Event()
-    first = start(False, 0.8, spans, "untimed", ready)
-    ready.wait()
-    timed = start(True, 0.4, spans, "timed")
-    time.sleep(0.2)  # the timed run is waiting at the turnstile now
-    late = start(False, 0.2, spans, "late untimed")
-    for t in (first, timed, late):
-        t.join()
-    by_name = {s[0]: s for s in spans}
-    assert overlap(by_name["untimed"], by_name["timed"]) < 0, spans
-    assert overlap(by_name["timed"], by_name["late untimed"]) < 0, spans
-    # Timed runs go first: the untimed run that came later waits for the timed one.
-    assert by_name["late untimed"][1] >= by_name["timed"][2], spans
+    untimed = Holder(False)
+    assert untimed.inside.wait(10)
+    timed = Holder(True)
+    assert not timed.inside.wait(MAY_ENTER), "the timed run entered while an untimed run held the slot"
+    # Timed runs go first: an untimed run that comes later waits for the timed one.
+    late = Holder(False)
+    assert not late.inside.wait(MAY_ENTER), "a later untimed run entered while a timed run waited"
+    untimed.release()
+    assert timed.inside.wait(10), "the timed run did not enter once the slot was free"
+    assert not late.inside.wait(MAY_ENTER), "an untimed run entered beside the timed run"
+    timed.release()
+    assert late.inside.wait(10)
+    late.release()
 
 
 def test_a_run_started_inside_a_held_slot_does_not_wait_for_it(monkeypatch):
     monkeypatch.setenv(launch.SLOT_HELD, "1")
-    spans = []
-    outer = start(True, 0.5, spans, "outer")
-    inner = start(True, 0.5, spans, "inner")
-    outer.join(), inner.join()
-    assert overlap(*spans) > 0.2, spans
+    outer = Holder(True)
+    assert outer.inside.wait(10)
+    inner = Holder(True)
+    assert inner.inside.wait(10), "a run started inside a held slot waited for it"
+    outer.release(), inner.release()
 
 
 def test_run_watched_holds_the_slot_and_tells_its_children(tmp_path):
@@ -89,6 +93,7 @@ HEARTBEATS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beats", [0, 4])
 def test_a_run_whose_iterations_stop_is_stopped_early(tmp_path, beats):
     script = tmp_path / "hang.py"
@@ -129,6 +134,7 @@ WAITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_graded_ranks_yield_the_core_while_they_wait(tmp_path):
     """A rank blocked in MPI under the grader's settings leaves the core to others (Open MPI
     would otherwise poll at 100 %: a deadlocked student slows everyone graded beside it)."""
@@ -168,20 +174,19 @@ def test_an_idle_untimed_run_steps_aside_for_a_timed_run(tmp_path, behaviour):
     not wait for its watchdog; a run that computes keeps the slot until it ends."""
     script = tmp_path / "idler.py"
     script.write_text(IDLER)
-    results, spans = {}, []
+    results = {}
 
     def idler():
         watch = launch.ProgressWatch(tmp_path / "marks", stall=None)
         results["idler"] = launch.run_watched([sys.executable, str(script), "9", behaviour], 60,
                                               progress=watch, timed=False)
-        spans.append(("idler", 0.0, time.monotonic()))
 
     thread = threading.Thread(target=idler)
     thread.start()
-    time.sleep(1.0)
+    time.sleep(1.0)  # the idler holds its shared slot by now
     started = time.monotonic()
-    hold(True, 0.1, spans, "timed")
-    waited = time.monotonic() - started
+    with launch.timing_slot(True):
+        waited = time.monotonic() - started
     thread.join()
     res = results["idler"]
     assert res.ok, res.output

@@ -12,6 +12,7 @@ release, so it must never see the solution scripts. The grade cells run the stud
 through handson_lib.grading.checks, which measures the reference solution from solutions/ itself.
 """
 
+import contextlib
 import csv
 import hashlib
 import json
@@ -46,6 +47,9 @@ STUDENT_FILES = {name: files for name, (_, files) in ASSIGNMENTS.items()}
 CELL_TIMEOUT = 900       # seconds per cell (a grading cell runs several trainings)
 ANSWER_CELL_TIMEOUT = 60  # seconds for a student's own cell (answers, small functions)
 RUN_TIMEOUT = 1800       # seconds per student and assignment, enforced by `handson autograde`
+#: Set in every process of a grading session to the session's folder: what a submission leaves
+#: running (a daemon that left the kernel's process tree) is found by it and stopped at the end.
+SESSION_ENV = "HANDSON_AUTOGRADE_SESSION"
 #: The course's language, written by `handson course assemble --lang` into the course folder:
 #: `handson autograde` sets HANDSON_LANG from it, so that the feedback speaks the notebooks' language.
 LANG_FILE = ".handson-lang"
@@ -291,26 +295,32 @@ def _row_line(row):
 
 
 def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT, cell_timeout=None,
-              site=None, run_timeout=None, print_fn=print, profile=False):
-    """One `nbgrader autograde` process per student, at most `jobs` at once, each student's line
-    printed as soon as it is graded; a CSV report, the per-part profile of the grading time
-    (printed with `profile`) and, when throughput was graded, a plot of the ratios.
+              site=None, run_timeout=None, print_fn=print, profile=False, students=None,
+              reference_cache=None):
+    """One `nbgrader autograde` process per student (every one handed in, or those named), at
+    most `jobs` at once, each student's line printed as soon as it is graded; a CSV report, the
+    per-part profile of the grading time (printed with `profile`) and, when throughput was
+    graded, a plot of the ratios.
 
     Throughput stays fair with students graded side by side: every run whose time is scored
-    (the reference's, a student's) holds the machine's timing slot alone (launch.timing_slot)."""
+    (the reference's, a student's) holds the machine's timing slot alone (launch.timing_slot).
+    The reference solutions and the course's demos run once per session, kept in a folder of the
+    session's own, or in `reference_cache` (a test session shares one between its classes)."""
     env = grading_env(site, run_timeout, course_dir)
     jobs = jobs or default_jobs()
-    students = students_of(course_dir, assignment)
+    handed_in = students_of(course_dir, assignment)
+    students = [s for s in handed_in if s in students] if students is not None else handed_in
     if not students:
         raise SystemExit(f"no submissions in {course_dir}/submitted/*/{assignment}")
-    print_fn(f"Autograding {len(students)} submission(s) of {assignment!r}, {jobs} at a time ...")
     started, session_start = time.monotonic(), time.time()
     results, done_rows = {}, {}
-    with tempfile.TemporaryDirectory(prefix="handson-reference-") as cache, \
-            ThreadPoolExecutor(max_workers=jobs) as pool:
+    with _session_folders(reference_cache) as (shared, scratch), ThreadPoolExecutor(max_workers=jobs) as pool:
+        print_fn(f"Autograding {len(students)} submission(s) of {assignment!r}, {jobs} at a time "
+                 f"(session {scratch}) ...")
         # The reference is measured once per session; a course demo cell runs once per session.
-        env = {**env, "HANDSON_REFERENCE_CACHE": cache, "HANDSON_DEMO_MEMO": str(Path(cache) / "demos")}
-        futures = [pool.submit(_autograde_one, course_dir, assignment, s, timeout, cell_timeout, env, cache)
+        env = {**env, "HANDSON_REFERENCE_CACHE": shared, "HANDSON_DEMO_MEMO": str(Path(shared) / "demos"),
+               SESSION_ENV: scratch}
+        futures = [pool.submit(_autograde_one, course_dir, assignment, s, timeout, cell_timeout, env, scratch)
                    for s in grading_order(students)]
         for future in as_completed(futures):
             result = future.result()
@@ -323,6 +333,11 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
                 done_rows[result["student"]] = _row(result, graded, course_dir, assignment)
                 print_fn(_row_line(done_rows[result["student"]]))
             print_fn("  " + _progress_line(len(results), len(students), time.monotonic() - started))
+        left = {proc: _name_of(proc) for proc in launch.processes_carrying(SESSION_ENV, scratch)}
+        if left:
+            launch.terminate_all(list(left))
+            print_fn(f"stopped {len(left)} process(es) that submissions left running: "
+                     + ", ".join(sorted(set(left.values()))))
     total = time.monotonic() - started
     if len(done_rows) < len(students):
         graded = scores(course_dir, assignment)
@@ -354,6 +369,25 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     return rows, total
 
 
+@contextlib.contextmanager
+def _session_folders(shared=None):
+    """(the folder that keeps a grading session's reference runs and demos, the session's own
+    folder for each student's profile and runs): `shared` where given (a test session grades
+    several classes with one set of references), else inside the session's folder; the
+    session's folder is removed at the end."""
+    with tempfile.TemporaryDirectory(prefix="handson-autograde-") as scratch:
+        shared = Path(shared) if shared is not None else Path(scratch) / "references"
+        shared.mkdir(parents=True, exist_ok=True)
+        yield str(shared), scratch
+
+
+def _name_of(proc):
+    try:
+        return proc.name()
+    except Exception:  # gone already
+        return "?"
+
+
 def profile_table(results):
     """Each student's grading time by part, as text."""
     lines = ["Where the grading time went (seconds; runs of one student overlap with other students'):"]
@@ -366,7 +400,7 @@ def profile_table(results):
 def add_course_arguments(parser):
     parser.add_argument("action", choices=["assemble", "synthetic-class"])
     parser.add_argument("assignments", nargs="*",
-                        help="assignments (default: all; synthetic-class: setup or task2)")
+                        help="assignments (default: all; synthetic-class: setup, task1 or task2)")
     parser.add_argument("--course", default=str(COURSE_ROOT / "course"))
     parser.add_argument("--lang", default="en", choices=["en", *translations.LANGUAGES],
                         help="assemble: the assignments' language (notebooks and scripts)")

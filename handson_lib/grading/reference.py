@@ -27,13 +27,13 @@ def available(name):
     return reference_script(name).exists()
 
 
-def measure_reference(name, args, timeout, np=None):
+def measure_reference(name, args, timeout, np=None, cache=None):
     """The reference solution `name` run with `args` (one process, or `np` MPI ranks): once per
     grading session.
 
-    `handson autograde` sets HANDSON_REFERENCE_CACHE to a folder of its own, so every student of a
-    session is compared with the same measurement (and the reference is not re-run per student);
-    elsewhere it is measured afresh."""
+    `cache` (default: HANDSON_REFERENCE_CACHE, which `handson autograde` sets to a folder of its
+    own) keeps the measurement, so every student of a session is compared with the same one and
+    the reference is not re-run per student; without a cache it is measured afresh."""
     script = reference_script(name)
     if not script.exists():
         raise FileNotFoundError(f"no reference solution {script}: measuring against the reference needs "
@@ -47,7 +47,7 @@ def measure_reference(name, args, timeout, np=None):
             return runs.run_observed(script, args, timeout, timed=True, part=part)
         return runs.run_observed_mpi(script, np, args, timeout, timed=True, part=part)
 
-    cache = os.environ.get("HANDSON_REFERENCE_CACHE")
+    cache = cache or os.environ.get("HANDSON_REFERENCE_CACHE")
     if not cache:
         return run()
     key = hashlib.sha256(repr((script.read_bytes(), np, list(args))).encode()).hexdigest()[:16]

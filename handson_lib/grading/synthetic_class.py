@@ -17,7 +17,7 @@ from handson_lib import COURSE_ROOT
 class Submission:
     expected: float                 # total score expected from the autograder
     answers: dict = field(default_factory=dict)   # grade_id -> source of that solution cell
-    scripts: dict = field(default_factory=dict)   # file -> "solution", None (not handed in) or (old, new)
+    scripts: dict = field(default_factory=dict)   # file -> "solution", None (not handed in) or a Mistake
     edit: object = None             # a function changing the notebook JSON (tampering)
     status: str = "graded"          # how the status column starts
     why: str = ""
@@ -45,6 +45,11 @@ SETUP_ANSWERS = {
     "q3_lr": "n_gpus = 2\nlr_set_by_script = 0.05\n",
 }
 _WRONG_Q1 = "def total_batch_size(b, n):\n    return b\n"
+#: A process in a session of its own (it leaves the kernel's process tree), which would run on
+#: after grading; it writes its pid beside the notebook.
+_DAEMON = ("import subprocess, sys\n"
+           "subprocess.Popen([sys.executable, '-c', \"import os, time; open('daemon.pid', 'w').write(str(os.getpid())); "
+           "time.sleep(600)\"], start_new_session=True)\n")
 
 def solution_source(notebook, grade_id):
     """The instructor's answer of a solution cell, without its markers (what a correct student writes)."""
@@ -54,15 +59,90 @@ def solution_source(notebook, grade_id):
                      and "### END SOLUTION" not in line) + "\n"
 
 
+def solution_answers(notebook):
+    """grade_id -> the instructor's answer of every solution cell of `notebook` (a correct student)."""
+    nb = json.loads((COURSE_ROOT / "solutions" / notebook).read_text())
+    return {c["metadata"]["nbgrader"]["grade_id"]: solution_source(notebook, c["metadata"]["nbgrader"]["grade_id"])
+            for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One mistake planted in a reference script: `old` replaced by `new`. The check-level tests
+    (tests/test_task1_multi_gpu.py, tests/test_task2_multi_node.py) and the synthetic classes
+    plant it from here, so that both judge the same edit."""
+    script: str            # the solution script it is planted in
+    old: str
+    new: str
+    fails: frozenset       # the correctness checks it fails (a run that ends)
+    says: str              # words of the first failed check's message
+
+    def apply(self, text):
+        if self.old not in text:
+            raise ValueError(f"the planted mistake no longer applies to {self.script}: {self.old!r}")
+        return text.replace(self.old, self.new)
+
+
+_RUN = "    trainer.run()\n"
+_SCATTER = ("    train = chainermn.scatter_dataset(train, comm, shuffle=True)\n"
+            "    test = chainermn.scatter_dataset(test, comm, shuffle=True)\n")
+_MULTI_NODE = "train_cifar_multi_node.py"
+_MULTI_GPU = "train_cifar_multi_gpu.py"
+
+#: Every planted mistake of the task scripts, by name.
+MISTAKES = {
+    # Task #1
+    "whole_dataset_on_every_worker": Mistake(
+        _MULTI_GPU, "parts = chainer.datasets.split_dataset_n_random(train, len(args.gpus), seed=args.seed)",
+        "parts = [train] * len(args.gpus)", frozenset({"shards are disjoint"}), "every worker gets the same images"),
+    "standard_updater": Mistake(
+        _MULTI_GPU, "updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices)",
+        "updater = training.StandardUpdater(train_iters[0], optimizer)",
+        frozenset({"uses MultiprocessParallelUpdater", "one worker process per device", "shards are disjoint",
+                   "shards cover the training set", "parameters equal on all workers"}),
+        "the trainer ran StandardUpdater: one process did all the work"),
+    "infinite_loop": Mistake(_MULTI_GPU, _RUN, "    while True:\n        pass\n", frozenset(), "by the watchdog"),
+    # Task #2
+    "no_scatter_dataset": Mistake(_MULTI_NODE, _SCATTER, "    pass\n", frozenset({"shards are disjoint"}),
+                                  "chainermn.scatter_dataset"),
+    "plain_optimizer": Mistake(
+        _MULTI_NODE, "chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(lr=args.lr), comm)",
+        "chainer.optimizers.MomentumSGD(lr=args.lr)", frozenset({"parameters identical on every rank"}),
+        "create_multi_node_optimizer"),
+    "plain_evaluator": Mistake(
+        _MULTI_NODE, "evaluator = chainermn.create_multi_node_evaluator(\n"
+        "        extensions.Evaluator(test_iter, model, device=device), comm)",
+        "evaluator = extensions.Evaluator(test_iter, model, device=device)",
+        frozenset({"evaluator aggregated over ranks"}), "create_multi_node_evaluator"),
+    "reports_on_every_rank": Mistake(
+        _MULTI_NODE, "    if comm.rank == 0:\n        trainer.extend(extensions.LogReport())",
+        "    if True:\n        trainer.extend(extensions.LogReport())", frozenset({"reports only on rank 0"}),
+        "ranks [1] also run"),
+    "deadlock": Mistake(
+        _MULTI_NODE, _RUN, "    if comm.rank == 0:\n"
+        "        comm.mpi_comm.recv(source=comm.size - 1)  # waits for a message nobody sends\n" + _RUN,
+        frozenset(), "deadlock"),
+    "crash_on_one_rank": Mistake(
+        _MULTI_NODE, _RUN, "    if comm.rank == comm.size - 1:\n"
+        "        raise RuntimeError('planted crash on the last rank')\n" + _RUN,
+        frozenset(), "crashed with RuntimeError: planted crash on the last rank"),
+}
+
+
+def mistakes_in(script):
+    """The planted mistakes of one solution script, by name."""
+    return {name: m for name, m in MISTAKES.items() if m.script == script}
+
+
 TASK2_ANSWERS = {"q1_ranks": "placement = {0: (1, 0), 1: (1, 1), 2: (2, 0), 3: (2, 1), 4: (3, 0), 5: (3, 1)}\n",
                  "stretch_per_class": solution_source("02_multi_node.ipynb", "stretch_per_class")}
 TASK2_SOLVED = {"train_cifar_multi_node.py": "solution", "train_mnist_multi_node.py": "solution",
                 "run_multi_node_training.sh": "solution"}
-_AFTER_OPTIMIZER = "    runtime.require_done(\"Task #2\", optimizer=optimizer)\n"
+TASK1_SOLVED = {"train_cifar_multi_gpu.py": "solution", "run_multi_gpu_training.sh": "solution"}
 
 CLASSES = {
     "setup": {  # 3 points
-        "correct": Submission(3, SETUP_ANSWERS),
+        "correct": Submission(3, solution_answers("00_setup.ipynb"), why="the instructor's answers"),
         "skeleton": Submission(0, why="nothing filled in"),
         "wrong_q1": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": _WRONG_Q1}),
         "infinite_loop": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": "while True:\n    pass\n"},
@@ -70,6 +150,8 @@ CLASSES = {
         "sys_exit": Submission(2, {**SETUP_ANSWERS, "q2_parallelism": "import sys\nsys.exit('bye')\n"}),
         "kernel_killed": Submission(0, {**SETUP_ANSWERS, "q3_lr": "import os\nos._exit(1)\n"},
                                     status="nbgrader failed: Kernel died"),
+        "daemon": Submission(3, {**SETUP_ANSWERS, "q2_parallelism": 'needed_parallelism = "model"\n' + _DAEMON},
+                             why="starts a process outside the kernel's tree; stopped when grading ends"),
         "huge_output": Submission(3, {**SETUP_ANSWERS, "q2_parallelism":
                                       'needed_parallelism = "model"\nfor i in range(200000):\n    print("spam", i)\n'}),
         "tampered_test": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": _WRONG_Q1},
@@ -80,24 +162,23 @@ CLASSES = {
                                     "q3_lr": "n_gpus = 2\nlr_set_by_script = 0.025\n"},
                                 why="every answer wrong: the feedback says what each test expected"),
     },
+    "task1": {  # 7 points: q1 1, job script 1, correctness 4, throughput 1 (bands)
+        "correct": Submission(7, solution_answers("01_multi_gpu.ipynb"), TASK1_SOLVED,
+                              why="the instructor's answers and scripts"),
+        "skeleton": Submission(0, why="nothing filled in"),
+    },
     "task2": {  # 14 points: q1 2, MNIST conversion 3, job script 1, correctness 5, throughput 2
                 # (bands), the per-class stretch 1
-        "correct": Submission(14, TASK2_ANSWERS, TASK2_SOLVED),
+        "correct": Submission(14, solution_answers("02_multi_node.ipynb"), TASK2_SOLVED,
+                              why="the instructor's answers and scripts"),
         "skeleton": Submission(0, why="nothing filled in"),
         "no_multi_node_optimizer": Submission(7, TASK2_ANSWERS, {
-            **TASK2_SOLVED, "train_cifar_multi_node.py": (
-                "chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(lr=args.lr), comm)",
-                "chainer.optimizers.MomentumSGD(lr=args.lr)")},
+            **TASK2_SOLVED, "train_cifar_multi_node.py": MISTAKES["plain_optimizer"]},
             why="ranks train alone: no credit for correctness nor for speed"),
-        "deadlock": Submission(7, TASK2_ANSWERS, {
-            **TASK2_SOLVED, "train_cifar_multi_node.py": (
-                _AFTER_OPTIMIZER, _AFTER_OPTIMIZER + "    if comm.rank == 0:\n"
-                "        comm.mpi_comm.recv(source=comm.size - 1)  # waits for a message nobody sends\n")},
-            why="rank 0 waits forever; the watchdog stops the run"),
+        "deadlock": Submission(7, TASK2_ANSWERS, {**TASK2_SOLVED, "train_cifar_multi_node.py": MISTAKES["deadlock"]},
+                               why="rank 0 waits forever; the watchdog stops the run"),
         "crash_on_one_rank": Submission(7, TASK2_ANSWERS, {
-            **TASK2_SOLVED, "train_cifar_multi_node.py": (
-                _AFTER_OPTIMIZER, _AFTER_OPTIMIZER + "    if comm.rank == comm.size - 1:\n"
-                "        raise RuntimeError('planted crash on the last rank')\n")},
+            **TASK2_SOLVED, "train_cifar_multi_node.py": MISTAKES["crash_on_one_rank"]},
             why="the abort hook stops the other ranks"),
         "missing_script": Submission(7, TASK2_ANSWERS, {**TASK2_SOLVED, "train_cifar_multi_node.py": None},
                                      why="train_cifar_multi_node.py not handed in"),
@@ -138,11 +219,8 @@ def fill(folder, assignment, kind):
             (folder / name).unlink()
             continue
         text = (COURSE_ROOT / "solutions" / name).read_text()
-        if isinstance(how, tuple):
-            old, new = how
-            if old not in text:
-                raise ValueError(f"the planted mistake of {kind!r} no longer applies to {name}: {old!r}")
-            text = text.replace(old, new)
+        if isinstance(how, Mistake):
+            text = how.apply(text)
         (folder / name).write_text(text)
     return folder
 
