@@ -85,6 +85,7 @@ class MPIResult:
     stalled: bool = False  # stopped early: no progress for `stall` seconds (see ProgressWatch)
     waited: float = 0.0    # seconds spent waiting for the machine's timing slot
     stepped_aside: bool = False  # gave its shared slot back while it idled (see IdleWatch)
+    contended: bool = False      # ran without the timing slot: another process held it past SLOT_PATIENCE
 
     @property
     def ok(self):
@@ -164,6 +165,9 @@ def processes_carrying(name, value):
 TIMING_LOCK = Path(os.environ.get("HANDSON_TIMING_LOCK") or Path(tempfile.gettempdir()) / "handson-timing.lock")
 #: Set in the children of a run that holds a slot, so that a run they start does not wait for it.
 SLOT_HELD = "HANDSON_TIMING_SLOT_HELD"
+#: Seconds a run waits for the timing slot at most: any account can lock the file, so a process
+#: that holds it forever (a student's, or a stuck one) costs the others this wait, not their run.
+SLOT_PATIENCE = 600.0
 
 
 def _lock_file(path):
@@ -179,10 +183,11 @@ def _lock_file(path):
 
 
 class SlotHold:
-    """What timing_slot yields: the seconds spent waiting, and for a shared holder `step_aside()`."""
+    """What timing_slot yields: the seconds spent waiting, whether the slot could not be had (it
+    was held past SLOT_PATIENCE: the run goes on without it), and for a shared holder `step_aside()`."""
 
-    def __init__(self, waited=0.0, lock=None):
-        self.waited, self._lock, self.stepped_aside = waited, lock, False
+    def __init__(self, waited=0.0, lock=None, contended=False):
+        self.waited, self._lock, self.stepped_aside, self.contended = waited, lock, False, contended
 
     @property
     def can_step_aside(self):
@@ -205,17 +210,34 @@ def timing_slot(timed):
         yield SlotHold()
         return
     started = time.monotonic()
+    deadline = started + SLOT_PATIENCE
     TIMING_LOCK.parent.mkdir(parents=True, exist_ok=True)
     with _lock_file(TIMING_LOCK) as main, _lock_file(TIMING_LOCK.with_name(TIMING_LOCK.name + ".turnstile")) as gate:
-        fcntl.flock(gate, fcntl.LOCK_EX)
+        held = False
+        if _flock_before(gate, fcntl.LOCK_EX, deadline):
+            try:
+                held = _flock_before(main, fcntl.LOCK_EX if timed else fcntl.LOCK_SH, deadline)
+            finally:
+                fcntl.flock(gate, fcntl.LOCK_UN)
         try:
-            fcntl.flock(main, fcntl.LOCK_EX if timed else fcntl.LOCK_SH)
+            yield SlotHold(time.monotonic() - started, main if held and not timed else None, contended=not held)
         finally:
-            fcntl.flock(gate, fcntl.LOCK_UN)
+            if held:
+                fcntl.flock(main, fcntl.LOCK_UN)
+
+
+def _flock_before(lock, mode, deadline):
+    """flock `lock` in `mode`, waiting until `deadline` at most; whether it was taken."""
+    pause = 0.01
+    while True:
         try:
-            yield SlotHold(time.monotonic() - started, None if timed else main)
-        finally:
-            fcntl.flock(main, fcntl.LOCK_UN)
+            fcntl.flock(lock, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(0.2, pause * 2)
 
 
 class IdleWatch:
@@ -311,7 +333,7 @@ def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_0
         if timed is not None:
             env = {**(os.environ if env is None else env), SLOT_HELD: "1"}
         result = _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot)
-        result.waited, result.stepped_aside = slot.waited, slot.stepped_aside
+        result.waited, result.stepped_aside, result.contended = slot.waited, slot.stepped_aside, slot.contended
         return result
 
 

@@ -78,6 +78,8 @@ MESSAGES = {
         '最初の学習イテレーションを {stall:.0f} 秒待っても進まず、ウォッチドッグに早めに停止されました（開始から {seconds:.0f} 秒）',
     'did not finish within {limit:.0f} s and was stopped by the watchdog':
         '{limit:.0f} 秒以内に終わらず、ウォッチドッグに停止されました',
+    ' (timed without the machine to itself: another process held its timing slot longer than {seconds:.0f} s)':
+        '（マシンを占有せずに計測: 別のプロセスが計測枠を {seconds:.0f} 秒より長く握っていました）',
     'not implemented yet: {what}':
         'まだ実装されていません: {what}',
     '{how} (an infinite loop, or workers waiting for each other?)':

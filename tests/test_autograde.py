@@ -6,6 +6,8 @@ import html
 import json
 import re
 import shutil
+import signal
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -13,7 +15,7 @@ import pytest
 
 from handson_lib import launch
 from handson_lib.grading import nbgrader_course, synthetic_class
-from conftest import ROOT
+from conftest import ROOT, VENV_BIN
 
 SETUP_CLASS = synthetic_class.CLASSES["setup"]
 
@@ -48,6 +50,8 @@ def test_each_submission_gets_its_expected_score(graded_class, student):
     sub = SETUP_CLASS[student]
     assert rows[student]["score"] == sub.expected, rows[student]
     assert rows[student]["status"].startswith(sub.status), rows[student]
+    # No grade cell of the setup notebook prints the grader's ratio line: a student's doesn't count.
+    assert rows[student]["throughput_ratio"] is None and rows[student]["scaling_ratio"] is None, rows[student]
 
 
 @pytest.mark.slow
@@ -306,7 +310,7 @@ def test_task2_profile_shows_where_each_students_time_went(graded_task2_class, r
     assert not any(n.startswith("reference train_cifar_multi_node.py on 1 rank(s)") for n in references), references
     # The references the class needs, measured here or earlier in the session (by a test of the
     # checks), are in the session's cache: the 2-rank correctness run and the MNIST conversion's.
-    assert len(list(reference_cache.glob("reference-*.pickle"))) >= 2
+    assert len(list(reference_cache.glob("reference-*.json"))) >= 2
     # The notebook's 1-rank run had its watchdog: a stall limit from that reference.
     one_rank = [p for p in parts if p["student"] == student and p["part"] == "notebook: 1 rank(s)"]
     assert one_rank and float(one_rank[0]["seconds"]) < 60, one_rank
@@ -329,6 +333,65 @@ def test_task2_a_correct_check_reuses_the_notebooks_run_and_times_in_turn(graded
                  "multi-node: timing on 1 rank(s), the reference's steps and yours in turn",
                  "mnist-multi-node: your 2-rank run"):
         assert part in correct, correct
+
+
+def small_setup_class(course_dir, students):
+    shutil.copy(ROOT / "course" / "nbgrader_config.py", course_dir)
+    nbgrader_course.assemble(course_dir, assignments=["setup"])
+    res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=course_dir)
+    assert res.ok, res.output
+    synthetic_class.write_class(course_dir, "setup", students=students)
+
+
+def autograded_at(course_dir, student):
+    return (course_dir / "autograded" / student / "setup" / "00_setup.ipynb").stat().st_mtime
+
+
+@pytest.mark.slow
+def test_a_failed_regrade_marks_the_old_score_stale_and_resume_grades_it_again(tmp_path):
+    small_setup_class(tmp_path, ["correct", "wrong_q1"])
+    rows, _ = nbgrader_course.autograde("setup", tmp_path, jobs=2, print_fn=lambda _: None)
+    assert {r["student"]: r["score"] for r in rows} == {"correct": 3.0, "wrong_q1": 2.0}
+    # The same student's notebook now kills its kernel: nbgrader fails, and the earlier 2 points go.
+    synthetic_class.fill(tmp_path / "submitted" / "wrong_q1" / "setup", "setup", "kernel_killed")
+    rows, _ = nbgrader_course.autograde("setup", tmp_path, jobs=1, students=["wrong_q1"], print_fn=lambda _: None)
+    assert rows[0]["score"] == 0.0 and rows[0]["status"].startswith("nbgrader failed"), rows
+    assert "its score 2 from an earlier grading is stale and was removed from the gradebook" in rows[0]["status"]
+    assert "wrong_q1" not in nbgrader_course.scores(tmp_path, "setup")
+    assert nbgrader_course.read_report(tmp_path, "setup")["wrong_q1"]["score"] == 0.0
+    # --resume keeps the student graded earlier (the report says so) and grades the failed one again.
+    synthetic_class.write_class(tmp_path, "setup", students=["wrong_q1"])
+    before = autograded_at(tmp_path, "correct")
+    printed = []
+    nbgrader_course.autograde("setup", tmp_path, jobs=1, resume=True, print_fn=printed.append)
+    assert printed[0].startswith("--resume: 1 student(s) graded earlier are kept"), printed
+    assert autograded_at(tmp_path, "correct") == before
+    report = nbgrader_course.read_report(tmp_path, "setup")
+    assert {s: (r["score"], r["status"]) for s, r in report.items()} == {"correct": (3.0, "graded"),
+                                                                          "wrong_q1": (2.0, "graded")}
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_runs_keeps_what_was_graded_and_says_how_to_go_on(tmp_path):
+    """Ctrl-C while a student's endless cell runs: the session's processes stop, the student graded
+    already stays in the report, and the screen says how to go on."""
+    small_setup_class(tmp_path, ["correct", "infinite_loop"])
+    proc = subprocess.Popen([str(VENV_BIN / "handson"), "autograde", "setup", "--course", str(tmp_path), "--jobs", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:  # the first student graded: its progress bar
+        lines.append(line)
+        if re.match(r"  \[[#-]+\] 1/2 ", line):
+            break
+    session = session_of(lines)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    printed = "".join(lines) + out
+    assert proc.returncode == 130, printed
+    assert "Go on with: handson autograde setup --resume" in printed and "not graded: infinite_loop" in printed
+    assert list(nbgrader_course.read_report(tmp_path, "setup")) == ["correct"]
+    assert launch.processes_carrying(nbgrader_course.SESSION_ENV, session) == []
+    assert not Path(session).exists()
 
 
 @pytest.mark.slow

@@ -6,8 +6,10 @@ import os
 import subprocess
 import sys
 
+import numpy
 import pytest
 
+from handson_lib import launch
 from handson_lib.grading import checks, notebook, runs
 from conftest import ROOT
 
@@ -132,3 +134,31 @@ def test_the_mnist_speed_is_shown_only_where_it_compares_like_with_like(tmp_path
     monkeypatch.setenv("HANDSON_REFERENCE_CACHE", str(tmp_path / "session"))
     graded = checks.check_mnist_multi_node(MNIST, reference=reference)
     assert graded.ok and not graded.speed_checks, graded.text()
+
+
+def _kept_runs():
+    """One run of each kind the grader keeps, with arrays, records and output."""
+    workers = {0: {"index": numpy.array(0), "pid": numpy.array(11), "params": numpy.arange(6, dtype="f")},
+               1: {"index": numpy.array(1), "pid": numpy.array(12), "params": numpy.arange(6, dtype="f")}}
+    return [runs.Observation(0, False, "Throughput: 1 [images/sec.] (1 / 1)\n", {"finished": True, "pid": 10},
+                             workers, 2.5, 60.0, {"first_progress": 1.0, "stalled": False}),
+            runs.MPIObservation(2, 0, False, "[1,0]<stdout>: x\n", {0: {"finished": True}, 1: {"finished": True}},
+                                {0: numpy.ones(4, "f"), 1: numpy.ones(4, "f")}, 3.0, None, None),
+            launch.MPIResult(["mpiexec", "-n", "2"], 0, "rank pid 1\n", 1.5, waited=0.2)]
+
+
+@pytest.mark.parametrize("run", _kept_runs(), ids=lambda r: type(r).__name__)
+def test_a_kept_run_reads_back_as_it_was(tmp_path, run):
+    runs.save_run(run, tmp_path / "kept.json")
+    back = runs.load_run(tmp_path / "kept.json", type(run))
+    for name, value in vars(run).items():
+        if name in ("workers", "params"):
+            assert _arrays(getattr(back, name)) == _arrays(value), name
+        else:
+            assert getattr(back, name) == value, name
+
+
+def _arrays(field):
+    """{(key, name): values} of a workers {index: {name: array}} or params {rank: array} field."""
+    return {(key, name): numpy.asarray(array).tolist() for key, item in field.items()
+            for name, array in (item.items() if isinstance(item, dict) else [(None, item)])}

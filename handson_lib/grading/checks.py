@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy
 
-from handson_lib import COURSE_ROOT
+from handson_lib import COURSE_ROOT, launch
 from handson_lib.grading.runs import run_observed, run_observed_mpi, run_paired_mpi
 from handson_lib.messages import tr
 from handson_lib.sites import jobscript
@@ -117,9 +117,15 @@ def student_stall(reference, factor=4.0, floor=15.0):
 def locate(script_name):
     """Where a task script is: next to the notebook, else in ../exercises (student release).
 
-    Under the autograder (HANDSON_GRADING=1) only the file handed in next to the notebook counts."""
-    if os.environ.get("HANDSON_GRADING") == "1":
+    Under the autograder only the file handed in next to the notebook counts: HANDSON_GRADING is
+    the submission's folder (`handson autograde` sets it per student, so that a cell changing
+    the working directory cannot point the checks at other scripts), or 1 for the folder the
+    kernel works in (nbgrader's own CLI)."""
+    grading = os.environ.get("HANDSON_GRADING")
+    if grading == "1":
         candidates = [Path.cwd() / script_name]
+    elif grading:
+        candidates = [Path(grading) / script_name]
     else:
         candidates = [Path.cwd() / script_name, Path.cwd().parent / "exercises" / script_name,
                       COURSE_ROOT / "exercises" / script_name]
@@ -128,7 +134,7 @@ def locate(script_name):
             return candidate
     if len(candidates) == 1:
         raise FileNotFoundError(tr("{script} was not handed in: submit it in the same folder as the "
-                                   "notebook ({folder}/{script})", script=script_name, folder=Path.cwd().name))
+                                   "notebook ({folder}/{script})", script=script_name, folder=candidates[0].parent.name))
     raise FileNotFoundError(tr("{script} not found next to this notebook nor in ../exercises",
                                script=script_name))
 
@@ -314,6 +320,15 @@ def _accuracy_check(report, record, min_accuracy):
                       "{needed:.2f})", accuracy=acc, chance=1 / n_class, needed=min_accuracy))
 
 
+def _contention(*observations):
+    """A note for a speed check whose runs went without the machine's timing slot (another
+    process held it past launch.SLOT_PATIENCE): their times shared the machine."""
+    if any((getattr(obs, "progress", None) or {}).get("contended") for obs in observations if obs is not None):
+        return tr(" (timed without the machine to itself: another process held its timing slot longer than "
+                  "{seconds:.0f} s)", seconds=launch.SLOT_PATIENCE)
+    return ""
+
+
 def _throughput_check(report, student, reference, min_ratio):
     if reference is None or reference.throughput is None:
         report.add("throughput vs the reference", False,
@@ -327,7 +342,7 @@ def _throughput_check(report, student, reference, min_ratio):
     report.add("throughput vs the reference", ratio >= min_ratio,
                tr("{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f} measured just before "
                   "(needed >= {needed:.2f})", rate=rate, ratio=ratio, reference=reference.throughput,
-                  needed=min_ratio), value=ratio)
+                  needed=min_ratio) + _contention(student, reference), value=ratio)
 
 
 def _speedup_check(report, name, fast, slow, what, baseline, site):
@@ -346,7 +361,8 @@ def _speedup_check(report, name, fast, slow, what, baseline, site):
     report.add(name, speedup >= needed,
                tr("{what}: {speedup:.2f}x your own {baseline} ({fast:.1f} vs {slow:.1f} images/s; needed >= "
                   "{needed:.2f} on site {site})", what=what, speedup=speedup, baseline=baseline,
-                  fast=fast.throughput, slow=slow.throughput, needed=needed, site=site_name), value=speedup)
+                  fast=fast.throughput, slow=slow.throughput, needed=needed, site=site_name)
+               + _contention(fast, slow), value=speedup)
 
 
 def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site=None,
@@ -654,7 +670,7 @@ def _paired_speed_checks(report, script, reference_script, np, scaling, limit, s
                   "turn (spread {low:.2f}-{high:.2f} over {blocks} blocks of steps; needed >= {needed:.2f})",
                   rate=t.rate("student"), ratio=ratio, reference=t.rate("reference"), low=min(ratio_blocks),
                   high=max(ratio_blocks), blocks=len(ratio_blocks), needed=min_ratio)
-               + (undecided if _undecided(ratio_blocks, bands) else ""), value=ratio)
+               + (undecided if _undecided(ratio_blocks, bands) else "") + _contention(*timed.values()), value=ratio)
     if scaling:
         share = ratio / timed[1].ratio
         mine = t.rate("student") / timed[1].rate("student")

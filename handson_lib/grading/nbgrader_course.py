@@ -16,8 +16,10 @@ import contextlib
 import csv
 import hashlib
 import json
+import math
 import os
 import re
+import signal
 import shutil
 import sys
 import tempfile
@@ -157,6 +159,8 @@ def grading_order(students):
 def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, env=None, profile_dir=None):
     started = time.monotonic()
     env = dict(env or {})
+    # The folder whose scripts the checks run, fixed here (checks.locate), not the kernel's cwd.
+    env["HANDSON_GRADING"] = str(Path(course_dir).resolve() / "autograded" / student / assignment)
     if cell_timeout:  # read by cell_timeout(), the course config's Execute.timeout_func
         env["HANDSON_CELL_TIMEOUT"] = str(int(cell_timeout))
     log = None
@@ -236,13 +240,15 @@ def graded_facts(course_dir, assignment, student):
         for cell in cells:
             meta = cell.get("metadata", {}).get("nbgrader", {})
             for out in cell.get("outputs", []):
-                if out.get("output_type") == "stream":
+                if out.get("output_type") == "stream" and meta.get("grade"):
+                    # The grader's line, printed by the throughput grade cell (restored from the source).
                     for line in "".join(out.get("text", "")).splitlines():
                         if line.startswith(checks.RATIO_TAG):
                             for item in line[len(checks.RATIO_TAG):].split():
                                 key, _, value = item.partition("=")
-                                if key in ("throughput", "scaling") and value != "nan":
-                                    facts[f"{key}_ratio"] = round(float(value), 3)
+                                ratio = _finite(value)
+                                if key in ("throughput", "scaling") and ratio is not None:
+                                    facts[f"{key}_ratio"] = round(ratio, 3)
                 elif out.get("output_type") == "error":
                     message = f"{out.get('ename')}: {out.get('evalue', '')}".strip().splitlines()[0]
                     if out.get("ename") == "KeyboardInterrupt":  # nbgrader interrupts a cell at its limit
@@ -251,6 +257,15 @@ def graded_facts(course_dir, assignment, student):
                     if meta.get("grade") and meta.get("grade_id") not in facts["failed_cells"]:
                         facts["failed_cells"].append(meta["grade_id"])
     return facts
+
+
+def _finite(text):
+    """The finite float `text` spells, else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def throughput_figure(rows, bands, title):
@@ -277,16 +292,74 @@ def throughput_figure(rows, bands, title):
     return fig
 
 
-def _row(result, graded, course_dir, assignment):
-    score, max_score, manual = graded.get(result["student"], (0.0, None, False))
-    facts = graded_facts(course_dir, assignment, result["student"])
+def _row(result, graded, course_dir, assignment, before=()):
+    """The report's row of one student. `before`: the students the gradebook held a grade of
+    before this session: when nbgrader fails this time, that grade is stale, and is removed."""
+    student = result["student"]
+    try:
+        facts = graded_facts(course_dir, assignment, student)
+    except Exception as error:  # whatever the graded notebook holds, the row is made
+        facts = {"throughput_ratio": None, "scaling_ratio": None, "failed_cells": [],
+                 "first_error": f"the graded notebook could not be read ({type(error).__name__}: {error})"}
     feedback = facts["first_error"]
     if facts["failed_cells"]:
         feedback = f"failed: {', '.join(facts['failed_cells'])}; first error: {feedback}"
-    return {"student": result["student"], "score": score, "max_score": max_score,
-            "status": result["status"] if result["student"] in graded else result["status"] + " (no grade: 0)",
+    status = result["status"]
+    score, max_score, _ = graded.get(student, (0.0, None, False))
+    if status != "graded" and student in before:
+        stale = score
+        remove_grade(course_dir, assignment, student)
+        score = 0.0
+        status += (f"; its score {stale:g} from an earlier grading is stale and was removed from the gradebook "
+                   f"(grade it again: handson autograde {assignment} --resume)")
+    elif student not in graded:
+        status += " (no grade: 0)"
+    return {"student": student, "score": score, "max_score": max_score, "status": status,
             "seconds": result["seconds"], "throughput_ratio": facts["throughput_ratio"],
             "scaling_ratio": facts["scaling_ratio"], "feedback": feedback}
+
+
+def remove_grade(course_dir, assignment, student):
+    """Take a student's submission of `assignment` out of the gradebook (its grades with it)."""
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{Path(course_dir) / 'gradebook.db'}") as gb:
+        gb.remove_submission(assignment, student)
+
+
+REPORT_FIELDS = ["student", "score", "max_score", "status", "seconds", "throughput_ratio", "scaling_ratio",
+                 "feedback"]
+
+
+def report_path(course_dir, assignment):
+    return Path(course_dir) / f"autograde_{assignment}.csv"
+
+
+def read_report(course_dir, assignment):
+    """{student: row} of the report an earlier `handson autograde` wrote ({} without one)."""
+    path = report_path(course_dir, assignment)
+    if not path.exists():
+        return {}
+    def number(text):
+        return _finite(text) if text not in ("", None) else None
+
+    with path.open(newline="") as f:
+        return {row["student"]: {**row, "score": number(row["score"]) or 0.0, "max_score": number(row["max_score"]),
+                                 "seconds": number(row["seconds"]) or 0.0,
+                                 "throughput_ratio": number(row["throughput_ratio"]),
+                                 "scaling_ratio": number(row["scaling_ratio"])}
+                for row in csv.DictReader(f)}
+
+
+def write_report(course_dir, assignment, rows):
+    """The report, rewritten whole (a new file renamed over the old: never half written)."""
+    path = report_path(course_dir, assignment)
+    tmp = path.with_suffix(".csv.tmp")
+    with tmp.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=REPORT_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+    return path
 
 
 def _row_line(row):
@@ -296,75 +369,115 @@ def _row_line(row):
 
 def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT, cell_timeout=None,
               site=None, run_timeout=None, print_fn=print, profile=False, students=None,
-              reference_cache=None):
+              reference_cache=None, resume=False):
     """One `nbgrader autograde` process per student (every one handed in, or those named), at
-    most `jobs` at once, each student's line printed as soon as it is graded; a CSV report, the
-    per-part profile of the grading time (printed with `profile`) and, when throughput was
-    graded, a plot of the ratios.
+    most `jobs` at once, each student's line printed and the CSV report rewritten as soon as
+    that student is graded; the per-part profile of the grading time (printed with `profile`)
+    and, when throughput was graded, a plot of the ratios.
 
     Throughput stays fair with students graded side by side: every run whose time is scored
     (the reference's, a student's) holds the machine's timing slot alone (launch.timing_slot).
     The reference solutions and the course's demos run once per session, kept in a folder of the
-    session's own, or in `reference_cache` (a test session shares one between its classes)."""
+    session's own, or in `reference_cache` (a test session shares one between its classes).
+
+    `resume`: the students the last report shows graded are kept, the others graded. Ctrl-C
+    stops every run of the session and keeps what was graded (`--resume` goes on from there)."""
     env = grading_env(site, run_timeout, course_dir)
     jobs = jobs or default_jobs()
     handed_in = students_of(course_dir, assignment)
     students = [s for s in handed_in if s in students] if students is not None else handed_in
     if not students:
         raise SystemExit(f"no submissions in {course_dir}/submitted/*/{assignment}")
+    # The report keeps the row of every student not graded again now (their last grading).
+    earlier = {s: row for s, row in read_report(course_dir, assignment).items() if s in handed_in}
+    done_rows = {}
+    if resume:
+        done_rows = {s: row for s, row in earlier.items() if s in students and row["status"] == "graded"}
+        print_fn(f"--resume: {len(done_rows)} student(s) graded earlier are kept "
+                 f"({report_path(course_dir, assignment).name}), {len(students) - len(done_rows)} to grade")
+    to_grade = [s for s in students if s not in done_rows]
+
+    def report_rows():
+        return [done_rows.get(s) or earlier[s] for s in handed_in if s in done_rows or s in earlier]
+    try:
+        before = set(scores(course_dir, assignment))
+    except Exception:  # no gradebook yet
+        before = set()
     started, session_start = time.monotonic(), time.time()
-    results, done_rows = {}, {}
-    with _session_folders(reference_cache) as (shared, scratch), ThreadPoolExecutor(max_workers=jobs) as pool:
-        print_fn(f"Autograding {len(students)} submission(s) of {assignment!r}, {jobs} at a time "
+    results, interrupted = {}, False
+    with _session_folders(reference_cache) as (shared, scratch):
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        print_fn(f"Autograding {len(to_grade)} submission(s) of {assignment!r}, {jobs} at a time "
                  f"(session {scratch}) ...")
         # The reference is measured once per session; a course demo cell runs once per session.
         env = {**env, "HANDSON_REFERENCE_CACHE": shared, "HANDSON_DEMO_MEMO": str(Path(shared) / "demos"),
                SESSION_ENV: scratch}
         futures = [pool.submit(_autograde_one, course_dir, assignment, s, timeout, cell_timeout, env, scratch)
-                   for s in grading_order(students)]
-        for future in as_completed(futures):
-            result = future.result()
-            results[result["student"]] = result
-            try:
-                graded = scores(course_dir, assignment)
-            except Exception as exc:  # the gradebook busy with another student's write: read it below
-                print_fn(f"  {result['student']:20s} graded in {result['seconds']:.1f} s (score read later: {exc})")
-            else:
-                done_rows[result["student"]] = _row(result, graded, course_dir, assignment)
-                print_fn(_row_line(done_rows[result["student"]]))
-            print_fn("  " + _progress_line(len(results), len(students), time.monotonic() - started))
-        left = {proc: _name_of(proc) for proc in launch.processes_carrying(SESSION_ENV, scratch)}
-        if left:
-            launch.terminate_all(list(left))
-            print_fn(f"stopped {len(left)} process(es) that submissions left running: "
-                     + ", ".join(sorted(set(left.values()))))
+                   for s in grading_order(to_grade)]
+        try:
+            for future in as_completed(futures):
+                result = future.result()
+                results[result["student"]] = result
+                try:
+                    graded = scores(course_dir, assignment)
+                except Exception as exc:  # the gradebook busy with another student's write: read it below
+                    print_fn(f"  {result['student']:20s} graded in {result['seconds']:.1f} s "
+                             f"(score read later: {exc})")
+                else:
+                    done_rows[result["student"]] = _row(result, graded, course_dir, assignment, before)
+                    print_fn(_row_line(done_rows[result["student"]]))
+                    write_report(course_dir, assignment, report_rows())
+                print_fn("  " + _progress_line(len(results), len(to_grade), time.monotonic() - started))
+        except KeyboardInterrupt:
+            interrupted = True
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+            print_fn("Interrupted: stopping every run of this session ...")
+            for future in futures:
+                future.cancel()
+        finally:
+            left = {proc: _name_of(proc) for proc in launch.processes_carrying(SESSION_ENV, scratch)}
+            if left:
+                launch.terminate_all(list(left))
+                if not interrupted:
+                    print_fn(f"stopped {len(left)} process(es) that submissions left running: "
+                             + ", ".join(sorted(set(left.values()))))
+            pool.shutdown(wait=True)
+            if interrupted:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
     total = time.monotonic() - started
-    if len(done_rows) < len(students):
+    if interrupted:
+        path = write_report(course_dir, assignment, report_rows())
+        missing = [s for s in students if s not in done_rows]
+        print_fn(f"{len(students) - len(missing)} of {len(students)} student(s) graded and kept in {path}; "
+                 f"not graded: {', '.join(missing)}. Go on with: handson autograde {assignment} --resume")
+        raise KeyboardInterrupt
+    if any(s not in done_rows for s in to_grade):
         graded = scores(course_dir, assignment)
-        done_rows.update({s: _row(results[s], graded, course_dir, assignment) for s in students if s not in done_rows})
+        done_rows.update({s: _row(results[s], graded, course_dir, assignment, before)
+                          for s in to_grade if s not in done_rows})
     rows = [done_rows[s] for s in students]
     print_fn("Scores:")
     for row in rows:
         print_fn(_row_line(row))
-    report = Path(course_dir) / f"autograde_{assignment}.csv"
-    with report.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    report = write_report(course_dir, assignment, report_rows())
     profile_csv = report.with_name(f"autograde_{assignment}_profile.csv")
     with profile_csv.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["student", "part", "seconds", "ended_s", "note"])
-        for s in students:
+        for s in to_grade:
             writer.writerows(profile_csv_rows(results[s], session_start))
     if profile:
-        print_fn(profile_table(results[s] for s in students))
-    print_fn(f"{len(students)} submission(s) in {total:.1f} s with {jobs} at a time; report: {report}; "
+        print_fn(profile_table(results[s] for s in to_grade))
+    print_fn(f"{len(to_grade)} submission(s) in {total:.1f} s with {jobs} at a time; report: {report}; "
              f"where the time went: {profile_csv}")
-    if any(r["throughput_ratio"] is not None or r["scaling_ratio"] is not None for r in rows):
+    ratios = [r for r in rows if _finite(str(r["throughput_ratio"])) is not None
+              or _finite(str(r["scaling_ratio"])) is not None]
+    if ratios:
         plot = report.with_name(f"autograde_{assignment}_throughput.png")
         bands = checks.site_thresholds(site)["throughput_bands"]
-        throughput_figure(rows, bands, f"{assignment}: throughput ratios ({checks.grading_site(site)} bands)").savefig(plot, dpi=100)
+        shown = [{**r, "throughput_ratio": _finite(str(r["throughput_ratio"])),
+                  "scaling_ratio": _finite(str(r["scaling_ratio"]))} for r in rows]
+        throughput_figure(shown, bands, f"{assignment}: throughput ratios ({checks.grading_site(site)} bands)").savefig(plot, dpi=100)
         print_fn(f"throughput ratios plotted in {plot}")
     return rows, total
 
@@ -422,6 +535,9 @@ def add_autograde_arguments(parser):
                         help="seconds one training run may take before the watchdog kills it (deadlocks)")
     parser.add_argument("--profile", action="store_true",
                         help="print where each student's grading time went (always in autograde_<assignment>_profile.csv)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the students the last report (autograde_<assignment>.csv) shows graded; grade the "
+                             "others (after Ctrl-C, or to grade again those that failed)")
     parser.add_argument("--course", default=str(COURSE_ROOT / "course"))
 
 
@@ -441,7 +557,10 @@ def course_main(args):
 
 
 def autograde_main(args):
-    autograde(args.assignment, Path(args.course), jobs=args.jobs, timeout=args.timeout,
-              cell_timeout=args.cell_timeout, site=args.site, run_timeout=args.run_timeout,
-              profile=args.profile)
+    try:
+        autograde(args.assignment, Path(args.course), jobs=args.jobs, timeout=args.timeout,
+                  cell_timeout=args.cell_timeout, site=args.site, run_timeout=args.run_timeout,
+                  profile=args.profile, resume=args.resume)
+    except KeyboardInterrupt:
+        return 130
     return 0

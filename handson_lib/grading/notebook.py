@@ -7,7 +7,6 @@ import difflib
 import fcntl
 import hashlib
 import os
-import pickle
 import re
 import shutil
 import tempfile
@@ -146,13 +145,13 @@ def run_demo(np, argv, timeout=120):
     memo = os.environ.get("HANDSON_DEMO_MEMO")
     if not memo:
         return launch.run_mpi(np, argv, timeout=runs.run_limit(timeout))
-    path = Path(memo) / f"demo-{_demo_key(np, argv)}.pickle"
+    path = Path(memo) / f"demo-{_demo_key(np, argv)}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     # Students graded side by side reach the demo together: the first runs it, the others wait for it.
     with open(path.with_suffix(".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.exists():
-            result = pickle.loads(path.read_bytes())
+        result = runs.load_run(path, launch.MPIResult) if path.exists() else None
+        if result is not None:
             runs.log_part(f"notebook: course demo on {np} rank(s) (the same run as an earlier student's, reused)", 0.0)
             print(tr("(the autograder reused this demo's run from an earlier student: the same code on {np} ranks)",
                      np=np))
@@ -160,7 +159,7 @@ def run_demo(np, argv, timeout=120):
         result = launch.run_mpi(np, argv, timeout=runs.run_limit(timeout))
         runs.log_part(f"notebook: course demo on {np} rank(s)", result.seconds, waited=result.waited)
         if result.ok:
-            path.write_bytes(pickle.dumps(result))
+            runs.save_run(result, path)
     return result
 
 

@@ -5,7 +5,6 @@ notebooks and the benchmarks all read what these return."""
 import hashlib
 import json
 import os
-import pickle
 import statistics
 import sys
 import tempfile
@@ -57,7 +56,8 @@ YIELD_WHEN_IDLE = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_threads_pthrea
 
 def _progress(res, watch):
     return {"first_progress": watch.first, "longest_gap": watch.longest, "stalled": res.stalled,
-            "stall": watch.stall, "waited": round(res.waited, 2), "stepped_aside": res.stepped_aside}
+            "stall": watch.stall, "waited": round(res.waited, 2), "stepped_aside": res.stepped_aside,
+            "contended": res.contended}
 
 
 def log_part(part, seconds, **extra):
@@ -152,7 +152,7 @@ def _memo_path(script, np, args):
     if not memo:
         return None
     key = hashlib.sha256(repr((Path(script).read_bytes(), np, without_out(args))).encode()).hexdigest()[:16]
-    return Path(memo) / f"run-{key}.pickle"
+    return Path(memo) / f"run-{key}.json"
 
 
 def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None, reuse=False):
@@ -164,13 +164,13 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
     cell) stands for this one instead of running it again."""
     memo = None if timed else _memo_path(script, np, args)
     if reuse and memo is not None and memo.exists():
-        obs = pickle.loads(memo.read_bytes())
-        _log_part(f"{part} (the same run as the notebook's, reused)", replace(obs, seconds=0.0))
-        return obs
+        obs = load_run(memo, MPIObservation)
+        if obs is not None:
+            _log_part(f"{part} (the same run as the notebook's, reused)", replace(obs, seconds=0.0))
+            return obs
     obs = _run_observed_mpi(script, np, args, timeout, timed, stall, part)
     if memo is not None:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        memo.write_bytes(pickle.dumps(obs))
+        save_run(obs, memo)
     return obs
 
 
@@ -260,3 +260,94 @@ def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=Non
                                 res.seconds, _progress(res, watch))
         _log_part(part, obs)
         return obs
+
+
+# ----------------------------------------------------------------------------- runs kept as data
+
+#: A kept run (the session's reference, a student's untimed run, a course demo) is plain data:
+#: JSON for its scalars, records and output, an .npz beside it for its arrays, read back with
+#: allow_pickle=False and checked field by field, so that reading one back never runs code,
+#: whoever wrote the file.
+RUN_FORMAT = 1
+_NUMBER = (int, float)
+#: Each kind's fields: a type (or types) its JSON value must have, or "arrays" (kept in the .npz).
+_SCHEMA = {
+    "Observation": {"returncode": int, "timed_out": bool, "output": str, "record": dict, "workers": "arrays",
+                    "seconds": _NUMBER, "limit": (*_NUMBER, type(None)), "progress": (dict, type(None))},
+    "MPIObservation": {"np": int, "returncode": int, "timed_out": bool, "output": str, "ranks": dict,
+                       "params": "arrays", "seconds": _NUMBER, "limit": (*_NUMBER, type(None)),
+                       "progress": (dict, type(None))},
+    "MPIResult": {"command": list, "returncode": int, "output": str, "seconds": _NUMBER, "timed_out": bool,
+                  "killed": list, "stalled": bool, "waited": _NUMBER, "stepped_aside": bool, "contended": bool},
+}
+
+
+def _arrays_out(name, value):
+    """{npz key: array} of an arrays field: workers {index: {name: array}}, params {rank: array}."""
+    if name == "workers":
+        return {f"workers/{i}/{k}": numpy.asarray(a) for i, w in value.items() for k, a in w.items()}
+    return {f"params/{rank}": numpy.asarray(a) for rank, a in value.items()}
+
+
+def _arrays_in(name, npz):
+    if name == "workers":
+        workers = {}
+        for key in npz.files:
+            _, index, part = key.split("/")
+            workers.setdefault(int(index), {})[part] = npz[key]
+        return workers
+    return {int(key.split("/")[1]): npz[key] for key in npz.files if key.startswith("params/")}
+
+
+def save_run(run, path):
+    """Keep `run` (an Observation, MPIObservation or launch.MPIResult) at PATH (.json, and an .npz
+    beside it for its arrays)."""
+    path = Path(path)
+    kind = type(run).__name__
+    plain, arrays = {}, {}
+    for name, expected in _SCHEMA[kind].items():
+        value = getattr(run, name)
+        if expected == "arrays":
+            arrays.update(_arrays_out(name, value))
+        elif name == "ranks":
+            plain[name] = {str(rank): record for rank, record in value.items()}
+        else:
+            plain[name] = value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if arrays:
+        with open(path.with_suffix(".npz"), "wb") as f:
+            numpy.savez(f, **arrays)
+    path.write_text(json.dumps({"format": RUN_FORMAT, "kind": kind, "fields": plain}))
+
+
+def load_run(path, kind):
+    """The run of `kind` (Observation, MPIObservation or launch.MPIResult) kept at PATH, or None
+    when the file is not such a run (another format, a field missing or of another type): the
+    caller runs it again."""
+    path = Path(path)
+    try:
+        kept = json.loads(path.read_text())
+        schema = _SCHEMA[kind.__name__]
+        if kept.get("format") != RUN_FORMAT or kept.get("kind") != kind.__name__:
+            return None
+        plain = kept["fields"]
+        values = {}
+        for name, expected in schema.items():
+            if expected == "arrays":
+                npz_path = path.with_suffix(".npz")
+                if npz_path.exists():
+                    with numpy.load(npz_path, allow_pickle=False) as npz:
+                        values[name] = _arrays_in(name, npz)
+                else:
+                    values[name] = {}
+            elif not isinstance(plain.get(name), expected) or (expected is int and isinstance(plain[name], bool)):
+                return None
+            elif name == "ranks":
+                values[name] = {int(rank): record for rank, record in plain[name].items()}
+            else:
+                values[name] = plain[name]
+        if set(plain) - set(schema):
+            return None
+        return kind(**values)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None

@@ -45,6 +45,9 @@ SETUP_ANSWERS = {
     "q3_lr": "n_gpus = 2\nlr_set_by_script = 0.05\n",
 }
 _WRONG_Q1 = "def total_batch_size(b, n):\n    return b\n"
+#: The line the throughput grade cell prints for the report, printed by a student's cell, with
+#: values that are no numbers: read from grade cells only, and never a crash of the report.
+_FORGED_RATIO = "print('handson-throughput-ratios: throughput=abc scaling=inf')\n"
 #: A process in a session of its own (it leaves the kernel's process tree), which would run on
 #: after grading; it writes its pid beside the notebook.
 _DAEMON = ("import subprocess, sys\n"
@@ -152,6 +155,9 @@ CLASSES = {
                                     status="nbgrader failed: Kernel died"),
         "daemon": Submission(3, {**SETUP_ANSWERS, "q2_parallelism": 'needed_parallelism = "model"\n' + _DAEMON},
                              why="starts a process outside the kernel's tree; stopped when grading ends"),
+        "forged_ratio_line": Submission(3, {**SETUP_ANSWERS, "q2_parallelism": 'needed_parallelism = "model"\n'
+                                                                               + _FORGED_RATIO},
+                                        why="prints the grader's ratio line with values that are no numbers"),
         "huge_output": Submission(3, {**SETUP_ANSWERS, "q2_parallelism":
                                       'needed_parallelism = "model"\nfor i in range(200000):\n    print("spam", i)\n'}),
         "tampered_test": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": _WRONG_Q1},
