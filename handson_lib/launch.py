@@ -212,7 +212,7 @@ def timing_slot(timed):
     started = time.monotonic()
     deadline = started + SLOT_PATIENCE
     TIMING_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with _lock_file(TIMING_LOCK) as main, _lock_file(TIMING_LOCK.with_name(TIMING_LOCK.name + ".turnstile")) as gate:
+    with _lock_file(TIMING_LOCK) as main, _lock_file(turnstile_of(TIMING_LOCK)) as gate:
         held = False
         if _flock_before(gate, fcntl.LOCK_EX, deadline):
             try:
@@ -224,6 +224,11 @@ def timing_slot(timed):
         finally:
             if held:
                 fcntl.flock(main, fcntl.LOCK_UN)
+
+
+def turnstile_of(lock):
+    """The turnstile beside a timing-slot lock file: a waiting timed run stops new shared holders."""
+    return Path(lock).with_name(Path(lock).name + ".turnstile")
 
 
 def _flock_before(lock, mode, deadline):

@@ -41,8 +41,8 @@ CHROMIUM_ARGS = [
 #: (what its tests need or do, the command that runs it).
 TIERS = {
     "gpu": ("need an NVIDIA GPU with CuPy and NCCL", "make test-gpu"),
-    "system": ("need root, Debian's Slurm, munge and iproute2, or Chromium (what .ci/run installs), or "
-               "grade the whole synthetic task2 class", "sudo make test-system"),
+    "system": ("need root, Debian's Slurm, munge, iproute2 or bubblewrap, or Chromium (what .ci/run "
+               "installs), or grade the whole synthetic task2 class", "sudo make test-system"),
     "timed": ("assert a measured ratio or cores standing free, so they run alone, after the rest",
               "make test-timed"),
     "slow": ("execute notebooks, build and set up the student edition, grade classes, run planted "
@@ -80,6 +80,17 @@ def pytest_addoption(parser):
 
 def _is_xdist_worker(config):
     return hasattr(config, "workerinput")
+
+def sandbox_missing():
+    """Why the grading sandbox cannot start here (None: it can): root, bubblewrap, cgroups."""
+    from handson_lib.grading import sandbox
+    return sandbox.why_not_available()
+
+
+#: Grading tests run without the sandbox only where it cannot start (not root): they say so with
+#: `unsafe=`; the sandbox's own tests (tests/test_hostile.py) are in the system tier.
+UNSAFE = sandbox_missing() is not None
+
 
 def gpu_available():
     return devices.gpu_count().count > 0

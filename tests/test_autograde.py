@@ -15,7 +15,7 @@ import pytest
 
 from handson_lib import launch
 from handson_lib.grading import nbgrader_course, synthetic_class
-from conftest import ROOT, VENV_BIN
+from conftest import ROOT, UNSAFE, VENV_BIN
 
 SETUP_CLASS = synthetic_class.CLASSES["setup"]
 
@@ -29,7 +29,7 @@ def graded_class(tmp_path_factory):
     assert res.ok, res.output
     synthetic_class.write_class(course_dir, "setup")
     printed = []
-    rows, seconds = nbgrader_course.autograde("setup", course_dir, jobs=2, timeout=120, cell_timeout=15,
+    rows, seconds = nbgrader_course.autograde("setup", course_dir, jobs=2, timeout=120, cell_timeout=15, unsafe=UNSAFE,
                                               print_fn=printed.append)
     print("\n".join(printed))
     return course_dir, {r["student"]: r for r in rows}, printed
@@ -141,10 +141,12 @@ def test_each_student_is_shown_as_graded_with_the_time_left(graded_class):
 @pytest.mark.slow
 def test_no_run_is_left_behind(graded_class):
     course_dir, _, printed = graded_class
-    # The daemon a submission started outside its kernel's process tree was stopped at the end.
-    pid = int((course_dir / "autograded" / "daemon" / "setup" / "daemon.pid").read_text())
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert any(line.startswith("stopped 1 process(es) that submissions left running") for line in printed), printed
+    # The daemon a submission started outside its kernel's process tree ended with the session:
+    # with its sandbox (a pid namespace), or, --unsafe, stopped by the session's mark.
+    assert not [p.info for p in psutil.process_iter(["cmdline"])
+                if synthetic_class.DAEMON_MARK in " ".join(p.info["cmdline"] or [])]
+    if UNSAFE:
+        assert any(line.startswith("stopped 1 process(es) that submissions left running") for line in printed), printed
     leftovers = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
@@ -183,7 +185,7 @@ def grade_class(assignment, course_dir, request, reference_cache, **kwargs):
     assert students, "no selected test names the students it needs"
     synthetic_class.write_class(course_dir, assignment, students=students)
     printed = []
-    rows, seconds = nbgrader_course.autograde(assignment, course_dir, reference_cache=reference_cache,
+    rows, seconds = nbgrader_course.autograde(assignment, course_dir, reference_cache=reference_cache, unsafe=UNSAFE,
                                               print_fn=lambda line: (printed.append(line), print(line)), **kwargs)
     assert sorted(r["student"] for r in rows) == students
     return course_dir, {r["student"]: r for r in rows}, printed
@@ -269,8 +271,8 @@ def test_task2_feedback_line_says_what_went_wrong(graded_task2_class, student, w
 
 
 def session_of(printed):
-    """The grading session's folder, from the first line `handson autograde` prints."""
-    return re.search(r"\(session (\S+)\)", printed[0]).group(1)
+    """The grading session's folder, from the line `handson autograde` starts grading with."""
+    return next(re.search(r"\(session (\S+)\)", line).group(1) for line in printed if line.startswith("Autograding"))
 
 
 @pytest.mark.parametrize("student", [pytest.param("deadlock", marks=for_students("deadlock")),
@@ -314,11 +316,12 @@ def test_task2_profile_shows_where_each_students_time_went(graded_task2_class, r
     # The notebook's 1-rank run had its watchdog: a stall limit from that reference.
     one_rank = [p for p in parts if p["student"] == student and p["part"] == "notebook: 1 rank(s)"]
     assert one_rank and float(one_rank[0]["seconds"]) < 60, one_rank
-    # The course's demo cells run once for the whole session, by whichever student came first.
+    # The course's demo cells: in the sandbox every student runs them (no run of one student's
+    # sandbox is shown to another); --unsafe, once for the whole session, by whichever came first.
     for ranks in (2, 4):
         demo = f"notebook: course demo on {ranks} rank(s)"
-        assert names.count(demo) == 1, names
-        assert names.count(demo + " (the same run as an earlier student's, reused)") == len(rows) - 1, names
+        reused = demo + " (the same run as an earlier student's, reused)"
+        assert (names.count(demo), names.count(reused)) == ((1, len(rows) - 1) if UNSAFE else (len(rows), 0)), names
     assert any(line.startswith("Where the grading time went") for line in printed)
 
 
@@ -350,11 +353,12 @@ def autograded_at(course_dir, student):
 @pytest.mark.slow
 def test_a_failed_regrade_marks_the_old_score_stale_and_resume_grades_it_again(tmp_path):
     small_setup_class(tmp_path, ["correct", "wrong_q1"])
-    rows, _ = nbgrader_course.autograde("setup", tmp_path, jobs=2, print_fn=lambda _: None)
+    rows, _ = nbgrader_course.autograde("setup", tmp_path, jobs=2, print_fn=lambda _: None, unsafe=UNSAFE)
     assert {r["student"]: r["score"] for r in rows} == {"correct": 3.0, "wrong_q1": 2.0}
     # The same student's notebook now kills its kernel: nbgrader fails, and the earlier 2 points go.
     synthetic_class.fill(tmp_path / "submitted" / "wrong_q1" / "setup", "setup", "kernel_killed")
-    rows, _ = nbgrader_course.autograde("setup", tmp_path, jobs=1, students=["wrong_q1"], print_fn=lambda _: None)
+    rows, _ = nbgrader_course.autograde("setup", tmp_path, jobs=1, students=["wrong_q1"], print_fn=lambda _: None,
+                                        unsafe=UNSAFE)
     assert rows[0]["score"] == 0.0 and rows[0]["status"].startswith("nbgrader failed"), rows
     assert "its score 2 from an earlier grading is stale and was removed from the gradebook" in rows[0]["status"]
     assert "wrong_q1" not in nbgrader_course.scores(tmp_path, "setup")
@@ -363,7 +367,7 @@ def test_a_failed_regrade_marks_the_old_score_stale_and_resume_grades_it_again(t
     synthetic_class.write_class(tmp_path, "setup", students=["wrong_q1"])
     before = autograded_at(tmp_path, "correct")
     printed = []
-    nbgrader_course.autograde("setup", tmp_path, jobs=1, resume=True, print_fn=printed.append)
+    nbgrader_course.autograde("setup", tmp_path, jobs=1, resume=True, print_fn=printed.append, unsafe=UNSAFE)
     assert printed[0].startswith("--resume: 1 student(s) graded earlier are kept"), printed
     assert autograded_at(tmp_path, "correct") == before
     report = nbgrader_course.read_report(tmp_path, "setup")
@@ -376,7 +380,8 @@ def test_ctrl_c_stops_the_runs_keeps_what_was_graded_and_says_how_to_go_on(tmp_p
     """Ctrl-C while a student's endless cell runs: the session's processes stop, the student graded
     already stays in the report, and the screen says how to go on."""
     small_setup_class(tmp_path, ["correct", "infinite_loop"])
-    proc = subprocess.Popen([str(VENV_BIN / "handson"), "autograde", "setup", "--course", str(tmp_path), "--jobs", "2"],
+    proc = subprocess.Popen([str(VENV_BIN / "handson"), "autograde", "setup", "--course", str(tmp_path), "--jobs", "2",
+                             *(["--unsafe"] if UNSAFE else [])],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     for line in proc.stdout:  # the first student graded: its progress bar

@@ -1,6 +1,11 @@
 """Hostile submissions: each kind of attack the grader defends against, planted here, with the
 effect of the defence asserted (the test fails without it).
 
+In the grading sandbox (system tier: root and bubblewrap): reading the course, the instructor's
+home, the other students and the instructor's environment; writing the gradebook, another
+student's submission, the session's references, the library; the network; memory, process,
+disk bombs; a process left running; the other students of the class keep their scores.
+
 The kinds that take a whole grading run are synthetic students of the classes graded in
 tests/test_autograde.py: a process started outside the kernel and left running (`daemon`), the
 grader's ratio line forged with values that are no numbers (`forged_ratio_line`), a test cell
@@ -9,15 +14,19 @@ kernel, 200,000 lines of output; there too, Ctrl-C and a failed regrade.
 """
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
 
 import numpy
+import psutil
 import pytest
 
 from handson_lib import launch
-from handson_lib.grading import checks, runs
+from handson_lib.grading import checks, runs, sandbox
+from conftest import sandbox_missing
 from test_grading_memo import _kept_runs
 
 
@@ -98,3 +107,215 @@ def test_a_slot_held_forever_costs_a_bounded_wait_not_the_run(monkeypatch, own_l
     contended = runs.Observation(0, False, "", {}, {}, 1.0, progress={"contended": True})
     assert "another process held its timing slot longer than 2 s" in checks._contention(contended, None)
     assert checks._contention(runs.Observation(0, False, "", {}, {}, 1.0, progress={})) == ""
+
+
+# ----------------------------------------------------------------------------- in the sandbox
+
+#: Hostile code, in the answer cell of question 2 beside its right answer: each prints
+#: `HOSTILE <json>` with what it managed to do, which the test reads from the graded notebook.
+HOSTILE = {
+    "reader": '''
+import json, os
+from handson_lib import COURSE_ROOT
+course = os.path.abspath("../../..")
+tried = {"gradebook": os.path.join(course, "gradebook.db"),
+         "source": os.path.join(course, "source", "setup", "00_setup.ipynb"),
+         "another_student": os.path.join(course, "submitted", "correct", "setup", "00_setup.ipynb"),
+         "solution_notebook": os.path.join(str(COURSE_ROOT), "solutions", "00_setup.ipynb"),
+         "checkout": os.path.join(str(COURSE_ROOT), ".git", "config"),
+         "instructor_home": os.path.join(os.path.expanduser("~root"), ".bashrc"),
+         "shadow": "/etc/shadow"}
+read = {}
+for what, path in tried.items():
+    try:
+        read[what] = len(open(path, "rb").read())
+    except OSError as error:
+        read[what] = type(error).__name__
+visible = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+secret = os.environ.get("INSTRUCTOR_SECRET")
+print("HOSTILE", json.dumps({"read": read, "uid": os.getuid(), "processes": len(visible), "secret": secret}))
+''',
+    "writer": '''
+import json, os
+from handson_lib import COURSE_ROOT
+course = os.path.abspath("../../..")
+tried = {"gradebook": os.path.join(course, "gradebook.db"),
+         "another_student": os.path.join(course, "submitted", "correct", "setup", "00_setup.ipynb"),
+         "references": os.path.join(os.environ.get("HANDSON_REFERENCE_CACHE", "/nonexistent"), "reference-0.json"),
+         "library": os.path.join(str(COURSE_ROOT), "handson_lib", "planted.py"),
+         "config": os.path.join(course, "nbgrader_config.py")}
+wrote = {}
+for what, path in tried.items():
+    try:
+        with open(path, "ab") as f:
+            f.write(b"# planted")
+        wrote[what] = "written"
+    except OSError as error:
+        wrote[what] = type(error).__name__
+print("HOSTILE", json.dumps({"wrote": wrote}))
+''',
+    "network": '''
+import json, socket
+interfaces = [line.split(":")[0].strip() for line in open("/proc/net/dev").read().splitlines()[2:]]
+try:
+    socket.create_connection(("192.0.2.1", 80), timeout=3)
+    outside = "connected"
+except OSError as error:
+    outside = type(error).__name__
+print("HOSTILE", json.dumps({"interfaces": interfaces, "outside": outside}))
+''',
+    "bombs": '''
+import json, os, subprocess
+found = {}
+try:
+    hog = bytearray(16 << 30)
+    found["memory"] = "allocated"
+except MemoryError:
+    found["memory"] = "MemoryError"
+started = []
+try:
+    for _ in range(1000):
+        started.append(subprocess.Popen(["sleep", "600"]))
+    found["processes"] = len(started)
+except OSError as error:
+    found["processes"] = f"{type(error).__name__} after {len(started)}"
+for p in started:   # it cleans up after itself: the kernel needs its own threads
+    p.kill()
+    p.wait()
+for where in (".", "/tmp"):
+    written = 0
+    try:
+        with open(os.path.join(where, "filler"), "wb") as f:
+            while written < (4 << 30):
+                f.write(b"x" * (64 << 20))
+                written += 64 << 20
+        found[where] = f"wrote {written >> 20} MiB"
+    except OSError as error:
+        found[where] = f"{type(error).__name__} after {written >> 20} MiB"
+    os.remove(os.path.join(where, "filler"))
+print("HOSTILE", json.dumps(found))
+''',
+    # A fork bomb that keeps its processes: its kernel, at the limit of processes (threads count),
+    # answers no more; its grading fails, and no other student notices.
+    "bomb_kept": """
+import subprocess
+kept = []
+try:
+    while True:
+        kept.append(subprocess.Popen(["sleep", "600"]))
+except OSError:
+    pass
+""",
+}
+#: What each hostile submission scores: its honest part (the right answers), but the bomb that
+#: starved its own kernel.
+EXPECTED = {**{kind: (3.0, "graded") for kind in ["correct", "daemon", *HOSTILE]},
+            "bomb_kept": (0.0, "nbgrader failed")}
+
+
+def _hostile_outputs(course_dir, student):
+    nb = json.loads((course_dir / "autograded" / student / "setup" / "00_setup.ipynb").read_text())
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            for line in "".join(out.get("text", "")).splitlines():
+                if line.startswith("HOSTILE "):
+                    return json.loads(line[len("HOSTILE "):])
+    raise AssertionError(f"{student}: no HOSTILE line in the graded notebook")
+
+
+@pytest.fixture(scope="module")
+def hostile_class(tmp_path_factory):
+    """A setup class of hostile submissions beside a correct one, graded in the sandbox."""
+    from handson_lib import COURSE_ROOT
+    from handson_lib.grading import nbgrader_course, synthetic_class
+    if sandbox_missing():
+        pytest.fail(f"the grading sandbox cannot start here: {sandbox_missing()}", pytrace=False)
+    course_dir = tmp_path_factory.mktemp("hostile-course")
+    shutil.copy(COURSE_ROOT / "course" / "nbgrader_config.py", course_dir)
+    nbgrader_course.assemble(course_dir, assignments=["setup"])
+    res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=course_dir)
+    assert res.ok, res.output
+    synthetic_class.write_class(course_dir, "setup", students=["correct", "daemon"])
+    for student, code in HOSTILE.items():
+        folder = course_dir / "submitted" / student / "setup"
+        shutil.copytree(course_dir / "release" / "setup", folder)
+        synthetic_class.fill(folder, "setup", "correct")
+        nb = json.loads((folder / "00_setup.ipynb").read_text())
+        synthetic_class.cell(nb, "q2_parallelism")["source"] = 'needed_parallelism = "model"\n' + code
+        (folder / "00_setup.ipynb").write_text(json.dumps(nb))
+    before = {p: p.read_bytes() for p in [course_dir / "gradebook.db", course_dir / "nbgrader_config.py",
+                                          *(course_dir / "submitted" / "correct").rglob("*.ipynb")]}
+    os.environ["INSTRUCTOR_SECRET"] = "a token of the instructor's"
+    try:
+        printed = []
+        rows, _ = nbgrader_course.autograde("setup", course_dir, jobs=2, timeout=600, cell_timeout=30,
+                                            print_fn=printed.append)
+    finally:
+        del os.environ["INSTRUCTOR_SECRET"]
+    return course_dir, {r["student"]: r for r in rows}, before, printed
+
+
+@pytest.mark.system
+def test_each_hostile_submission_gets_what_its_honest_part_earns(hostile_class):
+    _, rows, _, _ = hostile_class
+    assert {s: (r["score"], r["status"][:len(EXPECTED[s][1])]) for s, r in rows.items()} == EXPECTED, rows
+
+
+@pytest.mark.system
+def test_a_submission_reads_nothing_of_the_course_the_instructor_or_the_others(hostile_class):
+    course_dir, _, _, _ = hostile_class
+    found = _hostile_outputs(course_dir, "reader")
+    assert set(found["read"].values()) <= {"FileNotFoundError", "PermissionError"}, found
+    uid, gid = sandbox.account()
+    assert found["uid"] == uid != 0 and found["secret"] is None, found
+    assert found["processes"] <= 3, found   # its own kernel (and the sandbox's first process): a pid namespace
+
+
+@pytest.mark.system
+def test_a_submission_writes_nothing_that_decides_a_score(hostile_class):
+    course_dir, _, before, _ = hostile_class
+    found = _hostile_outputs(course_dir, "writer")
+    assert "written" not in found["wrote"].values(), found
+    for path, content in before.items():
+        if path.name != "gradebook.db":   # nbgrader itself writes the grades there
+            assert path.read_bytes() == content, path
+    from handson_lib import COURSE_ROOT
+    assert not (COURSE_ROOT / "handson_lib" / "planted.py").exists()
+
+
+@pytest.mark.system
+def test_a_submission_has_no_network(hostile_class):
+    found = _hostile_outputs(hostile_class[0], "network")
+    assert found["interfaces"] == ["lo"] and found["outside"] != "connected", found
+
+
+@pytest.mark.system
+def test_memory_processes_and_disk_are_limited_per_submission(hostile_class):
+    found = _hostile_outputs(hostile_class[0], "bombs")
+    limits = sandbox.Limits()
+    assert found["memory"] == "MemoryError", found
+    assert found["processes"].startswith(("BlockingIOError after", "OSError after")), found
+    assert int(found["processes"].split()[-1]) < limits.processes, found
+    for where, cap in ((".", limits.folder_bytes), ("/tmp", limits.tmp_bytes)):
+        assert found[where].startswith("OSError after"), found
+        assert int(found[where].split()[-2]) <= cap >> 20, found
+
+
+@pytest.mark.system
+def test_nothing_of_a_submission_runs_after_grading(hostile_class):
+    from handson_lib.grading import nbgrader_course, synthetic_class
+    _, _, _, printed = hostile_class
+    assert not [p.info for p in psutil.process_iter(["cmdline", "username"])
+                if synthetic_class.DAEMON_MARK in " ".join(p.info["cmdline"] or [])
+                or (p.info["username"] == sandbox.ACCOUNT)]
+    session = next(line.split("(session ")[1].split(")")[0] for line in printed if line.startswith("Autograding"))
+    assert launch.processes_carrying(nbgrader_course.SESSION_ENV, session) == []
+
+
+def test_without_the_sandbox_grading_is_refused_unless_unsafe(tmp_path, monkeypatch):
+    from handson_lib.grading import nbgrader_course
+    monkeypatch.setattr(sandbox, "why_not_available", lambda: "bubblewrap is not installed (apt-get install bubblewrap)")
+    (tmp_path / "submitted" / "someone" / "setup").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="the grading sandbox cannot start here: bubblewrap is not installed.*"
+                                         "only with --unsafe"):
+        nbgrader_course.autograde("setup", tmp_path)

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, launch, messages
-from handson_lib.grading import checks, synthetic_class, translations
+from handson_lib.grading import checks, sandbox, synthetic_class, translations
 from handson_lib.plotting import pyplot
 
 COURSE_DIR = COURSE_ROOT / "course"
@@ -107,6 +107,15 @@ def nbgrader_env():
     return env
 
 
+#: The reference runs of each assignment's checks, measured before the session's students (the
+#: grading sandbox sees the session's references read-only): (script, arguments, ranks or None).
+PRE_MEASURED = {
+    "task1": [("train_cifar_multi_gpu.py", ["--gpus", "0", "1", *checks.MULTI_GPU_ARGS], None)],
+    "task2": [("train_cifar_multi_node.py", checks.MULTI_NODE_ARGS, 2),
+              ("train_mnist_multi_node.py", checks.MNIST_ARGS, 2)],
+}
+
+
 def nbgrader(*args, course_dir=COURSE_DIR, timeout=RUN_TIMEOUT, env=None):
     cmd = [str(Path(sys.executable).parent / "nbgrader"), *map(str, args)]
     return launch.run_watched(cmd, timeout, env={**nbgrader_env(), **(env or {})}, cwd=str(course_dir))
@@ -156,23 +165,35 @@ def grading_order(students):
     return sorted(students, key=lambda s: hashlib.sha256(s.encode()).hexdigest())
 
 
-def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, env=None, profile_dir=None):
+def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, env=None, session=None,
+                   box=None):
+    """One student: `nbgrader autograde` with the kernel in the grading sandbox (`box`: the
+    session's sandbox.Settings), or as this user (None: --unsafe)."""
     started = time.monotonic()
     env = dict(env or {})
     # The folder whose scripts the checks run, fixed here (checks.locate), not the kernel's cwd.
     env["HANDSON_GRADING"] = str(Path(course_dir).resolve() / "autograded" / student / assignment)
     if cell_timeout:  # read by cell_timeout(), the course config's Execute.timeout_func
         env["HANDSON_CELL_TIMEOUT"] = str(int(cell_timeout))
-    log = None
-    if profile_dir:  # every observed run of this student appends its part (grading.runs)
-        log = Path(profile_dir) / f"profile-{student}.jsonl"
-        env["HANDSON_PROFILE_LOG"] = str(log)
-        # The student's untimed runs, kept so that a check reuses the notebook's identical run.
-        env["HANDSON_RUN_MEMO"] = str(Path(profile_dir) / f"runs-{student}")
-    res = nbgrader("autograde", assignment, "--student", student, "--force",
-                   course_dir=course_dir, timeout=timeout, env=env)
+    options, own = [], Path(session) / f"student-{student}"
+    if box is not None:   # the student's folder is the one the sandbox may write
+        more, options, own = sandbox.for_student(session, box, student)
+        env.update(more)
+        env["HANDSON_DEMO_MEMO"] = str(own / "demos")   # a demo run by one student is never shown to another
+    else:
+        own.mkdir()
+    # Every observed run of this student appends its part (grading.runs); the student's untimed
+    # runs are kept so that a check reuses the notebook's identical run.
+    log = own / "profile.jsonl"
+    env["HANDSON_PROFILE_LOG"], env["HANDSON_RUN_MEMO"] = str(log), str(own / "runs")
+    try:
+        res = nbgrader("autograde", assignment, "--student", student, "--force", *options,
+                       course_dir=course_dir, timeout=timeout, env=env)
+    finally:
+        if box is not None:
+            sandbox.release(box, own)
     seconds = time.monotonic() - started
-    parts = [json.loads(line) for line in log.read_text().splitlines()] if log and log.exists() else []
+    parts = _profile_parts(log)
     if res.timed_out:
         status = f"stopped after {timeout:.0f} s (the whole run: a cell that never ends?)"
     elif res.returncode != 0:
@@ -182,6 +203,21 @@ def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, 
         status = "graded"
     return {"student": student, "status": status, "seconds": round(seconds, 1), "output": res.output,
             "parts": parts}
+
+
+def _profile_parts(log):
+    """The parts a student's runs logged (written inside the sandbox: lines that are not such a
+    part are left out)."""
+    parts = []
+    for line in (log.read_text(errors="replace").splitlines() if log.exists() else []):
+        try:
+            part = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(part, dict) and isinstance(part.get("part"), str) and \
+                isinstance(part.get("seconds"), (int, float)):
+            parts.append({k: v for k, v in part.items() if isinstance(v, (str, int, float, bool, type(None)))})
+    return parts
 
 
 def profile_rows(result):
@@ -369,7 +405,7 @@ def _row_line(row):
 
 def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT, cell_timeout=None,
               site=None, run_timeout=None, print_fn=print, profile=False, students=None,
-              reference_cache=None, resume=False):
+              reference_cache=None, resume=False, unsafe=False):
     """One `nbgrader autograde` process per student (every one handed in, or those named), at
     most `jobs` at once, each student's line printed and the CSV report rewritten as soon as
     that student is graded; the per-part profile of the grading time (printed with `profile`)
@@ -381,7 +417,17 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     session's own, or in `reference_cache` (a test session shares one between its classes).
 
     `resume`: the students the last report shows graded are kept, the others graded. Ctrl-C
-    stops every run of the session and keeps what was graded (`--resume` goes on from there)."""
+    stops every run of the session and keeps what was graded (`--resume` goes on from there).
+
+    Every submission's kernel, and all it starts, runs in the grading sandbox
+    (handson_lib.grading.sandbox); where the sandbox cannot start, grading is refused unless
+    `unsafe` (the submissions then run as this user, with this user's rights)."""
+    if not unsafe:
+        why = sandbox.why_not_available()
+        if why:
+            raise SystemExit(f"handson autograde: the grading sandbox cannot start here: {why}. Without it every "
+                             "submission runs as you, with your rights (your files, the gradebook, the others' "
+                             "submissions, the network): only with --unsafe.")
     env = grading_env(site, run_timeout, course_dir)
     jobs = jobs or default_jobs()
     handed_in = students_of(course_dir, assignment)
@@ -412,7 +458,15 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
         # The reference is measured once per session; a course demo cell runs once per session.
         env = {**env, "HANDSON_REFERENCE_CACHE": shared, "HANDSON_DEMO_MEMO": str(Path(shared) / "demos"),
                SESSION_ENV: scratch}
-        futures = [pool.submit(_autograde_one, course_dir, assignment, s, timeout, cell_timeout, env, scratch)
+        box = None
+        if not unsafe:
+            launch._lock_file(launch.TIMING_LOCK).close()
+            launch._lock_file(launch.turnstile_of(launch.TIMING_LOCK)).close()
+            box = sandbox.prepare(scratch, readable=[shared, launch.TIMING_LOCK, launch.turnstile_of(launch.TIMING_LOCK)])
+            _measure_references(assignment, shared, print_fn)
+        else:
+            print_fn("--unsafe: the submissions run as you, outside the grading sandbox")
+        futures = [pool.submit(_autograde_one, course_dir, assignment, s, timeout, cell_timeout, env, scratch, box)
                    for s in grading_order(to_grade)]
         try:
             for future in as_completed(futures):
@@ -482,6 +536,15 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     return rows, total
 
 
+def _measure_references(assignment, cache, print_fn):
+    """The assignment's reference runs (PRE_MEASURED), measured before any student, outside the
+    sandbox; the students' sandboxes read them."""
+    from handson_lib.grading import reference  # instructor-only: the autograder has it
+    for name, args, np in PRE_MEASURED.get(assignment, []):
+        print_fn(f"  the reference {name} on {np or 1} {'rank(s)' if np else 'process'} ...")
+        reference.measure_reference(name, list(args), RUN_TIMEOUT, np=np, cache=cache)
+
+
 @contextlib.contextmanager
 def _session_folders(shared=None):
     """(the folder that keeps a grading session's reference runs and demos, the session's own
@@ -535,6 +598,9 @@ def add_autograde_arguments(parser):
                         help="seconds one training run may take before the watchdog kills it (deadlocks)")
     parser.add_argument("--profile", action="store_true",
                         help="print where each student's grading time went (always in autograde_<assignment>_profile.csv)")
+    parser.add_argument("--unsafe", action="store_true",
+                        help="grade without the grading sandbox (where it cannot start: not root, no bubblewrap): "
+                             "every submission then runs as you, with your rights")
     parser.add_argument("--resume", action="store_true",
                         help="keep the students the last report (autograde_<assignment>.csv) shows graded; grade the "
                              "others (after Ctrl-C, or to grade again those that failed)")
@@ -560,7 +626,7 @@ def autograde_main(args):
     try:
         autograde(args.assignment, Path(args.course), jobs=args.jobs, timeout=args.timeout,
                   cell_timeout=args.cell_timeout, site=args.site, run_timeout=args.run_timeout,
-                  profile=args.profile, resume=args.resume)
+                  profile=args.profile, resume=args.resume, unsafe=args.unsafe)
     except KeyboardInterrupt:
         return 130
     return 0

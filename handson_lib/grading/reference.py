@@ -52,6 +52,11 @@ def measure_reference(name, args, timeout, np=None, cache=None):
     key = hashlib.sha256(repr((script.read_bytes(), np, list(args))).encode()).hexdigest()[:16]
     path = Path(cache) / f"reference-{key}.json"
     kind = runs.Observation if np is None else runs.MPIObservation
+    if not os.access(cache, os.W_OK):
+        # In the grading sandbox the session's references are read-only (measured before the
+        # students, `handson autograde`): one not measured there is measured for this run only.
+        kept = runs.load_run(path, kind) if path.exists() else None
+        return kept if kept is not None else run()
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # students graded in parallel wait for the first measurement
         kept = runs.load_run(path, kind) if path.exists() else None

@@ -49,10 +49,11 @@ _WRONG_Q1 = "def total_batch_size(b, n):\n    return b\n"
 #: values that are no numbers: read from grade cells only, and never a crash of the report.
 _FORGED_RATIO = "print('handson-throughput-ratios: throughput=abc scaling=inf')\n"
 #: A process in a session of its own (it leaves the kernel's process tree), which would run on
-#: after grading; it writes its pid beside the notebook.
+#: after grading; DAEMON_MARK in its command line tells it.
+DAEMON_MARK = "left-running-by-a-synthetic-submission"
 _DAEMON = ("import subprocess, sys\n"
-           "subprocess.Popen([sys.executable, '-c', \"import os, time; open('daemon.pid', 'w').write(str(os.getpid())); "
-           "time.sleep(600)\"], start_new_session=True)\n")
+           f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)  # {DAEMON_MARK}'], "
+           "start_new_session=True)\n")
 
 def solution_source(notebook, grade_id):
     """The instructor's answer of a solution cell, without its markers (what a correct student writes)."""

@@ -1,0 +1,288 @@
+"""The grading sandbox: what a submission runs (its notebook's kernel and every process the kernel
+starts: mpiexec, the ranks, the stand-in's workers) runs in bubblewrap (Debian's `bubblewrap`):
+
+  - as the grading account (`handson-grader`, made on first use): never the instructor, never root,
+    with no capability and no way to gain one (no_new_privs);
+  - with no network: a network namespace of its own, holding only its loopback (MPI's TCP and
+    shared memory still work);
+  - seeing the system's programs and libraries, the course's Python environment and library, and
+    the reference scripts read-only, and its own folder as a copy in a size-capped tmpfs; not the
+    course folder (source/ with the hidden tests, the gradebook, the other students' folders), not
+    the instructor's home, not the other sessions' files;
+  - within limits: memory and processes of the whole submission (a cgroup of its own), and per
+    process CPU time, open files and file size;
+  - all of it ending with the kernel: a pid namespace, whose processes die with its first.
+
+Trusted side only: `handson autograde` prepares a session (`prepare`) and nbgrader starts each
+kernel through this module's launcher (`python -m handson_lib.grading.sandbox kernel SETTINGS
+CONNECTION_FILE`, the kernelspec `handson-sandbox`), which runs as root outside the sandbox, before
+bwrap. The kernel talks to nbgrader over Unix sockets in a folder of the student's own (ZeroMQ's
+ipc transport), since the sandbox has no network to reach nbgrader's.
+"""
+
+import grp
+import json
+import os
+import pwd
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from handson_lib import COURSE_ROOT
+
+ACCOUNT = "handson-grader"
+KERNEL_NAME = "handson-sandbox"
+CGROUPS = Path("/sys/fs/cgroup")
+#: Processes (threads count) of every sandbox of the machine together, and of the grading account:
+#: whatever one submission's limit lets through, the machine keeps room for everyone else.
+ALL_SANDBOXES_PROCESSES = 4096
+#: What the sandbox sees of the system (read-only; links where the system has links: merged /usr).
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc")
+#: Variables that cross into the sandbox (the grader's settings, locale, threads); the rest of the
+#: grader's environment (tokens, its HOME) stays out.
+KEPT_VARIABLES = ("PATH", "LANG", "LANGUAGE", "TERM", "MPLBACKEND", "PYTHONUNBUFFERED", "PYTHONHASHSEED",
+                  "CHAINERMN_FORCE_ABORT_ON_EXCEPTION")
+KEPT_PREFIXES = ("HANDSON_", "LC_", "OMP_", "OPENBLAS_", "MKL_", "OMPI_MCA_")
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_bytes: int = 4 << 30     # the submission's processes together (cgroup)
+    processes: int = 256            # the submission's processes together (cgroup)
+    cpu_seconds: int = 3600         # each process
+    open_files: int = 4096          # each process
+    file_bytes: int = 1 << 30       # each file written
+    address_bytes: int = 8 << 30    # each process's address space: a huge allocation fails in the
+                                    # process that asks (MemoryError), before the cgroup kills the kernel
+    folder_bytes: int = 512 << 20   # the submission's folder (a tmpfs copy)
+    tmp_bytes: int = 1 << 30        # /tmp
+
+
+@dataclass
+class Settings:
+    """What the launcher needs, written by the trusted side into the session's folder."""
+    uid: int
+    gid: int
+    readable: list                  # paths seen read-only, at their own place
+    limits: dict = field(default_factory=lambda: asdict(Limits()))
+    cgroup_prefix: str = ""         # cgroups of this session: <controller>/handson/<prefix>-<student>
+
+
+def why_not_available():
+    """None when submissions can be graded in the sandbox here, else what is missing."""
+    if os.geteuid() != 0:
+        return ("it runs submissions as the grading account, which needs root: run handson autograde as root "
+                "(sudo)")
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    probe = subprocess.run(["bwrap", *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+                            "--", "true"], capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        return f"bubblewrap cannot make its namespaces here ({probe.stderr.strip()[:300]})"
+    missing = [c for c in ("memory", "pids") if not os.access(CGROUPS / c, os.W_OK)]
+    if missing:
+        return f"no writable cgroup controller {', '.join(missing)} under {CGROUPS} (the limits per submission)"
+    return None
+
+
+def account():
+    """(uid, gid) of the grading account, made (a system account, no home, no login) when missing."""
+    try:
+        entry = pwd.getpwnam(ACCOUNT)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", "--user-group", ACCOUNT], check=True,
+                       capture_output=True, text=True)
+        entry = pwd.getpwnam(ACCOUNT)
+    grp.getgrgid(entry.pw_gid)
+    return entry.pw_uid, entry.pw_gid
+
+
+def course_paths(root=COURSE_ROOT):
+    """What of the course a kernel needs read-only: the course's Python environment and its base
+    interpreter, the library, and the reference scripts (the grade cells still time the
+    reference beside the student's steps in the kernel). Not solutions/'s notebooks (their hidden
+    tests), not the course folder, not the rest of the checkout."""
+    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(root) / "handson_lib"]
+    paths += sorted((Path(root) / "solutions").glob("*.py"))
+    data = Path(os.environ.get("HANDSON_DATA_DIR") or Path(root) / "data")
+    if data.is_dir():
+        paths.append(data)
+    return [str(p) for p in paths]
+
+
+def prepare(session, readable=(), limits=None):
+    """Make the session's sandbox: its settings (root-only) and its kernelspec. Returns what each
+    nbgrader run needs: extra environment and nbgrader options, by student (`for_student`)."""
+    uid, gid = account()
+    session = Path(session)
+    settings = Settings(uid, gid, [*course_paths(), *map(str, readable)],
+                        asdict(limits or Limits()), cgroup_prefix=session.name)
+    path = session / "sandbox.json"
+    path.write_text(json.dumps(asdict(settings)))
+    os.chmod(path, 0o600)
+    spec = session / "jupyter" / "kernels" / KERNEL_NAME
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "handson_lib.grading.sandbox", "kernel", str(path), "{connection_file}"],
+        "display_name": "Python 3 (grading sandbox)", "language": "python",
+        # A signal to the process nbgrader started (bwrap) would not reach the kernel inside: the
+        # kernel interrupts itself on a message (a cell past its time limit).
+        "interrupt_mode": "message"}))
+    return settings
+
+
+def for_student(session, settings, student):
+    """(environment, nbgrader options, the student's own folder) of one student's grading: the
+    folder holds the kernel's sockets and what the student's runs keep; it is the only host
+    folder the sandbox writes."""
+    own = Path(session) / f"student-{student}"
+    own.mkdir(mode=0o700)
+    os.chown(own, settings.uid, settings.gid)
+    jupyter_path = os.pathsep.join(filter(None, [str(Path(session) / "jupyter"), os.environ.get("JUPYTER_PATH")]))
+    env = {"JUPYTER_PATH": jupyter_path, "TMPDIR": str(own)}  # nbgrader writes the connection file in TMPDIR
+    options = [f"--Execute.kernel_name={KERNEL_NAME}", "--KernelManager.transport=ipc",
+               f"--KernelManager.ip={own / 'kernel'}"]
+    return env, options, own
+
+
+def cgroup_name(settings, own):
+    return f"{settings.cgroup_prefix}-{Path(own).name}"
+
+
+def release(settings, own, wait=10.0):
+    """Stop what is left of a student's sandbox (the kernel's pid namespace ends it: this is for a
+    kernel nbgrader could not stop) and remove the student's cgroups."""
+    pids = CGROUPS / "pids" / "handson" / cgroup_name(settings, own)
+    deadline = time.monotonic() + wait
+    while pids.exists():
+        try:
+            left = [int(p) for p in (pids / "cgroup.procs").read_text().split()]
+        except OSError:
+            left = []
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            pids.rmdir()
+        except OSError:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    try:
+        (CGROUPS / "memory" / "handson" / cgroup_name(settings, own)).rmdir()
+    except OSError:
+        pass
+
+
+def _namespaces():
+    # No user namespace: bwrap runs as root and the sandbox drops to the grading account itself.
+    return ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session"]
+
+
+def _parents(path):
+    """bwrap makes missing parents of a mount point root-only: make them readable first."""
+    args, parts = [], []
+    for part in Path(path).parent.parts[1:]:
+        parts.append(part)
+        args += ["--perms", "0755", "--dir", "/" + "/".join(parts)]
+    return args
+
+
+def command(settings, argv, folder, own, fds):
+    """The bwrap command that runs `argv` in the sandbox with `folder` (the notebook's) as a
+    size-capped copy and `own` (the student's folder) writable; `fds` collects the descriptors
+    of the files copied in (the caller passes them to bwrap)."""
+    limits = settings.limits
+    args = ["bwrap", *_namespaces(), "--clearenv"]
+    for name, value in os.environ.items():
+        if name in KEPT_VARIABLES or name.startswith(KEPT_PREFIXES):
+            args += ["--setenv", name, value]
+    args += ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--setenv", "USER", ACCOUNT,
+             "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib"]
+    for path in SYSTEM:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    # /tmp and /dev/shm of its own, writable, capped (the stand-in's shared arrays, MPI's shared memory).
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for tmp in ("/tmp", "/dev/shm"):
+        args += ["--size", str(limits["tmp_bytes"]), "--perms", "1777", "--tmpfs", tmp]
+    for path in sorted(set(settings.readable)):
+        if os.path.exists(path):
+            args += _parents(path) + ["--ro-bind", path, path]
+    args += _parents(own) + ["--bind", str(own), str(own)]
+    folder = Path(folder)
+    args += _parents(folder) + ["--size", str(limits["folder_bytes"]), "--perms", "0777", "--tmpfs", str(folder)]
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            continue   # a link is not copied in: it would point outside the copy
+        if path.is_dir():
+            args += ["--perms", "0777", "--dir", str(path)]
+        elif path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            fds.append(fd)
+            args += ["--perms", "0666", "--file", str(fd), str(path)]
+    args += ["--chdir", str(folder), "--", "/usr/bin/setpriv", f"--reuid={settings.uid}", f"--regid={settings.gid}",
+             "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *argv]
+    return args
+
+
+def _enter_cgroups(settings, own):
+    """Put this process (and so everything it starts) in the student's memory and pids cgroups,
+    below one that holds every sandbox of the machine."""
+    limits = settings.limits
+    (CGROUPS / "pids" / "handson").mkdir(exist_ok=True)
+    (CGROUPS / "pids" / "handson" / "pids.max").write_text(str(ALL_SANDBOXES_PROCESSES))
+    for controller, files in (("memory", {"memory.limit_in_bytes": limits["memory_bytes"],
+                                          "memory.memsw.limit_in_bytes": limits["memory_bytes"]}),
+                              ("pids", {"pids.max": limits["processes"]})):
+        path = CGROUPS / controller / "handson" / cgroup_name(settings, own)
+        path.mkdir(parents=True, exist_ok=True)
+        for name, value in files.items():
+            try:
+                (path / name).write_text(str(value))
+            except OSError:
+                if name != "memory.memsw.limit_in_bytes":   # swap accounting may be off
+                    raise
+        (path / "cgroup.procs").write_text(str(os.getpid()))
+
+
+def _set_rlimits(limits):
+    # RLIMIT_NPROC counts the grading account's processes on the whole machine (every sandbox):
+    # a second fence behind the cgroups.
+    for which, value in ((resource.RLIMIT_CPU, limits["cpu_seconds"]), (resource.RLIMIT_NOFILE, limits["open_files"]),
+                         (resource.RLIMIT_FSIZE, limits["file_bytes"]), (resource.RLIMIT_AS, limits["address_bytes"]),
+                         (resource.RLIMIT_NPROC, ALL_SANDBOXES_PROCESSES)):
+        resource.setrlimit(which, (value, value))
+
+
+def kernel_main(settings_path, connection_file):
+    """nbgrader's kernel, in the sandbox: runs as root in the notebook's folder, then execs bwrap."""
+    settings = Settings(**json.loads(Path(settings_path).read_text()))
+    own = Path(connection_file).parent
+    os.chown(connection_file, settings.uid, settings.gid)   # the kernel reads it as the grading account
+    _enter_cgroups(settings, own)
+    _set_rlimits(settings.limits)
+    fds = []
+    args = command(settings, [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file],
+                   Path.cwd(), own, fds)
+    for fd in fds:
+        os.set_inheritable(fd, True)
+    os.execvp(args[0], args)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "kernel":
+        kernel_main(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit("usage: python -m handson_lib.grading.sandbox kernel SETTINGS CONNECTION_FILE")
