@@ -382,7 +382,9 @@ def test_ctrl_c_stops_the_runs_keeps_what_was_graded_and_says_how_to_go_on(tmp_p
     small_setup_class(tmp_path, ["correct", "infinite_loop"])
     proc = subprocess.Popen([str(VENV_BIN / "handson"), "autograde", "setup", "--course", str(tmp_path), "--jobs", "2",
                              *(["--unsafe"] if UNSAFE else [])],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            # as from a terminal: an xdist worker's children inherit SIGINT ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     for line in proc.stdout:  # the first student graded: its progress bar
         lines.append(line)

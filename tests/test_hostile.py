@@ -319,3 +319,48 @@ def test_without_the_sandbox_grading_is_refused_unless_unsafe(tmp_path, monkeypa
     with pytest.raises(SystemExit, match="the grading sandbox cannot start here: bubblewrap is not installed.*"
                                          "only with --unsafe"):
         nbgrader_course.autograde("setup", tmp_path)
+
+
+# ----------------------------------------------------------------------------- malformed submissions
+
+@pytest.mark.slow
+def test_malformed_submissions_get_a_clear_row_and_the_others_their_scores(tmp_path):
+    """A notebook that is no JSON, one renamed, a binary file and a name with spaces and
+    non-ASCII letters beside the notebook, a symbolic link to the instructor's notebook, a FIFO:
+    each its own row, none stops the class, the correct student keeps 3 points."""
+    from handson_lib import COURSE_ROOT
+    from handson_lib.grading import nbgrader_course, synthetic_class
+    from conftest import UNSAFE
+    shutil.copy(COURSE_ROOT / "course" / "nbgrader_config.py", tmp_path)
+    nbgrader_course.assemble(tmp_path, assignments=["setup"])
+    res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=tmp_path)
+    assert res.ok, res.output
+    kinds = ["correct", "not_json", "renamed", "odd_names", "linked", "fifo"]
+    for kind in kinds:
+        folder = tmp_path / "submitted" / kind / "setup"
+        shutil.copytree(tmp_path / "release" / "setup", folder)
+        synthetic_class.fill(folder, "setup", "correct")
+    (tmp_path / "submitted" / "not_json" / "setup" / "00_setup.ipynb").write_text("{this is no notebook")
+    renamed = tmp_path / "submitted" / "renamed" / "setup"
+    (renamed / "00_setup.ipynb").rename(renamed / "my setup.ipynb")
+    odd = tmp_path / "submitted" / "odd_names" / "setup"
+    (odd / "train_cifar_multi_gpu.py").write_bytes(bytes(range(256)) * 4)   # binary, named .py
+    (odd / "メモ notes (1).txt").write_text("手書きのメモ")
+    linked = tmp_path / "submitted" / "linked" / "setup"
+    (linked / "00_setup.ipynb").unlink()
+    (linked / "00_setup.ipynb").symlink_to(tmp_path / "source" / "setup" / "00_setup.ipynb")
+    os.mkfifo(tmp_path / "submitted" / "fifo" / "setup" / "pipe")
+    rows, _ = nbgrader_course.autograde("setup", tmp_path, jobs=2, timeout=300, print_fn=lambda _: None,
+                                        unsafe=UNSAFE)
+    got = {r["student"]: (r["score"], r["status"]) for r in rows}
+    assert sorted(got) == sorted(kinds)
+    assert got["correct"] == (3.0, "graded") and got["odd_names"] == (3.0, "graded"), got
+    assert got["not_json"][0] == 0.0 and got["not_json"][1].startswith("nbgrader failed"), got
+    assert got["renamed"][0] == 0.0, got
+    assert got["linked"] == (0.0, "refused: the submission holds 00_setup.ipynb (a symbolic link); hand in plain "
+                                  "files only (no grade: 0)"), got
+    assert got["fifo"] == (0.0, "refused: the submission holds pipe (not a plain file); hand in plain files only "
+                                "(no grade: 0)"), got
+    # The instructor's notebook named by the link was never graded as the student's.
+    assert not (tmp_path / "autograded" / "linked").exists()
+    assert nbgrader_course.read_report(tmp_path, "setup").keys() == set(kinds)

@@ -19,8 +19,8 @@ import json
 import math
 import os
 import re
-import signal
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -165,11 +165,28 @@ def grading_order(students):
     return sorted(students, key=lambda s: hashlib.sha256(s.encode()).hexdigest())
 
 
+def not_plain_files(folder):
+    """What in a submission's folder is not a plain file or folder: symbolic links (nbgrader's
+    copy would follow one to whatever it names, a solution say), FIFOs, sockets, devices."""
+    found = []
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_symlink():
+            found.append(f"{path.relative_to(folder)} (a symbolic link)")
+        elif not (path.is_file() or path.is_dir()):
+            found.append(f"{path.relative_to(folder)} (not a plain file)")
+    return found
+
+
 def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, env=None, session=None,
                    box=None):
     """One student: `nbgrader autograde` with the kernel in the grading sandbox (`box`: the
-    session's sandbox.Settings), or as this user (None: --unsafe)."""
+    session's sandbox.Settings), or as this user (None: --unsafe). A submission holding anything
+    but plain files is not graded: the status names what to hand in instead."""
     started = time.monotonic()
+    odd = not_plain_files(Path(course_dir) / "submitted" / student / assignment)
+    if odd:
+        return {"student": student, "status": "refused: the submission holds " + ", ".join(odd)
+                + "; hand in plain files only", "seconds": 0.0, "output": "", "parts": []}
     env = dict(env or {})
     # The folder whose scripts the checks run, fixed here (checks.locate), not the kernel's cwd.
     env["HANDSON_GRADING"] = str(Path(course_dir).resolve() / "autograded" / student / assignment)
@@ -221,8 +238,8 @@ def _profile_parts(log):
 
 
 def profile_rows(result):
-    """Where one student's grading time went: every observed run (the reference ones are measured
-    by whichever student needs them first), the waits for the timing slot, and the rest (the
+    """Where one student's grading time went: every observed run (a reference not measured before
+    the students is measured by whichever student needs it first), the waits for the timing slot, and the rest (the
     notebook's other cells, the MPI runs outside the grader's launcher, nbgrader itself)."""
     rows = [(part["part"], part["seconds"]) for part in result["parts"]]
     waited = sum(part.get("waited") or 0 for part in result["parts"])
