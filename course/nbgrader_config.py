@@ -3,9 +3,10 @@
 import os
 
 from handson_lib.grading import nbgrader_course
-from handson_lib.grading.nbgrader_ext import HideHiddenTests
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import GetGrades
+from handson_lib.grading.nbgrader_ext import HideHiddenTests, JudgedExecute
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern, LimitOutput,
+                                    SaveAutoGrades)
 
 c = get_config()  # noqa: F821 (nbgrader provides it)
 
@@ -29,6 +30,11 @@ c.Execute.timeout = nbgrader_course.CELL_TIMEOUT
 c.Execute.timeout_func = nbgrader_course.cell_timeout
 c.Execute.interrupt_on_timeout = True
 c.Execute.allow_errors = True
+
+# nbgrader's autograde pipeline, but for its Execute: the grade cells and the report cells run in the
+# grader's process, not the student's kernel (handson_lib/grading/judge.py).
+c.Autograde.autograde_preprocessors = [JudgedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 
 # A student printing millions of lines must not blow up the gradebook or the feedback.
 c.LimitOutput.max_lines = 500

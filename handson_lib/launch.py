@@ -311,7 +311,7 @@ class ProgressWatch:
     def poll(self):
         """True when the run has stalled."""
         now = time.time()
-        marks = [p.stat().st_mtime for p in self.folder.glob(self.pattern)] if self.folder.exists() else []
+        marks = [p.lstat().st_mtime for p in self.folder.glob(self.pattern)] if self.folder.exists() else []
         newest = max(marks, default=None)
         if newest is not None and newest > self.last:
             if self.first is None:
@@ -324,6 +324,20 @@ class ProgressWatch:
     def longest(self):
         """The longest wait between progress marks, start-up included (None before the first)."""
         return None if self.first is None else self._longest
+
+
+#: A function (cmd, cwd) -> cmd that every watched run goes through: the grader's sandbox while a
+#: report cell of `handson autograde` runs (grading.nbgrader_ext), else None.
+_WRAPPER = None
+
+
+def set_wrapper(wrapper):
+    global _WRAPPER
+    _WRAPPER = wrapper
+
+
+def wrapped():
+    return _WRAPPER is not None
 
 
 def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_000, progress=None,
@@ -346,7 +360,8 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None):
     started = time.monotonic()
     if progress is not None:
         progress.start()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+    started_cmd = cmd if _WRAPPER is None else _WRAPPER(list(cmd), cwd)
+    proc = subprocess.Popen(started_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                             start_new_session=True, text=True, errors="replace")
     chunks, size = [], [0]
 

@@ -193,7 +193,9 @@ def grade_class(assignment, course_dir, request, reference_cache, **kwargs):
 
 @pytest.fixture(scope="module")
 def graded_task1_class(tmp_path_factory, request, reference_cache):
-    return grade_class("task1", tmp_path_factory.mktemp("course-task1"), request, reference_cache, jobs=1,
+    # One at a time where a throughput is scored (the correct student); else two.
+    jobs = 1 if "correct" in graded_students(request) else 2
+    return grade_class("task1", tmp_path_factory.mktemp("course-task1"), request, reference_cache, jobs=jobs,
                        timeout=600)
 
 
@@ -211,6 +213,20 @@ def test_task1_grades_the_scripts_each_student_handed_in(graded_task1_class):
     assert (rows["correct"]["score"], rows["correct"]["max_score"]) in ((7.0, 7.0), (6.5, 7.0)), rows
     assert errors_in_autograded(course_dir, "task1", "correct") == []
     assert rows["correct"]["throughput_ratio"] is not None
+
+
+@pytest.mark.slow
+@pytest.mark.students("forged_report", "patched_checks", "chdir")
+def test_task1_verdicts_are_made_by_the_grader_not_the_kernel(graded_task1_class):
+    """Skeleton scripts beside the right answer to q1: forged report cells, checks monkeypatched and
+    tests blanked by an input transformer, the kernel pointed at the reference scripts. The grader
+    runs the report and grade cells itself, on the scripts handed in: 1 point each, the q1 answer."""
+    course_dir, rows, _ = graded_task1_class
+    for student in ("forged_report", "patched_checks", "chdir"):
+        assert (rows[student]["score"], rows[student]["status"]) == (1.0, "graded"), rows[student]
+    forged = errors_in_autograded(course_dir, "task1", "forged_report")
+    assert any("'report' is made by a cell of the release that this notebook does not hold as released" in e
+               for e in forged), forged
 
 
 TASK2_CLASS = synthetic_class.CLASSES["task2"]

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, launch, messages
-from handson_lib.grading import checks, sandbox, synthetic_class, translations
+from handson_lib.grading import checks, judge, sandbox, synthetic_class, translations
 from handson_lib.plotting import pyplot
 
 COURSE_DIR = COURSE_ROOT / "course"
@@ -197,10 +197,16 @@ def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, 
         more, options, own = sandbox.for_student(session, box, student)
         env.update(more)
         env["HANDSON_DEMO_MEMO"] = str(own / "demos")   # a demo run by one student is never shown to another
+        runs, memo = sandbox.judged_runs(session, student)
     else:
         own.mkdir()
-    # Every observed run of this student appends its part (grading.runs); the student's untimed
-    # runs are kept so that a check reuses the notebook's identical run.
+        runs, memo = own / "judged-runs", own / "judged-memo"
+        runs.mkdir(), memo.mkdir()
+    # The report cells' checks, run by the grader (nbgrader_ext.JudgedExecute), keep their runs apart.
+    env[judge.JUDGE_ENV] = json.dumps({"runs": str(runs), "memo": str(memo), "own": str(own),
+                                              "settings": str(Path(session) / "sandbox.json") if box else None})
+    # Every observed run of this student appends its part (grading.runs). The kernel's runs are
+    # kept in its own folder; the report cells' checks (the grader's) never reuse them.
     log = own / "profile.jsonl"
     env["HANDSON_PROFILE_LOG"], env["HANDSON_RUN_MEMO"] = str(log), str(own / "runs")
     try:

@@ -1,14 +1,26 @@
 """nbgrader extensions, plugged in through nbgrader_config.py (no fork of nbgrader).
 
+`JudgedExecute` replaces nbgrader's Execute in `nbgrader autograde`: the notebook's cells run in
+the student's kernel (the grading sandbox), but the grade cells and the report cells, restored
+from the source by nbgrader, run in the grader's own process (grading.judge): the kernel is asked
+for answers as data, and the checks start the submission's scripts in the sandbox themselves.
+
 `HideHiddenTests` runs in `nbgrader generate_feedback`: nbgrader shows the source of hidden
 tests in the feedback by default, and a failed hidden assert's traceback quotes it too. The
 feedback keeps each grade cell without its hidden region, and each of its errors as one line
 (the exception and its message, which the visible tests write for students).
 """
 
-from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
+import os
+import tempfile
+from pathlib import Path
+
+import nbformat
+from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade
 
+from handson_lib import launch
+from handson_lib.grading import judge
 
 class HideHiddenTests(NbGraderPreprocessor):
     def preprocess_cell(self, cell, resources, cell_index):
@@ -19,3 +31,79 @@ class HideHiddenTests(NbGraderPreprocessor):
                     message = f"{output.get('ename', 'Error')}: {output.get('evalue', '')}".rstrip(": ")
                     output["traceback"] = [message + "   (traceback not shown in feedback)"]
         return cell, resources
+
+
+def judged_outside(cell):
+    """The grade_id of a cell the grader runs itself, or None for one the kernel runs."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    grade_id = meta.get("grade_id")
+    if cell.cell_type != "code":
+        return None
+    if meta.get("grade") and not meta.get("solution") and grade_id not in judge.JUDGED_IN_KERNEL:
+        return grade_id
+    if meta.get("locked") and grade_id in judge.REPORT_CELLS:
+        return grade_id
+    return None
+
+
+class JudgedExecute(Execute):
+    def preprocess(self, nb, resources=None, km=None):
+        self._judge = judge.Judge(self._ask_kernel, judge.report_names())
+        return super().preprocess(nb, resources, km)
+
+    def _ask_kernel(self, code):
+        probe = nbformat.v4.new_code_cell(code)
+        probe.metadata["nbgrader"] = {"solution": True}   # an answer's time limit (cell_timeout)
+        original = self.nb.cells[self._index]
+        try:
+            self.execute_cell(probe, self._index, store_history=False)
+        finally:   # nbclient puts the cell it ran at that index
+            self.nb.cells[self._index] = original
+        return "".join(o.get("text", "") for o in probe.outputs if o.get("output_type") == "stream")
+
+    def preprocess_cell(self, cell, resources, index):
+        grade_id = judged_outside(cell)
+        if grade_id is None:
+            return super().preprocess_cell(cell, resources, index)
+        self._index = index
+        report = grade_id in judge.REPORT_CELLS
+        with _judged_runs(report):
+            outputs = self._judge.run(cell.source, grade_id, report=report)
+        cell.outputs = [nbformat.from_dict(o) for o in outputs]
+        cell.execution_count = None
+        return cell, resources
+
+
+class _judged_runs:
+    """While a report cell runs: its checks' runs go to the grader's folder of this student (not
+    the kernel's), each in the sandbox when the session has one."""
+
+    def __init__(self, active):
+        self.active = active and bool(os.environ.get(judge.JUDGE_ENV))
+
+    def __enter__(self):
+        if not self.active:
+            return self
+        import json
+        spec = json.loads(os.environ[judge.JUDGE_ENV])
+        self.saved = tempfile.tempdir, os.environ.get("HANDSON_RUN_MEMO")
+        tempfile.tempdir = spec["runs"]
+        os.environ["HANDSON_RUN_MEMO"] = spec["memo"]
+        if spec.get("settings"):
+            launch.set_wrapper(lambda cmd, cwd: judge_sandbox_command(spec, cmd, cwd))
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            tempfile.tempdir, memo = self.saved
+            os.environ.pop("HANDSON_RUN_MEMO", None)
+            if memo is not None:
+                os.environ["HANDSON_RUN_MEMO"] = memo
+            launch.set_wrapper(None)
+        return False
+
+
+def judge_sandbox_command(spec, cmd, cwd):
+    import sys
+    return [sys.executable, "-m", "handson_lib.grading.sandbox", "run", spec["settings"], spec["own"], spec["runs"],
+            os.environ["HANDSON_GRADING"], str(cwd or Path.cwd()), "--", *cmd]

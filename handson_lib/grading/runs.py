@@ -5,10 +5,12 @@ notebooks and the benchmarks all read what these return."""
 import hashlib
 import json
 import os
+import stat
 import statistics
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,6 +19,31 @@ import numpy
 from handson_lib import launch
 from handson_lib.messages import tr
 
+
+
+@contextmanager
+def run_folder(prefix):
+    """A temporary folder for one observed run. Under a sandboxing wrapper (the grader's report
+    cells) the run writes it as the grading account; once the run is over, whatever it left that
+    is not a plain file or folder (a link to a file of the grader's, a FIFO) is removed (`defuse`)
+    before the grader reads its records."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        if launch.wrapped():
+            os.chmod(tmp, 0o777)
+        yield tmp
+
+
+def defuse(folder):
+    """After a run under a sandboxing wrapper: remove every entry below `folder` that is neither a
+    plain file nor a folder (never followed)."""
+    if not launch.wrapped():
+        return
+    for parent, dirs, files in os.walk(folder, followlinks=False):
+        for name in dirs + files:
+            path = os.path.join(parent, name)
+            mode = os.lstat(path).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                os.unlink(path)
 
 def run_limit(timeout):
     """Seconds a single run may take: `timeout`, capped by HANDSON_RUN_TIMEOUT (set by the
@@ -80,10 +107,12 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
     `stall`: stop it once no training iteration has come for that many seconds;
     `part`: its name in the grading profile (HANDSON_PROFILE_LOG)."""
     timeout = run_limit(timeout)
-    with tempfile.TemporaryDirectory(prefix="handson-observe-") as tmp:
+    with run_folder("handson-observe-") as tmp:
         outdir = Path(tmp) / "observed"
         workdir = Path(tmp) / "run"
         workdir.mkdir()
+        if launch.wrapped():   # the run, as the grading account, writes its --out there
+            os.chmod(workdir, 0o777)
         full_env = dict(os.environ if env is None else env)
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         full_env.setdefault("MPLBACKEND", "Agg")
@@ -91,6 +120,7 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
                *args, "--out", str(workdir / "result")]
         watch = launch.ProgressWatch(outdir, stall)
         res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir), timed=timed, progress=watch)
+        defuse(tmp)
         record = {}
         if (outdir / "observed.json").exists():
             record = json.loads((outdir / "observed.json").read_text())
@@ -176,16 +206,19 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
 
 def _run_observed_mpi(script, np, args, timeout, timed, stall, part):
     timeout = run_limit(timeout)
-    with tempfile.TemporaryDirectory(prefix="handson-observe-") as tmp:
+    with run_folder("handson-observe-") as tmp:
         outdir = Path(tmp) / "observed"
         workdir = Path(tmp) / "run"
         workdir.mkdir()
+        if launch.wrapped():   # the run, as the grading account, writes its --out there
+            os.chmod(workdir, 0o777)
         argv = ["-m", "handson_lib.grading.observe", str(outdir), str(Path(script).resolve()), *args,
                 "--out", str(workdir / "result")]
         watch = launch.ProgressWatch(outdir, stall)
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
                              env={**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE}, timed=timed,
                              progress=watch)
+        defuse(tmp)
         ranks, params = {}, {}
         for path in sorted(outdir.glob("observed-rank*.json")) if outdir.exists() else []:
             ranks[int(path.stem.split("rank")[1])] = json.loads(path.read_text())
@@ -244,7 +277,7 @@ def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=Non
     """Time the training steps of `reference` and `script` in turn in one launch on `np` ranks,
     alone on the machine (the timing slot); a watchdog as in run_observed_mpi."""
     timeout = run_limit(timeout)
-    with tempfile.TemporaryDirectory(prefix="handson-paired-") as tmp:
+    with run_folder("handson-paired-") as tmp:
         outdir = Path(tmp) / "paired"
         argv = ["-m", "handson_lib.grading.paired", str(outdir), str(steps), str(Path(reference).resolve()),
                 str(Path(script).resolve()), *args]
@@ -252,6 +285,7 @@ def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=Non
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=tmp, extra_args=["--output", "tag"],
                              env={**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE}, timed=True,
                              progress=watch)
+        defuse(tmp)
         path = outdir / "paired-rank0.json"
         record = json.loads(path.read_text()) if path.exists() else {}
         obs = PairedObservation(np, res.returncode, res.timed_out, res.output, record.get("steps", {}),

@@ -197,10 +197,10 @@ def _parents(path):
     return args
 
 
-def command(settings, argv, folder, own, fds):
+def command(settings, argv, folder, own, fds, cwd=None):
     """The bwrap command that runs `argv` in the sandbox with `folder` (the notebook's) as a
-    size-capped copy and `own` (the student's folder) writable; `fds` collects the descriptors
-    of the files copied in (the caller passes them to bwrap)."""
+    size-capped copy and `own` (the student's folder) writable, in `cwd` (default: the folder);
+    `fds` collects the descriptors of the files copied in (the caller passes them to bwrap)."""
     limits = settings.limits
     args = ["bwrap", *_namespaces(), "--clearenv"]
     for name, value in os.environ.items():
@@ -232,7 +232,7 @@ def command(settings, argv, folder, own, fds):
             fd = os.open(path, os.O_RDONLY)
             fds.append(fd)
             args += ["--perms", "0666", "--file", str(fd), str(path)]
-    args += ["--chdir", str(folder), "--", "/usr/bin/setpriv", f"--reuid={settings.uid}", f"--regid={settings.gid}",
+    args += ["--chdir", str(cwd or folder), "--", "/usr/bin/setpriv", f"--reuid={settings.uid}", f"--regid={settings.gid}",
              "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *argv]
     return args
 
@@ -281,8 +281,35 @@ def kernel_main(settings_path, connection_file):
     os.execvp(args[0], args)
 
 
+def judged_runs(session, student):
+    """The folder where the report cells' checks keep this student's runs (written by the runs,
+    in their sandbox, never seen by the kernel's), and the grader's own memo of them."""
+    runs = Path(session) / f"runs-{student}"
+    runs.mkdir(mode=0o755)   # the grader's: a run writes only in the folder made for it (runs.run_folder)
+    memo = Path(session) / f"memo-{student}"
+    memo.mkdir(mode=0o700)
+    return runs, memo
+
+
+def run_main(settings_path, own, runs, folder, cwd, argv):
+    """A run started by a check of the grader (a report cell): in the student's cgroups, the
+    submission's folder copied in, the runs' folder writable, nothing of the kernel's."""
+    settings = Settings(**json.loads(Path(settings_path).read_text()))
+    _enter_cgroups(settings, own)
+    _set_rlimits(settings.limits)
+    fds = []
+    inside = cwd if Path(cwd).resolve().is_relative_to(Path(runs).resolve()) else folder
+    args = command(settings, argv, folder, runs, fds, cwd=inside)
+    for fd in fds:
+        os.set_inheritable(fd, True)
+    os.execvp(args[0], args)
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "kernel":
         kernel_main(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) > 8 and sys.argv[1] == "run" and sys.argv[7] == "--":
+        run_main(*sys.argv[2:7], sys.argv[8:])
     else:
-        sys.exit("usage: python -m handson_lib.grading.sandbox kernel SETTINGS CONNECTION_FILE")
+        sys.exit("usage: python -m handson_lib.grading.sandbox kernel SETTINGS CONNECTION_FILE\n"
+                 "       python -m handson_lib.grading.sandbox run SETTINGS OWN RUNS FOLDER CWD -- COMMAND...")

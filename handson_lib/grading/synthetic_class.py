@@ -54,6 +54,49 @@ DAEMON_MARK = "left-running-by-a-synthetic-submission"
 _DAEMON = ("import subprocess, sys\n"
            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)  # {DAEMON_MARK}'], "
            "start_new_session=True)\n")
+#: Kernel-level tampering: an IPython input transformer that empties every cell holding an assert
+#: (the grade cells, were they run in the kernel).
+_BLANK_ASSERTS = ("def _blank_asserts(lines):\n"
+                  "    return ['pass\\n'] if any('assert' in line for line in lines) else lines\n"
+                  "get_ipython().input_transformers_post.append(_blank_asserts)\n")
+#: An answer that equals everything: no data, so it never crosses to the grader as a number.
+_ALWAYS_EQUAL = ("class _AlwaysEqual(int):\n    def __eq__(self, other):\n        return True\n"
+                 "    __hash__ = int.__hash__\n\n\n"
+                 "def total_batch_size(b, n):\n    return _AlwaysEqual(0)\n")
+#: The checks monkeypatched in the kernel, to pass whatever the scripts do.
+_PATCHED_CHECKS = """from handson_lib.grading import checks as _checks
+
+
+class _Passing:
+    checks, failed, speed_checks = [], [], []
+
+    def text(self):
+        return "all checks passed"
+
+
+_checks.check_multi_gpu = _checks.check_jobscript = lambda *a, **k: _Passing()
+_checks.throughput_credit = lambda *a, **k: k.get("points", 1)
+"""
+#: Pointing the checks at other scripts: the reference scripts (readable in the sandbox) copied
+#: into a folder of the kernel's, its working directory and HANDSON_GRADING set to it.
+_CHDIR = """import os, shutil, tempfile
+from handson_lib import COURSE_ROOT
+_elsewhere = tempfile.mkdtemp()
+for _name in ("train_cifar_multi_gpu.py", "run_multi_gpu_training.sh"):
+    shutil.copy(os.path.join(COURSE_ROOT, "solutions", _name), _elsewhere)
+os.chdir(_elsewhere)
+os.environ["HANDSON_GRADING"] = _elsewhere
+"""
+
+
+def _forge_reports(nb):
+    """The report cells replaced by passing reports, their nbgrader metadata removed (so that
+    nbgrader does not restore them)."""
+    for grade_id in ("task1_job_report", "task1_report"):
+        forged = cell(nb, grade_id)
+        del forged["metadata"]["nbgrader"]
+        forged["source"] = _PATCHED_CHECKS + f"{grade_id.replace('task1_', '')} = _Passing()\n"
+
 
 def solution_source(notebook, grade_id):
     """The instructor's answer of a solution cell, without its markers (what a correct student writes)."""
@@ -164,6 +207,10 @@ CLASSES = {
         "tampered_test": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": _WRONG_Q1},
                                     edit=_tamper("q1_total_batch_test"), why="the test cell is restored"),
         "deleted_grade_cell": Submission(2, SETUP_ANSWERS, edit=_delete("q2_parallelism_test")),
+        "input_transformer": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": _WRONG_Q1 + _BLANK_ASSERTS},
+                                        why="an input transformer blanks the tests: they do not run in the kernel"),
+        "always_equal": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": _ALWAYS_EQUAL},
+                                   why="an answer equal to everything is no number: it does not cross as data"),
         "all_wrong": Submission(0, {"q1_total_batch": _WRONG_Q1,
                                     "q2_parallelism": 'needed_parallelism = "model parallelism"\n',
                                     "q3_lr": "n_gpus = 2\nlr_set_by_script = 0.025\n"},
@@ -173,6 +220,15 @@ CLASSES = {
         "correct": Submission(7, solution_answers("01_multi_gpu.ipynb"), TASK1_SOLVED,
                               why="the instructor's answers and scripts"),
         "skeleton": Submission(0, why="nothing filled in"),
+        "forged_report": Submission(1, solution_answers("01_multi_gpu.ipynb"), edit=_forge_reports,
+                                    why="skeleton scripts; the report cells forged: the grader makes its own"),
+        "patched_checks": Submission(1, {"q1_lr": solution_answers("01_multi_gpu.ipynb")["q1_lr"] + _PATCHED_CHECKS
+                                         + _BLANK_ASSERTS},
+                                     why="skeleton scripts; the checks monkeypatched and the tests blanked in "
+                                         "the kernel, where no verdict is made"),
+        "chdir": Submission(1, {"q1_lr": solution_answers("01_multi_gpu.ipynb")["q1_lr"] + _CHDIR},
+                            why="skeleton scripts; the kernel points at the reference scripts: the grader "
+                                "runs the submission's"),
     },
     "task2": {  # 14 points: q1 2, MNIST conversion 3, job script 1, correctness 5, throughput 2
                 # (bands), the per-class stretch 1

@@ -1,0 +1,231 @@
+"""Verdicts decided outside the student's kernel (trusted side only; nothing in the sandbox imports it).
+
+`handson autograde` runs a submission's notebook in its sandboxed kernel, all but two kinds of
+cell, which the grader runs in its own process (`Judge`), restored from the source by nbgrader:
+
+  - the grade cells: their tests read the student's answers as data, fetched from the kernel
+    (numbers, strings, containers, numpy arrays); a function of the student's is called in the
+    kernel, with data in and data out;
+  - the report cells (`REPORT_CELLS`): they run the checks, which start the submission's scripts
+    in the sandbox and judge what comes back from outside.
+
+So an input transformer, a monkeypatched `checks`, a forged `report` or an `os.chdir` in the
+kernel decides nothing: whatever the kernel answers is an answer, never a verdict.
+"""
+
+import ast
+import builtins
+import contextlib
+import importlib
+import io
+import json
+import secrets
+import sys
+import traceback
+from pathlib import Path
+
+#: Locked cells (grade_id) that build what grade cells judge: run by the grader, never the kernel.
+REPORT_CELLS = {"task1_job_report", "task1_report", "task2_mnist_report", "task2_job_report", "task2_report"}
+#: Grade cells judged in the student's kernel, and why: their test needs objects that do not
+#: cross as data (course/README.md, "Security model", lists them).
+JUDGED_IN_KERNEL = {"make_iterator_test": "it iterates the student's MultiprocessIterator object"}
+#: The packages whose modules a kernel's name may stand for in a judged cell.
+TRUSTED_PACKAGES = {"handson_lib", "numpy", "chainer", "chainermn", "pytest", "cupy"}
+#: Set by `handson autograde` for nbgrader (not a HANDSON_ variable: it never crosses into the
+#: sandbox): where the report cells' checks keep their runs, and the sandbox they start them in.
+JUDGE_ENV = "GRADER_JUDGE"
+#: The most a kernel answer may weigh (its JSON text).
+MAX_ANSWER_CHARS = 32 << 20
+
+#: Encoding of answers as JSON, the same text in the kernel (sent with every request) and here.
+CODEC = r'''
+def _handson_encode(value, depth=0):
+    import math, sys, types
+    np = sys.modules.get("numpy")
+    kind = type(value)
+    if depth > 40:
+        return {"__opaque__": "nested too deep"}
+    if value is None or kind in (bool, int, str):
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {"__float__": repr(value)}
+    if kind is list:
+        return [_handson_encode(v, depth + 1) for v in value]
+    if kind in (tuple, set, frozenset):
+        return {"__" + kind.__name__ + "__": [_handson_encode(v, depth + 1) for v in value]}
+    if kind is dict:
+        return {"__dict__": [[_handson_encode(k, depth + 1), _handson_encode(v, depth + 1)] for k, v in value.items()]}
+    if np is not None and kind is np.ndarray and value.dtype.kind in "biuf":
+        return {"__ndarray__": _handson_encode(value.tolist(), depth + 1), "dtype": str(value.dtype)}
+    if np is not None and isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return {"__numpy__": _handson_encode(value.item(), depth + 1), "dtype": str(value.dtype)}
+    if kind is types.ModuleType:
+        return {"__module__": value.__name__}
+    if callable(value):
+        return {"__callable__": getattr(value, "__name__", "?")}
+    return {"__opaque__": kind.__name__}
+
+
+def _handson_decode(data, module=None, call=None):
+    import numpy
+    if isinstance(data, list):
+        return [_handson_decode(v, module, call) for v in data]
+    if not isinstance(data, dict):
+        return data
+    if "__float__" in data:
+        return float(data["__float__"])
+    for name, kind in (("__tuple__", tuple), ("__set__", set), ("__frozenset__", frozenset)):
+        if name in data:
+            return kind(_handson_decode(v, module, call) for v in data[name])
+    if "__dict__" in data:
+        return {_handson_decode(k, module, call): _handson_decode(v, module, call) for k, v in data["__dict__"]}
+    if "__ndarray__" in data:
+        return numpy.array(_handson_decode(data["__ndarray__"]), dtype=numpy.dtype(data["dtype"]))
+    if "__numpy__" in data:
+        return numpy.dtype(data["dtype"]).type(data["__numpy__"])
+    if "__module__" in data and module is not None:
+        return module(data["__module__"])
+    if "__callable__" in data and call is not None:
+        return call(data["__callable__"])
+    raise TypeError("a value of type " + str(data.get("__opaque__", "?")) + " (not data: a number, string, "
+                    "list, tuple, set, dict or numpy array)")
+'''
+_codec = {}
+exec(CODEC, _codec)
+encode, decode = _codec["_handson_encode"], _codec["_handson_decode"]
+
+
+def free_names(source):
+    """The names a cell reads that nothing in it binds, nor Python's builtins."""
+    tree = ast.parse(source)
+    bound, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return sorted(read - bound - set(dir(builtins)))
+
+
+class KernelAnswerError(Exception):
+    """The kernel did not answer a request (a name it lacks, a function that raised or hung)."""
+
+
+def _trusted_module(name):
+    top = name.split(".")[0]
+    if top not in TRUSTED_PACKAGES and top not in sys.stdlib_module_names:
+        raise KernelAnswerError(f"a module the grader does not import ({name})")
+    return importlib.import_module(name)
+
+
+class Judge:
+    """The grader's side of one notebook: a namespace of its own, filled by the report cells and
+    by the answers it asks the kernel for (`ask(code) -> what the kernel printed`)."""
+
+    def __init__(self, ask, reserved=frozenset()):
+        self.ask = ask
+        self.reserved = reserved     # made by the report cells: never asked of the kernel
+        self.namespace = {"__name__": "__judge__", "__builtins__": builtins}
+
+    # -- the kernel, as data
+    def _request(self, expression):
+        nonce = secrets.token_hex(8)
+        code = (CODEC + "\ntry:\n    print(" + repr(nonce) + ", __import__('json').dumps({'value': _handson_encode("
+                + expression + ")}), flush=True)\nexcept BaseException as _e:\n    print(" + repr(nonce)
+                + ", __import__('json').dumps({'error': type(_e).__name__ + ': ' + str(_e)[:500]}), flush=True)\n"
+                "del _handson_encode, _handson_decode\n")
+        printed = self.ask(code)
+        for line in printed.splitlines():
+            if line.startswith(nonce + " "):
+                if len(line) > MAX_ANSWER_CHARS:
+                    raise KernelAnswerError(f"an answer of {len(line)} characters (at most {MAX_ANSWER_CHARS})")
+                answer = json.loads(line[len(nonce) + 1:])
+                if "error" in answer:
+                    raise KernelAnswerError(answer["error"])
+                return answer["value"]
+        raise KernelAnswerError("no answer from the notebook's kernel (the cell was interrupted, or the kernel "
+                                "printed nothing): " + printed.strip()[-300:])
+
+    def _proxy(self, name):
+        def call(*args, **kwargs):
+            payload = json.dumps({"args": encode(list(args)), "kwargs": encode(kwargs)})
+            expression = (f"(lambda _p: {name}(*_handson_decode(_p['args']), **_handson_decode(_p['kwargs'])))"
+                          f"(__import__('json').loads({payload!r}))")
+            try:
+                return decode(self._request(expression), _trusted_module, self._proxy)
+            except KernelAnswerError as error:
+                raise KernelAnswerError(f"{name}(...) in your notebook: {error}") from None
+        call.__name__ = name
+        return call
+
+    def fetch(self, name):
+        if not name.isidentifier():
+            raise ValueError(name)
+        try:
+            return decode(self._request(name), _trusted_module, self._proxy)
+        except KernelAnswerError as error:
+            if str(error).startswith("NameError"):
+                raise NameError(f"name {name!r} is not defined in your notebook") from None
+            raise KernelAnswerError(f"{name}: {error}") from None
+        except TypeError as error:
+            raise TypeError(f"{name}: {error}") from None
+
+    # -- the cells
+    def run(self, source, label, report=False):
+        """Run one cell of the source here; returns its outputs as nbformat dicts (a stream, an
+        execute_result for a last expression, an error)."""
+        outputs, out = [], io.StringIO()
+        try:
+            tree = ast.parse(source)
+            if not report:
+                for name in free_names(source):
+                    if name in self.namespace:
+                        continue
+                    if name in self.reserved:
+                        raise NameError(f"{name!r} is made by a cell of the release that this notebook does "
+                                        "not hold as released (restore it)")
+                    self.namespace[name] = self.fetch(name)
+            last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                exec(compile(tree, f"<{label}>", "exec"), self.namespace)
+                value = None if last is None else eval(compile(ast.Expression(last.value), f"<{label}>", "eval"),
+                                                       self.namespace)
+            if out.getvalue():
+                outputs.append({"output_type": "stream", "name": "stdout", "text": out.getvalue()})
+            if value is not None:
+                outputs.append({"output_type": "execute_result", "execution_count": None, "metadata": {},
+                                "data": {"text/plain": repr(value)}})
+        except Exception as error:   # the cell's verdict: nbgrader reads an error output as a failure
+            if out.getvalue():
+                outputs.append({"output_type": "stream", "name": "stdout", "text": out.getvalue()})
+            frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == f"<{label}>"]
+            outputs.append({"output_type": "error", "ename": type(error).__name__, "evalue": str(error),
+                            "traceback": [f"{label}, line {f.lineno}" for f in frames]
+                            + [f"{type(error).__name__}: {error}"]})
+        return outputs
+
+
+def report_names(root=None):
+    """The names the report cells of the course's solutions bind at their top level."""
+    from handson_lib import COURSE_ROOT
+    names = set()
+    for path in sorted((Path(root or COURSE_ROOT) / "solutions").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") in REPORT_CELLS:
+                names.update(_assigned("".join(cell["source"])))
+    return frozenset(names)
+
+
+def _assigned(source):
+    names = set()
+    for node in ast.parse(source).body:
+        for target in getattr(node, "targets", []) + [getattr(node, "target", None)]:
+            if isinstance(target, ast.Name):
+                names.add(target.id)
+    return names

@@ -1,0 +1,135 @@
+"""The grader's judge (handson_lib.grading.judge): grade cells run in the grader's process, with the
+student's answers fetched from the kernel as data. A stand-in kernel here: a namespace of its own
+in which the requests are executed, as the sandboxed kernel would."""
+
+import contextlib
+import io
+import json
+
+import numpy
+import pytest
+
+from handson_lib.grading import judge, nbgrader_ext
+
+
+class StandInKernel:
+    """Executes what the judge sends, in a namespace the judge never touches; counts requests."""
+
+    def __init__(self, code=""):
+        self.namespace = {}
+        self.requests = []
+        exec(code, self.namespace)
+
+    def ask(self, code):
+        self.requests.append(code)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(code, self.namespace)
+        return out.getvalue()
+
+
+def run(kernel_code, cell, reserved=frozenset()):
+    kernel = StandInKernel(kernel_code)
+    outputs = judge.Judge(kernel.ask, reserved).run(cell, "a_test")
+    return outputs, kernel
+
+
+def errors(outputs):
+    return [f"{o['ename']}: {o['evalue']}" for o in outputs if o["output_type"] == "error"]
+
+
+def test_answers_cross_as_data_and_keep_their_types():
+    value = {"t": (1, 2.5), 3: {1, 2}, "f": frozenset({"a"}), "n": None, "nan": float("nan"),
+             "a": numpy.arange(3, dtype=numpy.int16), "s": numpy.float32(0.5), "l": [True, "x"]}
+    back = judge.decode(json.loads(json.dumps(judge.encode(value))))
+    assert back["t"] == (1, 2.5) and back[3] == {1, 2} and back["f"] == frozenset({"a"}) and back["n"] is None
+    assert back["nan"] != back["nan"] and back["l"] == [True, "x"]
+    assert back["a"].dtype == numpy.int16 and back["a"].tolist() == [0, 1, 2]
+    assert type(back["s"]) is numpy.float32 and back["s"] == 0.5
+
+
+def test_a_grade_cell_reads_the_answers_and_calls_the_functions_in_the_kernel():
+    kernel = "placement = {0: (1, 0), 1: (1, 1)}\ndef total(b, n):\n    return b * n\n"
+    cell = "assert placement[1] == (1, 1)\nassert total(32, 4) == 128\ntotal(2, 3)"
+    outputs, stand_in = run(kernel, cell)
+    assert errors(outputs) == []
+    assert outputs[-1] == {"output_type": "execute_result", "execution_count": None, "metadata": {},
+                           "data": {"text/plain": "6"}}
+    assert len(stand_in.requests) == 4   # placement, total, and two calls
+
+
+def test_a_wrong_answer_fails_in_the_grader():
+    outputs, _ = run("def total(b, n):\n    return b\n", "assert total(32, 4) == 128, 'expected 128'")
+    assert errors(outputs) == ["AssertionError: expected 128"]
+
+
+def test_an_answer_equal_to_everything_is_no_data():
+    kernel = "class Any(int):\n    def __eq__(self, other):\n        return True\nanswer = Any(0)\n"
+    outputs, _ = run(kernel, "assert answer == 42")
+    assert errors(outputs) == ["TypeError: answer: a value of type Any (not data: a number, string, list, tuple, "
+                               "set, dict or numpy array)"]
+
+
+def test_a_report_name_is_never_asked_of_the_kernel():
+    outputs, stand_in = run("report = 'forged'\n", "assert report.checks", reserved=frozenset({"report"}))
+    assert errors(outputs)[0].startswith("NameError: 'report' is made by a cell of the release")
+    assert stand_in.requests == []
+
+
+def test_a_missing_answer_and_a_silent_kernel_fail_clearly():
+    outputs, _ = run("", "assert answer")
+    assert errors(outputs) == ["NameError: name 'answer' is not defined in your notebook"]
+    silent = judge.Judge(lambda code: "forged PASS\n")
+    assert errors(silent.run("assert answer", "a_test"))[0].startswith(
+        "KernelAnswerError: answer: no answer from the notebook's kernel")
+
+
+def test_modules_come_from_the_course_and_the_standard_library_only():
+    outputs, _ = run("import json\nimport types\nfake = types.ModuleType('student_helpers')\n",
+                     "assert json.dumps(1) == '1'\nfake")
+    assert errors(outputs) == ["KernelAnswerError: fake: a module the grader does not import (student_helpers)"]
+
+
+def test_free_names_are_what_a_cell_reads_and_does_not_bind():
+    cell = ("import numpy\nfrom pytest import approx\nfailed = [c for c in report.checks if c.name in wanted]\n"
+            "def f(x):\n    return x + offset\ntry:\n    pass\nexcept ValueError as e:\n    print(e, len(failed))\n")
+    assert judge.free_names(cell) == ["offset", "report", "wanted"]
+
+
+def test_the_grader_runs_the_grade_and_report_cells_only():
+    cells = {"grade": {"grade": True, "grade_id": "q1_test", "solution": False},
+             "answer": {"grade": False, "grade_id": "q1", "solution": True},
+             "report": {"grade": False, "grade_id": "task1_report", "locked": True},
+             "forged_report": {"grade": False, "grade_id": "task1_report", "locked": False},
+             "in_kernel": {"grade": True, "grade_id": "make_iterator_test", "solution": False},
+             "plain": None}
+    judged = {}
+    for name, meta in cells.items():
+        nb_cell = nbgrader_ext.nbformat.v4.new_code_cell("pass")
+        if meta is not None:
+            nb_cell.metadata["nbgrader"] = meta
+        judged[name] = nbgrader_ext.judged_outside(nb_cell)
+    assert judged == {"grade": "q1_test", "answer": None, "report": "task1_report", "forged_report": None,
+                      "in_kernel": None, "plain": None}
+
+
+def test_the_report_cells_of_the_solutions_are_locked_and_make_the_reports():
+    assert judge.report_names() == {"report", "job_report", "mnist_report"}
+    found = set()
+    for path in sorted((judge.Path(__file__).parents[1] / "solutions").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if meta.get("grade_id") in judge.REPORT_CELLS:
+                assert meta["locked"] and not meta["grade"] and not meta["solution"]
+                # A report cell reads nothing of the kernel's: the grader runs it alone.
+                assert judge.free_names("".join(cell["source"])) == []
+                found.add(meta["grade_id"])
+    assert found == judge.REPORT_CELLS
+
+
+@pytest.mark.parametrize("grade_id", sorted(judge.JUDGED_IN_KERNEL))
+def test_every_cell_judged_in_the_kernel_is_a_grade_cell_of_the_course(grade_id):
+    ids = {cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+           for path in (judge.Path(__file__).parents[1] / "solutions").glob("*.ipynb")
+           for cell in json.loads(path.read_text())["cells"]}
+    assert grade_id in ids
