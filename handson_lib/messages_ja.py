@@ -116,8 +116,20 @@ MESSAGES = {
         '学習画像 {total} 枚がすべて使われています',
     'no test accuracy could be measured':
         'テスト精度を計測できませんでした',
-    'test accuracy {accuracy:.3f} measured by the grader (chance {chance:.2f}, needed {needed:.2f})':
-        '採点側で計測したテスト精度 {accuracy:.3f}（チャンスレート {chance:.2f}、必要 {needed:.2f}）',
+    'test accuracy {accuracy:.3f} measured by the observer (chance {chance:.2f}, needed {needed:.2f})':
+        '観測側で計測したテスト精度 {accuracy:.3f}（チャンスレート {chance:.2f}、必要 {needed:.2f}）',
+    'the grader could not evaluate the trained model itself: {why}':
+        '採点側で学習済みモデルを評価できませんでした: {why}',
+    'tampering suspected, for the instructor to review: ':
+        '改ざんの疑いがあります（教員が確認します）: ',
+    'the run recorded a test accuracy of {recorded:.3f}, the grader measured {measured:.3f} for the trained model '
+    'on {images} images it never trained on':
+        '実行の記録ではテスト精度 {recorded:.3f} ですが、採点側が学習に使われていない {images} 枚の画像で学習済み'
+        'モデルを評価すると {measured:.3f} でした',
+    "test accuracy {accuracy:.3f} measured by the grader on {images} images the run never trained on (the run's "
+    'own: {recorded:.3f}; chance {chance:.2f}, needed {needed:.2f})':
+        '採点側が学習に使われていない {images} 枚の画像で計測したテスト精度 {accuracy:.3f}（実行自身の値: '
+        '{recorded:.3f}、チャンスレート {chance:.2f}、必要 {needed:.2f}）',
     'the reference solution could not be measured in this session':
         'このセッションでは模範解答を計測できませんでした',
     'no timed iteration (run too short?)':

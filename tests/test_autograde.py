@@ -216,17 +216,24 @@ def test_task1_grades_the_scripts_each_student_handed_in(graded_task1_class):
 
 
 @pytest.mark.slow
-@pytest.mark.students("forged_report", "patched_checks", "chdir")
+@pytest.mark.students("forged_report", "patched_checks", "chdir", "forged_records")
 def test_task1_verdicts_are_made_by_the_grader_not_the_kernel(graded_task1_class):
     """Skeleton scripts beside the right answer to q1: forged report cells, checks monkeypatched and
     tests blanked by an input transformer, the kernel pointed at the reference scripts. The grader
-    runs the report and grade cells itself, on the scripts handed in: 1 point each, the q1 answer."""
+    runs the report and grade cells itself, on the scripts handed in: 1 point each, the q1 answer.
+    And a script that trains five iterations and forges its record: q1 and the job script, 2."""
     course_dir, rows, _ = graded_task1_class
     for student in ("forged_report", "patched_checks", "chdir"):
         assert (rows[student]["score"], rows[student]["status"]) == (1.0, "graded"), rows[student]
     forged = errors_in_autograded(course_dir, "task1", "forged_report")
     assert any("'report' is made by a cell of the release that this notebook does not hold as released" in e
                for e in forged), forged
+    # A record rewritten after the run: the grader's own accuracy of the parameters contradicts it.
+    assert (rows["forged_records"]["score"], rows["forged_records"]["status"]) == (
+        2.0, "graded; tampering suspected, for the instructor to review: task1_report"), rows
+    records = errors_in_autograded(course_dir, "task1", "forged_records")
+    assert any("accuracy beats chance: tampering suspected, for the instructor to review: the run recorded a test "
+               "accuracy of 0.800" in e for e in records), records
 
 
 TASK2_CLASS = synthetic_class.CLASSES["task2"]

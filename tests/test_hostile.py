@@ -122,6 +122,7 @@ tried = {"gradebook": os.path.join(course, "gradebook.db"),
          "source": os.path.join(course, "source", "setup", "00_setup.ipynb"),
          "another_student": os.path.join(course, "submitted", "correct", "setup", "00_setup.ipynb"),
          "solution_notebook": os.path.join(str(COURSE_ROOT), "solutions", "00_setup.ipynb"),
+         "answer_helpers": os.path.join(str(COURSE_ROOT), "handson_lib", "grading", "answers.py"),
          "checkout": os.path.join(str(COURSE_ROOT), ".git", "config"),
          "instructor_home": os.path.join(os.path.expanduser("~root"), ".bashrc"),
          "shadow": "/etc/shadow"}

@@ -26,7 +26,12 @@ def _upsample(low, out):
     return rows[..., i0] * (1 - w) + rows[..., i1] * w
 
 
-def synthetic_arrays(n_train, n_test, seed=0, size=32, n_class=10):
+#: The stream of a seed's images that no training script draws: the grader's held-out images
+#: (grading/evidence.py), the same classes as the seed's train (1) and test (2) images.
+HELD_OUT_STREAM = 3
+
+
+def synthetic_arrays(n_train, n_test, seed=0, size=32, n_class=10, test_stream=2):
     """float32 images (N, 3, size, size) in [0, 1] and int32 labels.
 
     Each class has a fixed smooth random RGB template (a 12x12 random field upsampled, plus a
@@ -59,7 +64,7 @@ def synthetic_arrays(n_train, n_test, seed=0, size=32, n_class=10):
         np.clip(x, 0.0, 1.0, out=x)
         return x, labels
 
-    return draw(n_train, 1) + draw(n_test, 2)
+    return draw(n_train, 1) + draw(n_test, test_stream)
 
 
 def synthetic_cifar(n_train=DEFAULT_SYNTHETIC_TRAIN, n_test=DEFAULT_SYNTHETIC_TEST, seed=0,

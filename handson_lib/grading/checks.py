@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy
 
 from handson_lib import COURSE_ROOT, launch
+from handson_lib.grading import evidence
 from handson_lib.grading.runs import run_observed, run_observed_mpi, run_paired_mpi
 from handson_lib.messages import tr
 from handson_lib.sites import jobscript
@@ -48,6 +49,9 @@ TIMING_ARGS = ["--train-size", "640", "--test-size", "64", "--batchsize", "32", 
 TIMED_STEPS = 16
 MNIST_ARGS = ["--epoch", "2", "--no-progress"]  # accuracy 0.88-0.92 already: the rest is start-up
 
+#: How a check begins where the run's records contradict what the grader measured itself: no
+#: points, and `handson autograde` names the check in the student's status.
+TAMPERING = "tampering suspected, for the instructor to review: "
 
 def site_thresholds(site=None):
     """The grading thresholds of a site (`--site`, else HANDSON_SITE, else local) from the site
@@ -309,15 +313,38 @@ def _shard_checks(report, record, what="worker"):
                    tr("all {total} training images are used", total=len(set(train))))
 
 
-def _accuracy_check(report, record, min_accuracy):
+def _accuracy_check(report, record, min_accuracy, seen=None):
+    """The accuracy of the trained model, as the grader measured it itself (`seen`: the run's
+    evidence, grading.evidence) beside what the run recorded: a contradiction is no pass but
+    "tampering suspected", for the instructor to review. Without evidence (a run made by hand in
+    a test), the record's."""
     acc = record.get("accuracy")
     n_class = record.get("dataset", {}).get("n_class", 10)
     if acc is None:
         report.add("accuracy beats chance", False, tr("no test accuracy could be measured"))
-    else:
+        return
+    if seen is None:
         report.add("accuracy beats chance", acc >= min_accuracy,
-                   tr("test accuracy {accuracy:.3f} measured by the grader (chance {chance:.2f}, needed "
+                   tr("test accuracy {accuracy:.3f} measured by the observer (chance {chance:.2f}, needed "
                       "{needed:.2f})", accuracy=acc, chance=1 / n_class, needed=min_accuracy))
+        return
+    measured = seen.get("accuracy")
+    if measured is None:
+        report.add("accuracy beats chance", False,
+                   tr("the grader could not evaluate the trained model itself: {why}", why=seen.get("why")))
+    elif abs(measured - acc) > evidence.agreement(record.get("dataset", {}).get("n_test") or 1,
+                                                 seen.get("images") or 1):
+        report.add("accuracy beats chance", False,
+                   tr("tampering suspected, for the instructor to review: ")   # TAMPERING, for the catalogue
+                   + tr("the run recorded a test accuracy of {recorded:.3f}, the grader measured {measured:.3f} for "
+                        "the trained model on {images} images it never trained on", recorded=acc, measured=measured,
+                        images=seen.get("images")))
+    else:
+        report.add("accuracy beats chance", measured >= min_accuracy,
+                   tr("test accuracy {accuracy:.3f} measured by the grader on {images} images the run never "
+                      "trained on (the run's own: {recorded:.3f}; chance {chance:.2f}, needed {needed:.2f})",
+                      accuracy=measured, images=seen.get("images"), recorded=acc, chance=1 / n_class,
+                      needed=min_accuracy))
 
 
 def _contention(*observations):
@@ -436,7 +463,7 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
     else:
         report.add("parameters equal on all workers", False, tr("fewer than two workers to compare"))
 
-    _accuracy_check(report, record, min_acc)
+    _accuracy_check(report, record, min_acc, obs.evidence)
     if against == "reference":
         _throughput_check(report, obs, reference, min_ratio)
     else:
@@ -599,7 +626,7 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     _parameters_check(report, obs)
     _evaluator_check(report, obs)
     _reporting_check(report, obs)
-    _accuracy_check(report, obs.ranks[0], min_acc)
+    _accuracy_check(report, obs.ranks[0], min_acc, obs.evidence)
     if against == "self":
         if scaling:
             _speedup_check(report, names[-1], obs, single, tr("{np} ranks", np=np), tr("1-rank run"), site)

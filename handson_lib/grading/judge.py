@@ -95,6 +95,15 @@ exec(CODEC, _codec)
 encode, decode = _codec["_handson_encode"], _codec["_handson_decode"]
 
 
+def judged_by_grader(meta):
+    """Whether a cell of this nbgrader metadata is run by the grader (a grade cell not judged in
+    the kernel, or a locked report cell)."""
+    grade_id = meta.get("grade_id")
+    if meta.get("grade") and not meta.get("solution"):
+        return grade_id not in JUDGED_IN_KERNEL
+    return bool(meta.get("locked")) and grade_id in REPORT_CELLS
+
+
 def free_names(source):
     """The names a cell reads that nothing in it binds, nor Python's builtins."""
     tree = ast.parse(source)

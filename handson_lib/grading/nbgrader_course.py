@@ -289,8 +289,11 @@ def scores(course_dir, assignment):
 
 def graded_facts(course_dir, assignment, student):
     """What a student's graded notebooks show: the throughput ratios the grader printed, the
-    grade cells that failed, and the first error (usually the cause of the others)."""
-    facts = {"throughput_ratio": None, "scaling_ratio": None, "failed_cells": [], "first_error": ""}
+    grade cells that failed, the first error (usually the cause of the others), and the report
+    cells that say "tampering suspected"."""
+    facts = {"throughput_ratio": None, "scaling_ratio": None, "failed_cells": [], "first_error": "",
+             "tampering": []}
+    marks = [messages.catalogue(lang).get(checks.TAMPERING, checks.TAMPERING) for lang in messages.LANGUAGES]
     for path in sorted((Path(course_dir) / "autograded" / student / assignment).glob("*.ipynb")):
         try:
             cells = json.loads(path.read_text())["cells"]
@@ -298,7 +301,11 @@ def graded_facts(course_dir, assignment, student):
             continue
         for cell in cells:
             meta = cell.get("metadata", {}).get("nbgrader", {})
+            report = meta.get("locked") and meta.get("grade_id") in judge.REPORT_CELLS   # run by the grader
             for out in cell.get("outputs", []):
+                text = "".join(out.get("text", ""))
+                if report and any(mark in text for mark in marks) and meta["grade_id"] not in facts["tampering"]:
+                    facts["tampering"].append(meta["grade_id"])
                 if out.get("output_type") == "stream" and meta.get("grade"):
                     # The grader's line, printed by the throughput grade cell (restored from the source).
                     for line in "".join(out.get("text", "")).splitlines():
@@ -373,6 +380,8 @@ def _row(result, graded, course_dir, assignment, before=()):
                    f"(grade it again: handson autograde {assignment} --resume)")
     elif student not in graded:
         status += " (no grade: 0)"
+    if facts.get("tampering"):
+        status += f"; tampering suspected, for the instructor to review: {', '.join(facts['tampering'])}"
     return {"student": student, "score": score, "max_score": max_score, "status": status,
             "seconds": result["seconds"], "throughput_ratio": facts["throughput_ratio"],
             "scaling_ratio": facts["scaling_ratio"], "feedback": feedback}

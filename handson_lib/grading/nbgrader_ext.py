@@ -36,13 +36,8 @@ class HideHiddenTests(NbGraderPreprocessor):
 def judged_outside(cell):
     """The grade_id of a cell the grader runs itself, or None for one the kernel runs."""
     meta = cell.get("metadata", {}).get("nbgrader", {})
-    grade_id = meta.get("grade_id")
-    if cell.cell_type != "code":
-        return None
-    if meta.get("grade") and not meta.get("solution") and grade_id not in judge.JUDGED_IN_KERNEL:
-        return grade_id
-    if meta.get("locked") and grade_id in judge.REPORT_CELLS:
-        return grade_id
+    if cell.cell_type == "code" and judge.judged_by_grader(meta):
+        return meta.get("grade_id")
     return None
 
 

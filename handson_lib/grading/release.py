@@ -39,6 +39,7 @@ STUDENT_SUPPORT = (
     "handson_lib.grading.observe",     # the grader's launcher (`python -m`), used by `handson check`
     "handson_lib.grading.paired",      # step-by-step timing beside the reference (instructor mode only)
     "handson_lib.grading.runs",        # observed runs with a watchdog, used by `handson check`
+    "handson_lib.grading.evidence",    # a trained model evaluated apart from the run, used by `handson check`
     "handson_lib.grading.notebook",    # the notebooks' run / table / scheduler helpers
     "handson_lib.grading.exchange",    # nbgrader submissions only the staff can read (classroom)
     "handson_lib.experiments",

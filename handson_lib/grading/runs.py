@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy
 
 from handson_lib import launch
+from handson_lib.grading import evidence
 from handson_lib.messages import tr
 
 
@@ -63,6 +64,7 @@ class Observation:
     seconds: float
     limit: float = None
     progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, stall, waited
+    evidence: dict = None   # what the grader measured itself (grading.evidence.measure)
 
     @property
     def finished(self):
@@ -129,7 +131,7 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
             with numpy.load(path) as npz:
                 workers[int(npz["index"])] = {k: npz[k] for k in npz.files}
         obs = Observation(res.returncode, res.timed_out, res.output, record, workers, res.seconds, timeout,
-                          _progress(res, watch))
+                          _progress(res, watch), evidence.measure(record, outdir / "model.npz"))
         _log_part(part, obs)
         return obs
 
@@ -146,6 +148,7 @@ class MPIObservation:
     seconds: float
     limit: float = None
     progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, stall, waited
+    evidence: dict = None   # what the grader measured itself of rank 0's model (grading.evidence.measure)
 
     @property
     def finished(self):
@@ -226,7 +229,8 @@ def _run_observed_mpi(script, np, args, timeout, timed, stall, part):
             with numpy.load(path) as npz:
                 params[int(path.stem.split("rank")[1])] = npz["params"]
         obs = MPIObservation(np, res.returncode, res.timed_out, res.output, ranks, params, res.seconds,
-                             timeout, _progress(res, watch))
+                             timeout, _progress(res, watch),
+                             evidence.measure(ranks.get(0, {}), outdir / "model-rank0.npz"))
         _log_part(part, obs)
         return obs
 
@@ -307,10 +311,11 @@ _NUMBER = (int, float)
 #: Each kind's fields: a type (or types) its JSON value must have, or "arrays" (kept in the .npz).
 _SCHEMA = {
     "Observation": {"returncode": int, "timed_out": bool, "output": str, "record": dict, "workers": "arrays",
-                    "seconds": _NUMBER, "limit": (*_NUMBER, type(None)), "progress": (dict, type(None))},
+                    "seconds": _NUMBER, "limit": (*_NUMBER, type(None)), "progress": (dict, type(None)),
+                    "evidence": (dict, type(None))},
     "MPIObservation": {"np": int, "returncode": int, "timed_out": bool, "output": str, "ranks": dict,
                        "params": "arrays", "seconds": _NUMBER, "limit": (*_NUMBER, type(None)),
-                       "progress": (dict, type(None))},
+                       "progress": (dict, type(None)), "evidence": (dict, type(None))},
     "MPIResult": {"command": list, "returncode": int, "output": str, "seconds": _NUMBER, "timed_out": bool,
                   "killed": list, "stalled": bool, "waited": _NUMBER, "stepped_aside": bool, "contended": bool},
 }

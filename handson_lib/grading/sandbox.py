@@ -43,6 +43,9 @@ CGROUPS = Path("/sys/fs/cgroup")
 ALL_SANDBOXES_PROCESSES = 4096
 #: What the sandbox sees of the system (read-only; links where the system has links: merged /usr).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc")
+#: Files of the library a submission never reads: the hidden tests' answer helpers (the grader
+#: runs the grade cells in its own process, grading/judge.py).
+HIDDEN = (COURSE_ROOT / "handson_lib" / "grading" / "answers.py",)
 #: Variables that cross into the sandbox (the grader's settings, locale, threads); the rest of the
 #: grader's environment (tokens, its HOME) stays out.
 KEPT_VARIABLES = ("PATH", "LANG", "LANGUAGE", "TERM", "MPLBACKEND", "PYTHONUNBUFFERED", "PYTHONHASHSEED",
@@ -220,6 +223,9 @@ def command(settings, argv, folder, own, fds, cwd=None):
     for path in sorted(set(settings.readable)):
         if os.path.exists(path):
             args += _parents(path) + ["--ro-bind", path, path]
+    for path in HIDDEN:   # inside a folder it sees: the null device over it (unreadable there)
+        if any(str(path).startswith(str(p).rstrip("/") + "/") for p in settings.readable) and path.exists():
+            args += ["--ro-bind", "/dev/null", str(path)]
     args += _parents(own) + ["--bind", str(own), str(own)]
     folder = Path(folder)
     args += _parents(folder) + ["--size", str(limits["folder_bytes"]), "--perms", "0777", "--tmpfs", str(folder)]

@@ -133,6 +133,23 @@ class Mistake:
 _RUN = "    trainer.run()\n"
 _SCATTER = ("    train = chainermn.scatter_dataset(train, comm, shuffle=True)\n"
             "    test = chainermn.scatter_dataset(test, comm, shuffle=True)\n")
+_TRAINER = '    trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)\n'
+#: Five iterations instead of the epochs, and the observer's record rewritten at exit with the
+#: accuracy of a trained model: the grader evaluates the parameters itself.
+_FORGED_RECORDS = """    import atexit, json, os
+
+    def forge():
+        path = os.path.join(os.environ.get("HANDSON_OBSERVE_DIR", "."), "observed.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                record = json.load(f)
+            record["accuracy"] = 0.8
+            with open(path, "w") as f:
+                json.dump(record, f)
+
+    atexit.register(forge)
+    trainer = training.Trainer(updater, (5, "iteration"), out=args.out)
+"""
 _MULTI_NODE = "train_cifar_multi_node.py"
 _MULTI_GPU = "train_cifar_multi_gpu.py"
 
@@ -149,6 +166,8 @@ MISTAKES = {
                    "shards cover the training set", "parameters equal on all workers"}),
         "the trainer ran StandardUpdater: one process did all the work"),
     "infinite_loop": Mistake(_MULTI_GPU, _RUN, "    while True:\n        pass\n", frozenset(), "by the watchdog"),
+    "forged_records": Mistake(_MULTI_GPU, _TRAINER, _FORGED_RECORDS, frozenset({"accuracy beats chance"}),
+                              "tampering suspected"),
     # Task #2
     "no_scatter_dataset": Mistake(_MULTI_NODE, _SCATTER, "    pass\n", frozenset({"shards are disjoint"}),
                                   "chainermn.scatter_dataset"),
@@ -226,6 +245,10 @@ CLASSES = {
                                          + _BLANK_ASSERTS},
                                      why="skeleton scripts; the checks monkeypatched and the tests blanked in "
                                          "the kernel, where no verdict is made"),
+        "forged_records": Submission(2, solution_answers("01_multi_gpu.ipynb"), {
+            **TASK1_SOLVED, "train_cifar_multi_gpu.py": MISTAKES["forged_records"]},
+            why="trains five iterations and rewrites the observer's record at exit: the grader evaluates the "
+                "trained parameters itself"),
         "chdir": Submission(1, {"q1_lr": solution_answers("01_multi_gpu.ipynb")["q1_lr"] + _CHDIR},
                             why="skeleton scripts; the kernel points at the reference scripts: the grader "
                                 "runs the submission's"),
