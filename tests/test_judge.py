@@ -58,6 +58,15 @@ def test_a_grade_cell_reads_the_answers_and_calls_the_functions_in_the_kernel():
     assert len(stand_in.requests) == 4   # placement, total, and two calls
 
 
+def test_every_grade_cell_asks_the_kernel_again_and_keeps_nothing():
+    kernel = StandInKernel("answer = 1\n")
+    judged = judge.Judge(kernel.ask)
+    assert errors(judged.run("assert answer == 1\nseen = answer", "first")) == []
+    kernel.namespace["answer"] = 2   # a later cell of the student's changed it
+    assert errors(judged.run("assert answer == 2", "second")) == []
+    assert errors(judged.run("seen", "third")) == ["NameError: name 'seen' is not defined in your notebook"]
+
+
 def test_a_wrong_answer_fails_in_the_grader():
     outputs, _ = run("def total(b, n):\n    return b\n", "assert total(32, 4) == 128, 'expected 128'")
     assert errors(outputs) == ["AssertionError: expected 128"]
@@ -84,10 +93,24 @@ def test_a_missing_answer_and_a_silent_kernel_fail_clearly():
         "KernelAnswerError: answer: no answer from the notebook's kernel")
 
 
-def test_modules_come_from_the_course_and_the_standard_library_only():
-    outputs, _ = run("import json\nimport types\nfake = types.ModuleType('student_helpers')\n",
+def test_a_name_stands_only_for_a_module_the_course_imports():
+    """The kernel says which module a name is: the grader imports it only when a solution notebook
+    imports it too (never `antigravity`, a `__main__` or a module of the student's)."""
+    outputs, _ = run("import json\nimport types\nfake = types.ModuleType('student_helpers')\n"
+                     "runner = types.ModuleType('unittest.__main__')\n",
                      "assert json.dumps(1) == '1'\nfake")
     assert errors(outputs) == ["KernelAnswerError: fake: a module the grader does not import (student_helpers)"]
+    outputs, _ = run("import types\nrunner = types.ModuleType('unittest.__main__')\n", "runner")
+    assert errors(outputs) == ["KernelAnswerError: runner: a module the grader does not import (unittest.__main__)"]
+    assert {"sqlite3", "numpy", "handson_lib.grading.checks", "handson_lib.profiling"} <= judge.course_modules()
+    assert not {"antigravity", "unittest.__main__", "webbrowser"} & judge.course_modules()
+
+
+def test_numbers_only_cross_as_numpy_arrays():
+    for forged in ({"__ndarray__": 1, "dtype": "(60000,60000)f8"}, {"__numpy__": 10 ** 9, "dtype": "V8"},
+                   {"__ndarray__": [1], "dtype": "O"}, {"__ndarray__": [1], "dtype": "U10"}):
+        with pytest.raises(TypeError, match="numbers only"):
+            judge.decode(forged)
 
 
 def test_free_names_are_what_a_cell_reads_and_does_not_bind():
@@ -114,7 +137,7 @@ def test_the_grader_runs_the_grade_and_report_cells_only():
 
 
 def test_the_report_cells_of_the_solutions_are_locked_and_make_the_reports():
-    assert judge.report_names() == {"report", "job_report", "mnist_report"}
+    assert judge.report_names() == {"report", "job_report", "mnist_report", "checks"}
     found = set()
     for path in sorted((judge.Path(__file__).parents[1] / "solutions").glob("*.ipynb")):
         for cell in json.loads(path.read_text())["cells"]:

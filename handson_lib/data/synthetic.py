@@ -26,8 +26,9 @@ def _upsample(low, out):
     return rows[..., i0] * (1 - w) + rows[..., i1] * w
 
 
-#: The stream of a seed's images that no training script draws: the grader's held-out images
-#: (grading/evidence.py), the same classes as the seed's train (1) and test (2) images.
+#: The first stream of a seed's images that no training script draws: the grader's held-out
+#: images come from one above it, drawn at random (grading/evidence.py); the same classes as the
+#: seed's train (1) and test (2) images.
 HELD_OUT_STREAM = 3
 
 

@@ -4,12 +4,17 @@ processes recorded (trusted side only: the records are evidence, not a verdict).
 The observer keeps the trained model's parameters (`model.npz`, or `model-rank0.npz`) and the
 arguments the course's model class was made with. The grader rebuilds that model here, loads the
 parameters as plain arrays, and measures its accuracy on images the run never trained on: for the
-synthetic set, a stream of the same seed that no script draws; for real data, the test split. A
-run whose recorded accuracy disagrees with the grader's is "tampering suspected".
+synthetic set, images of the seed's classes from a stream drawn at random then; for the digits,
+their test split. A run whose recorded accuracy disagrees with the grader's is "tampering
+suspected". Everything a run left is read here as untrusted (`read_left`, `load_arrays`).
 """
 
+import io
 import os
+import secrets
 import stat
+import zipfile
+from pathlib import Path
 
 import numpy
 
@@ -18,8 +23,6 @@ HELD_OUT_IMAGES = 1000
 #: The largest integer argument a model may be rebuilt with (the course's widths are <= 1000):
 #: the grader never allocates what a forged record asks.
 LARGEST_ARGUMENT = 1024
-#: The largest parameter file the grader reads.
-LARGEST_FILE = 256 << 20
 
 
 def agreement(recorded_images, measured_images):
@@ -30,19 +33,36 @@ def agreement(recorded_images, measured_images):
     return min(0.35, max(0.15, 5 * spread))
 
 
-def read_arrays(path):
-    """{name: array} of an .npz a run wrote, or None when there is none; never through a link,
-    never pickled objects, never more than LARGEST_FILE."""
+#: The most of a file left by a run (a record, a log, an npz's arrays together) that the grader reads.
+LARGEST_LEFT = 512 << 20
+
+
+def read_left(path, limit=LARGEST_LEFT):
+    """The bytes of a file a run left (untrusted), or None when there is none: never through a
+    link, never a FIFO or device (no wait), never more than `limit`."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > LARGEST_FILE:
-            raise ValueError("not a plain file of at most 256 MiB")
-        with numpy.load(f, allow_pickle=False) as npz:
-            return {name: npz[name] for name in npz.files}
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            raise ValueError(f"{Path(path).name}: not a plain file of at most {limit >> 20} MiB")
+        return f.read(limit + 1)
+
+
+def load_arrays(path, limit=LARGEST_LEFT):
+    """{name: array} of an .npz a run left (untrusted), or None: read as `read_left`, every member
+    a plain array (no pickle) and all of them at most `limit` bytes once unpacked."""
+    raw = read_left(path, limit)
+    if raw is None:
+        return None
+    with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+        if sum(info.file_size for info in archive.infolist()) > limit:
+            raise ValueError(f"{Path(path).name}: more than {limit >> 20} MiB of arrays")
+    with numpy.load(io.BytesIO(raw), allow_pickle=False) as npz:
+        return {name: npz[name] for name in npz.files}
+
 
 
 def _argument(value):
@@ -50,7 +70,7 @@ def _argument(value):
         return value
     if isinstance(value, int) and 0 < value <= LARGEST_ARGUMENT:
         return value
-    if isinstance(value, list) and len(value) <= 8:
+    if isinstance(value, list) and len(value) <= 4:
         return tuple(_argument(v) for v in value)
     raise ValueError(f"a model argument the grader does not rebuild: {value!r}")
 
@@ -70,18 +90,29 @@ def rebuild(model_record, arrays):
     return model
 
 
+#: The data sets the grader evaluates on, and the image shapes it accepts for each (what the course's
+#: scripts load): a record names one of them, never a path.
+EVALUATED = {"synthetic": {(3, 32, 32), (3072,)}, "digits": {(64,), (8, 8), (1, 8, 8)},
+             "cifar10": {(3, 32, 32), (3072,)}, "mnist": {(784,), (28, 28), (1, 28, 28)}}
+
+
 def held_out(dataset):
-    """(x, t) that the run never trained on, for its dataset record."""
+    """(x, t) that the run never trained on, for its dataset record: for the synthetic set, images
+    of the seed's classes from a stream drawn now at random (no script can have seen them); for
+    real data, its test split (up to HELD_OUT_IMAGES of it), read from the grader's own data
+    folder. Anything else is not evaluated."""
     from handson_lib import data
     from handson_lib.data import synthetic
-    shape = tuple(dataset["shape"])
-    if dataset["name"] == "synthetic":
-        size = shape[-1] if len(shape) == 3 else int(round((shape[0] / 3) ** 0.5))
-        x, t = synthetic.synthetic_arrays(0, HELD_OUT_IMAGES, seed=int(dataset.get("seed") or 0), size=size,
-                                          test_stream=synthetic.HELD_OUT_STREAM)[2:]
+    name, shape, seed = dataset.get("name"), tuple(dataset.get("shape") or ()), dataset.get("seed") or 0
+    if shape not in EVALUATED.get(name, ()) or not (isinstance(seed, int) and 0 <= seed < 2 ** 31):
+        raise ValueError(f"the grader evaluates only {', '.join(EVALUATED)} of the course's shapes "
+                         f"(the run loaded {name!r}, {shape})")
+    if name == "synthetic":
+        stream = synthetic.HELD_OUT_STREAM + secrets.randbelow(2 ** 31)
+        x, t = synthetic.synthetic_arrays(0, HELD_OUT_IMAGES, seed=seed, size=32, test_stream=stream)[2:]
         return x.reshape((len(x), *shape)), t
-    _, test, _ = data.get_dataset(dataset.get("source") or dataset["name"], ndim=len(shape),
-                                  seed=int(dataset.get("seed") or 0), announce=False)
+    _, test, _ = data.get_dataset(name, ndim=len(shape), seed=seed, announce=False,
+                                  n_test=None if name == "digits" else HELD_OUT_IMAGES)
     x, t = (numpy.stack(a) for a in zip(*[test[i] for i in range(len(test))]))
     return x.reshape((len(x), *shape)), t
 
@@ -102,7 +133,7 @@ def measure(record, model_path):
     try:
         if not (isinstance(record, dict) and record.get("finished")):
             return {"accuracy": None, "images": 0, "why": "the run did not finish"}
-        arrays = read_arrays(model_path)
+        arrays = load_arrays(model_path)
         if arrays is None:
             return {"accuracy": None, "images": 0, "why": "the run left no trained parameters"}
         model = rebuild(record.get("model"), arrays)

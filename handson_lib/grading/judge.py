@@ -10,17 +10,20 @@ cell, which the grader runs in its own process (`Judge`), restored from the sour
     in the sandbox and judge what comes back from outside.
 
 So an input transformer, a monkeypatched `checks`, a forged `report` or an `os.chdir` in the
-kernel decides nothing: whatever the kernel answers is an answer, never a verdict.
+kernel decides nothing: whatever the kernel answers is an answer, never a verdict. (What a grade
+cell compares an answer with may still come from the kernel: the measurements of notebooks 02-06,
+which the kernel's own cells make; course/README.md, "Security model", lists it.)
 """
 
 import ast
 import builtins
 import contextlib
+import functools
 import importlib
+import importlib.util
 import io
 import json
 import secrets
-import sys
 import traceback
 from pathlib import Path
 
@@ -28,9 +31,8 @@ from pathlib import Path
 REPORT_CELLS = {"task1_job_report", "task1_report", "task2_mnist_report", "task2_job_report", "task2_report"}
 #: Grade cells judged in the student's kernel, and why: their test needs objects that do not
 #: cross as data (course/README.md, "Security model", lists them).
-JUDGED_IN_KERNEL = {"make_iterator_test": "it iterates the student's MultiprocessIterator object"}
-#: The packages whose modules a kernel's name may stand for in a judged cell.
-TRUSTED_PACKAGES = {"handson_lib", "numpy", "chainer", "chainermn", "pytest", "cupy"}
+JUDGED_IN_KERNEL = {"make_iterator_test": "it iterates the student's MultiprocessIterator object",
+                    "warmup_extension_test": "it trains with instances of the student's extension class"}
 #: Set by `handson autograde` for nbgrader (not a HANDSON_ variable: it never crosses into the
 #: sandbox): where the report cells' checks keep their runs, and the sandbox they start them in.
 JUDGE_ENV = "GRADER_JUDGE"
@@ -79,10 +81,16 @@ def _handson_decode(data, module=None, call=None):
             return kind(_handson_decode(v, module, call) for v in data[name])
     if "__dict__" in data:
         return {_handson_decode(k, module, call): _handson_decode(v, module, call) for k, v in data["__dict__"]}
-    if "__ndarray__" in data:
-        return numpy.array(_handson_decode(data["__ndarray__"]), dtype=numpy.dtype(data["dtype"]))
-    if "__numpy__" in data:
-        return numpy.dtype(data["dtype"]).type(data["__numpy__"])
+    if "__ndarray__" in data or "__numpy__" in data:
+        try:
+            dtype = numpy.dtype(str(data.get("dtype")))
+        except (TypeError, ValueError):
+            dtype = None
+        if dtype is None or dtype.kind not in "biuf" or dtype.shape or dtype.fields or dtype.itemsize > 8:
+            raise TypeError("a numpy array of dtype " + str(data.get("dtype"))[:40] + " (numbers only)")
+        if "__numpy__" in data:
+            return dtype.type(data["__numpy__"])
+        return numpy.array(_handson_decode(data["__ndarray__"]), dtype=dtype)
     if "__module__" in data and module is not None:
         return module(data["__module__"])
     if "__callable__" in data and call is not None:
@@ -127,10 +135,42 @@ class KernelAnswerError(Exception):
 
 
 def _trusted_module(name):
-    top = name.split(".")[0]
-    if top not in TRUSTED_PACKAGES and top not in sys.stdlib_module_names:
+    """A module a kernel's name stands for: only one the course's notebooks import themselves."""
+    if name not in course_modules():
         raise KernelAnswerError(f"a module the grader does not import ({name})")
     return importlib.import_module(name)
+
+
+@functools.cache
+def course_modules(root=None):
+    """The modules the solution notebooks import (`import a.b`, `from a import b` where b is a
+    module): the only ones a name asked of the kernel may stand for in the grader."""
+    from handson_lib import COURSE_ROOT
+    names = set()
+    for path in sorted((Path(root or COURSE_ROOT) / "solutions").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            try:
+                tree = ast.parse("".join(cell["source"]))
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names.add(node.module)
+                    names.update(f"{node.module}.{a.name}" for a in node.names
+                                 if importlib.util.find_spec(node.module) is not None
+                                 and _is_module(f"{node.module}.{a.name}"))
+    return frozenset(names)
+
+
+def _is_module(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 class Judge:
@@ -162,6 +202,9 @@ class Judge:
                                 "printed nothing): " + printed.strip()[-300:])
 
     def _proxy(self, name):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise KernelAnswerError(f"a function named {name!r}")
+
         def call(*args, **kwargs):
             payload = json.dumps({"args": encode(list(args)), "kwargs": encode(kwargs)})
             expression = (f"(lambda _p: {name}(*_handson_decode(_p['args']), **_handson_decode(_p['kwargs'])))"
@@ -190,27 +233,30 @@ class Judge:
         """Run one cell of the source here; returns its outputs as nbformat dicts (a stream, an
         execute_result for a last expression, an error)."""
         outputs, out = [], io.StringIO()
+        # A report cell adds to what the later cells see; a grade cell sees that and the kernel's
+        # answers as they are now (asked again for every cell), and keeps nothing.
+        namespace = self.namespace if report else dict(self.namespace)
         try:
             tree = ast.parse(source)
             if not report:
                 for name in free_names(source):
-                    if name in self.namespace:
+                    if name in namespace:
                         continue
                     if name in self.reserved:
                         raise NameError(f"{name!r} is made by a cell of the release that this notebook does "
                                         "not hold as released (restore it)")
-                    self.namespace[name] = self.fetch(name)
+                    namespace[name] = self.fetch(name)
             last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-                exec(compile(tree, f"<{label}>", "exec"), self.namespace)
+                exec(compile(tree, f"<{label}>", "exec"), namespace)
                 value = None if last is None else eval(compile(ast.Expression(last.value), f"<{label}>", "eval"),
-                                                       self.namespace)
+                                                       namespace)
             if out.getvalue():
                 outputs.append({"output_type": "stream", "name": "stdout", "text": out.getvalue()})
             if value is not None:
                 outputs.append({"output_type": "execute_result", "execution_count": None, "metadata": {},
                                 "data": {"text/plain": repr(value)}})
-        except Exception as error:   # the cell's verdict: nbgrader reads an error output as a failure
+        except (Exception, SystemExit) as error:   # the cell's verdict: an error output is a failure
             if out.getvalue():
                 outputs.append({"output_type": "stream", "name": "stdout", "text": out.getvalue()})
             frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == f"<{label}>"]
@@ -221,7 +267,7 @@ class Judge:
 
 
 def report_names(root=None):
-    """The names the report cells of the course's solutions bind at their top level."""
+    """The names the report cells of the course's solutions bind at their top level (imports too)."""
     from handson_lib import COURSE_ROOT
     names = set()
     for path in sorted((Path(root or COURSE_ROOT) / "solutions").glob("*.ipynb")):
@@ -237,4 +283,6 @@ def _assigned(source):
         for target in getattr(node, "targets", []) + [getattr(node, "target", None)]:
             if isinstance(target, ast.Name):
                 names.add(target.id)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names

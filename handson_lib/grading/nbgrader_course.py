@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, launch, messages
-from handson_lib.grading import checks, judge, sandbox, synthetic_class, translations
+from handson_lib.grading import checks, evidence, judge, sandbox, synthetic_class, translations
 from handson_lib.plotting import pyplot
 
 COURSE_DIR = COURSE_ROOT / "course"
@@ -216,7 +216,7 @@ def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, 
         if box is not None:
             sandbox.release(box, own)
     seconds = time.monotonic() - started
-    parts = _profile_parts(log)
+    parts = _profile_parts(log) + _profile_parts(memo / "profile.jsonl")   # the kernel's runs, the grader's
     if res.timed_out:
         status = f"stopped after {timeout:.0f} s (the whole run: a cell that never ends?)"
     elif res.returncode != 0:
@@ -229,10 +229,14 @@ def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, 
 
 
 def _profile_parts(log):
-    """The parts a student's runs logged (written inside the sandbox: lines that are not such a
-    part are left out)."""
+    """The parts a student's runs logged (the kernel's log is written inside the sandbox: read as
+    untrusted, never through a link or from a FIFO; lines that are not such a part are left out)."""
     parts = []
-    for line in (log.read_text(errors="replace").splitlines() if log.exists() else []):
+    try:
+        text = (evidence.read_left(log, limit=16 << 20) or b"").decode(errors="replace")
+    except ValueError:
+        text = ""
+    for line in text.splitlines():
         try:
             part = json.loads(line)
         except ValueError:
@@ -306,8 +310,10 @@ def graded_facts(course_dir, assignment, student):
                 text = "".join(out.get("text", ""))
                 if report and any(mark in text for mark in marks) and meta["grade_id"] not in facts["tampering"]:
                     facts["tampering"].append(meta["grade_id"])
-                if out.get("output_type") == "stream" and meta.get("grade"):
-                    # The grader's line, printed by the throughput grade cell (restored from the source).
+                if out.get("output_type") == "stream" and meta.get("grade") and \
+                        "throughput_credit(" in "".join(cell.get("source", "")):
+                    # The grader's line, printed by a throughput grade cell (restored from the source;
+                    # another grade cell may print a student's strings).
                     for line in "".join(out.get("text", "")).splitlines():
                         if line.startswith(checks.RATIO_TAG):
                             for item in line[len(checks.RATIO_TAG):].split():

@@ -73,6 +73,8 @@ class _judged_runs:
     """While a report cell runs: its checks' runs go to the grader's folder of this student (not
     the kernel's), each in the sandbox when the session has one."""
 
+    MOVED = ("HANDSON_RUN_MEMO", "HANDSON_PROFILE_LOG")
+
     def __init__(self, active):
         self.active = active and bool(os.environ.get(judge.JUDGE_ENV))
 
@@ -81,19 +83,22 @@ class _judged_runs:
             return self
         import json
         spec = json.loads(os.environ[judge.JUDGE_ENV])
-        self.saved = tempfile.tempdir, os.environ.get("HANDSON_RUN_MEMO")
+        self.saved = tempfile.tempdir, {name: os.environ.get(name) for name in self.MOVED}
         tempfile.tempdir = spec["runs"]
+        # The grader's memo and log, in its own folder: the kernel's are the kernel's to write.
         os.environ["HANDSON_RUN_MEMO"] = spec["memo"]
+        os.environ["HANDSON_PROFILE_LOG"] = os.path.join(spec["memo"], "profile.jsonl")
         if spec.get("settings"):
             launch.set_wrapper(lambda cmd, cwd: judge_sandbox_command(spec, cmd, cwd))
         return self
 
     def __exit__(self, *exc):
         if self.active:
-            tempfile.tempdir, memo = self.saved
-            os.environ.pop("HANDSON_RUN_MEMO", None)
-            if memo is not None:
-                os.environ["HANDSON_RUN_MEMO"] = memo
+            tempfile.tempdir, saved = self.saved
+            for name, value in saved.items():
+                os.environ.pop(name, None)
+                if value is not None:
+                    os.environ[name] = value
             launch.set_wrapper(None)
         return False
 

@@ -123,13 +123,12 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
         watch = launch.ProgressWatch(outdir, stall)
         res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir), timed=timed, progress=watch)
         defuse(tmp)
-        record = {}
-        if (outdir / "observed.json").exists():
-            record = json.loads((outdir / "observed.json").read_text())
+        text = evidence.read_left(outdir / "observed.json")
+        record = json.loads(text) if text else {}
         workers = {}
-        for path in sorted(outdir.glob("worker*.npz")) if outdir.exists() else []:
-            with numpy.load(path) as npz:
-                workers[int(npz["index"])] = {k: npz[k] for k in npz.files}
+        for path in sorted(outdir.glob("worker*.npz")) if outdir.is_dir() and not outdir.is_symlink() else []:
+            arrays = evidence.load_arrays(path)
+            workers[int(arrays["index"])] = arrays
         obs = Observation(res.returncode, res.timed_out, res.output, record, workers, res.seconds, timeout,
                           _progress(res, watch), evidence.measure(record, outdir / "model.npz"))
         _log_part(part, obs)
@@ -223,11 +222,11 @@ def _run_observed_mpi(script, np, args, timeout, timed, stall, part):
                              progress=watch)
         defuse(tmp)
         ranks, params = {}, {}
-        for path in sorted(outdir.glob("observed-rank*.json")) if outdir.exists() else []:
-            ranks[int(path.stem.split("rank")[1])] = json.loads(path.read_text())
-        for path in sorted(outdir.glob("params-rank*.npz")) if outdir.exists() else []:
-            with numpy.load(path) as npz:
-                params[int(path.stem.split("rank")[1])] = npz["params"]
+        listed = outdir.is_dir() and not outdir.is_symlink()
+        for path in sorted(outdir.glob("observed-rank*.json")) if listed else []:
+            ranks[int(path.stem.split("rank")[1])] = json.loads(evidence.read_left(path))
+        for path in sorted(outdir.glob("params-rank*.npz")) if listed else []:
+            params[int(path.stem.split("rank")[1])] = evidence.load_arrays(path)["params"]
         obs = MPIObservation(np, res.returncode, res.timed_out, res.output, ranks, params, res.seconds,
                              timeout, _progress(res, watch),
                              evidence.measure(ranks.get(0, {}), outdir / "model-rank0.npz"))
@@ -290,8 +289,8 @@ def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=Non
                              env={**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE}, timed=True,
                              progress=watch)
         defuse(tmp)
-        path = outdir / "paired-rank0.json"
-        record = json.loads(path.read_text()) if path.exists() else {}
+        text = evidence.read_left(outdir / "paired-rank0.json")
+        record = json.loads(text) if text else {}
         obs = PairedObservation(np, res.returncode, res.timed_out, res.output, record.get("steps", {}),
                                 record.get("images_per_step", {}),
                                 record.get("error") or ("" if record else tr("no record from rank 0")),

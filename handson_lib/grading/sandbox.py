@@ -160,7 +160,11 @@ def cgroup_name(settings, own):
 
 def release(settings, own, wait=10.0):
     """Stop what is left of a student's sandbox (the kernel's pid namespace ends it: this is for a
-    kernel nbgrader could not stop) and remove the student's cgroups."""
+    kernel nbgrader could not stop), remove the student's cgroups and unmount the tmpfs of the
+    report cells' runs."""
+    runs = Path(own).parent / ("runs-" + Path(own).name.removeprefix("student-"))
+    if os.path.ismount(runs):
+        subprocess.run(["umount", "--lazy", str(runs)], capture_output=True)
     pids = CGROUPS / "pids" / "handson" / cgroup_name(settings, own)
     deadline = time.monotonic() + wait
     while pids.exists():
@@ -292,6 +296,9 @@ def judged_runs(session, student):
     in their sandbox, never seen by the kernel's), and the grader's own memo of them."""
     runs = Path(session) / f"runs-{student}"
     runs.mkdir(mode=0o755)   # the grader's: a run writes only in the folder made for it (runs.run_folder)
+    # A tmpfs of its own: what the runs write fills that, never the machine's disk.
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={Limits().tmp_bytes},mode=0755,nosuid,nodev",
+                    "tmpfs", str(runs)], check=True, capture_output=True)
     memo = Path(session) / f"memo-{student}"
     memo.mkdir(mode=0o700)
     return runs, memo

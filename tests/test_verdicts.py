@@ -1,0 +1,37 @@
+"""Task #1 submissions that attack the verdict rather than do the work (synthetic_class.CLASSES
+["task1"]): the grader runs the report and grade cells itself (grading/judge.py) and weighs the
+run's records against its own evaluation of the trained model (grading/evidence.py). Apart from
+test_autograde.py so that the parallel pass spreads the two classes over its workers."""
+
+import pytest
+
+from test_autograde import errors_in_autograded, grade_class
+
+
+@pytest.fixture(scope="module")
+def graded_task1_hostile(tmp_path_factory, request, reference_cache):
+    return grade_class("task1", tmp_path_factory.mktemp("course-task1-hostile"), request, reference_cache, jobs=2,
+                       timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.students("forged_report", "patched_checks", "chdir", "forged_records")
+def test_task1_verdicts_are_made_by_the_grader_not_the_kernel(graded_task1_hostile):
+    """Skeleton scripts beside the right answer to q1: forged report cells, checks monkeypatched and
+    tests blanked by an input transformer, the kernel pointed at the reference scripts. The grader
+    runs the report and grade cells itself, on the scripts handed in: 1 point each, the q1 answer.
+    And a script that trains five iterations and forges its record: q1 and the job script, 2."""
+    course_dir, rows, _ = graded_task1_hostile
+    for student in ("forged_report", "patched_checks", "chdir"):
+        assert (rows[student]["score"], rows[student]["status"]) == (1.0, "graded"), rows[student]
+    forged = errors_in_autograded(course_dir, "task1", "forged_report")
+    assert any("'report' is made by a cell of the release that this notebook does not hold as released" in e
+               for e in forged), forged
+    # A record rewritten after the run: the grader's own accuracy of the parameters contradicts it.
+    assert (rows["forged_records"]["score"], rows["forged_records"]["status"]) == (
+        2.0, "graded; tampering suspected, for the instructor to review: task1_report"), rows
+    records = errors_in_autograded(course_dir, "task1", "forged_records")
+    assert any("accuracy beats chance: tampering suspected, for the instructor to review: the run recorded a test "
+               "accuracy of 0.800" in e for e in records), records
+
+
