@@ -198,13 +198,13 @@ def graded_task1_class(tmp_path_factory, request, reference_cache):
 
 
 @pytest.mark.timed
-@pytest.mark.students("correct", "skeleton")
+@pytest.mark.students("correct")
 def test_task1_grades_the_scripts_each_student_handed_in(graded_task1_class):
     """The assignment's source holds the skeleton scripts; the student's own scripts must be the
     ones run (Autograde.exclude_overwriting), with throughput scored against the reference. The
-    correct student is the instructor's notebook run with its hidden tests: no cell fails."""
+    correct student is the instructor's notebook run with its hidden tests: no cell fails. (The
+    skeleton's 0 is asserted in tests/test_verdicts.py, graded beside the attacks.)"""
     course_dir, rows, _ = graded_task1_class
-    assert (rows["skeleton"]["score"], rows["skeleton"]["max_score"]) == (0.0, 7.0), rows
     assert "# PUT YOUR CODE HERE" in (course_dir / "release" / "task1" / "train_cifar_multi_gpu.py").read_text()
     # The 1 throughput point comes in bands of the ratio to the reference measured in the same
     # session; a busy machine may give the correct scripts the half band.

@@ -15,14 +15,24 @@ def graded_task1_hostile(tmp_path_factory, request, reference_cache):
 
 
 @pytest.mark.slow
-@pytest.mark.students("forged_report", "patched_checks", "chdir", "forged_records")
+@pytest.mark.students("skeleton")
+def test_task1_skeleton_scores_nothing(graded_task1_hostile):
+    """The released skeleton scripts handed in as they are: no point, every task cell failed."""
+    _, rows, _ = graded_task1_hostile
+    assert (rows["skeleton"]["score"], rows["skeleton"]["max_score"]) == (0.0, 7.0), rows["skeleton"]
+    assert rows["skeleton"]["feedback"].startswith("failed: q1_lr_test, task1_jobscript, task1_correctness, "
+                                                   "task1_throughput"), rows["skeleton"]
+
+
+@pytest.mark.slow
+@pytest.mark.students("forged_report", "patched_checks", "forged_records")
 def test_task1_verdicts_are_made_by_the_grader_not_the_kernel(graded_task1_hostile):
-    """Skeleton scripts beside the right answer to q1: forged report cells, checks monkeypatched and
-    tests blanked by an input transformer, the kernel pointed at the reference scripts. The grader
-    runs the report and grade cells itself, on the scripts handed in: 1 point each, the q1 answer.
+    """Skeleton scripts beside the right answer to q1: forged report cells; checks monkeypatched,
+    tests blanked by an input transformer and the kernel pointed at the reference scripts. The
+    grader runs the report and grade cells itself, on the scripts handed in: 1 point each, q1's.
     And a script that trains five iterations and forges its record: q1 and the job script, 2."""
     course_dir, rows, _ = graded_task1_hostile
-    for student in ("forged_report", "patched_checks", "chdir"):
+    for student in ("forged_report", "patched_checks"):
         assert (rows[student]["score"], rows[student]["status"]) == (1.0, "graded"), rows[student]
     forged = errors_in_autograded(course_dir, "task1", "forged_report")
     assert any("'report' is made by a cell of the release that this notebook does not hold as released" in e

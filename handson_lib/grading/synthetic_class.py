@@ -242,16 +242,14 @@ CLASSES = {
         "forged_report": Submission(1, solution_answers("01_multi_gpu.ipynb"), edit=_forge_reports,
                                     why="skeleton scripts; the report cells forged: the grader makes its own"),
         "patched_checks": Submission(1, {"q1_lr": solution_answers("01_multi_gpu.ipynb")["q1_lr"] + _PATCHED_CHECKS
-                                         + _BLANK_ASSERTS},
-                                     why="skeleton scripts; the checks monkeypatched and the tests blanked in "
-                                         "the kernel, where no verdict is made"),
+                                         + _BLANK_ASSERTS + _CHDIR},
+                                     why="skeleton scripts; in the kernel, where no verdict is made: the checks "
+                                         "monkeypatched, the tests blanked, the working directory and "
+                                         "HANDSON_GRADING pointed at the reference scripts"),
         "forged_records": Submission(2, solution_answers("01_multi_gpu.ipynb"), {
             **TASK1_SOLVED, "train_cifar_multi_gpu.py": MISTAKES["forged_records"]},
             why="trains five iterations and rewrites the observer's record at exit: the grader evaluates the "
                 "trained parameters itself"),
-        "chdir": Submission(1, {"q1_lr": solution_answers("01_multi_gpu.ipynb")["q1_lr"] + _CHDIR},
-                            why="skeleton scripts; the kernel points at the reference scripts: the grader "
-                                "runs the submission's"),
     },
     "task2": {  # 14 points: q1 2, MNIST conversion 3, job script 1, correctness 5, throughput 2
                 # (bands), the per-class stretch 1
