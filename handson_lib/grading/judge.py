@@ -103,13 +103,17 @@ exec(CODEC, _codec)
 encode, decode = _codec["_handson_encode"], _codec["_handson_decode"]
 
 
+def is_report_cell(meta):
+    """Whether a cell of this nbgrader metadata is a locked report cell (REPORT_CELLS)."""
+    return bool(meta.get("locked")) and meta.get("grade_id") in REPORT_CELLS
+
+
 def judged_by_grader(meta):
     """Whether a cell of this nbgrader metadata is run by the grader (a grade cell not judged in
     the kernel, or a locked report cell)."""
-    grade_id = meta.get("grade_id")
     if meta.get("grade") and not meta.get("solution"):
-        return grade_id not in JUDGED_IN_KERNEL
-    return bool(meta.get("locked")) and grade_id in REPORT_CELLS
+        return meta.get("grade_id") not in JUDGED_IN_KERNEL
+    return is_report_cell(meta)
 
 
 def free_names(source):

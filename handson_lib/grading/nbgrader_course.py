@@ -305,7 +305,7 @@ def graded_facts(course_dir, assignment, student):
             continue
         for cell in cells:
             meta = cell.get("metadata", {}).get("nbgrader", {})
-            report = meta.get("locked") and meta.get("grade_id") in judge.REPORT_CELLS   # run by the grader
+            report = judge.is_report_cell(meta)   # run by the grader
             for out in cell.get("outputs", []):
                 text = "".join(out.get("text", ""))
                 if report and any(mark in text for mark in marks) and meta["grade_id"] not in facts["tampering"]:

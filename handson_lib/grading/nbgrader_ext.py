@@ -11,7 +11,10 @@ feedback keeps each grade cell without its hidden region, and each of its errors
 (the exception and its message, which the visible tests write for students).
 """
 
+import contextlib
+import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -69,41 +72,33 @@ class JudgedExecute(Execute):
         return cell, resources
 
 
-class _judged_runs:
+@contextlib.contextmanager
+def _judged_runs(report):
     """While a report cell runs: its checks' runs go to the grader's folder of this student (not
     the kernel's), each in the sandbox when the session has one."""
-
-    MOVED = ("HANDSON_RUN_MEMO", "HANDSON_PROFILE_LOG")
-
-    def __init__(self, active):
-        self.active = active and bool(os.environ.get(judge.JUDGE_ENV))
-
-    def __enter__(self):
-        if not self.active:
-            return self
-        import json
-        spec = json.loads(os.environ[judge.JUDGE_ENV])
-        self.saved = tempfile.tempdir, {name: os.environ.get(name) for name in self.MOVED}
-        tempfile.tempdir = spec["runs"]
-        # The grader's memo and log, in its own folder: the kernel's are the kernel's to write.
-        os.environ["HANDSON_RUN_MEMO"] = spec["memo"]
-        os.environ["HANDSON_PROFILE_LOG"] = os.path.join(spec["memo"], "profile.jsonl")
-        if spec.get("settings"):
-            launch.set_wrapper(lambda cmd, cwd: judge_sandbox_command(spec, cmd, cwd))
-        return self
-
-    def __exit__(self, *exc):
-        if self.active:
-            tempfile.tempdir, saved = self.saved
-            for name, value in saved.items():
-                os.environ.pop(name, None)
-                if value is not None:
-                    os.environ[name] = value
-            launch.set_wrapper(None)
-        return False
+    if not (report and os.environ.get(judge.JUDGE_ENV)):
+        yield
+        return
+    spec = json.loads(os.environ[judge.JUDGE_ENV])
+    moved = ("HANDSON_RUN_MEMO", "HANDSON_PROFILE_LOG")
+    saved = tempfile.tempdir, {name: os.environ.get(name) for name in moved}
+    tempfile.tempdir = spec["runs"]
+    # The grader's memo and log, in its own folder: the kernel's are the kernel's to write.
+    os.environ["HANDSON_RUN_MEMO"] = spec["memo"]
+    os.environ["HANDSON_PROFILE_LOG"] = os.path.join(spec["memo"], "profile.jsonl")
+    if spec.get("settings"):
+        launch.set_wrapper(lambda cmd, cwd: judge_sandbox_command(spec, cmd, cwd))
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved[0]
+        for name, value in saved[1].items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+        launch.set_wrapper(None)
 
 
 def judge_sandbox_command(spec, cmd, cwd):
-    import sys
     return [sys.executable, "-m", "handson_lib.grading.sandbox", "run", spec["settings"], spec["own"], spec["runs"],
             os.environ["HANDSON_GRADING"], str(cwd or Path.cwd()), "--", *cmd]
