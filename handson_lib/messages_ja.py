@@ -548,8 +548,8 @@ MESSAGES = {
         '--- {label}（完了、{seconds:.1f} 秒）',
     '--- {label} (did NOT finish, {seconds:.1f} s)':
         '--- {label}（終わりませんでした、{seconds:.1f} 秒）',
-    "(the autograder reused this demo's run from an earlier student: the same code on {np} ranks)":
-        '（自動採点では、先に採点した学生のときのこのデモの実行結果を再利用しました。同じコードを {np} ランクで実行したものです）',
+    "(not run by the autograder: this cell only shows runs; the report cells run your scripts themselves)":
+        '（自動採点ではこのセルは実行しません。実行結果を見せるだけのセルで、レポートのセルがあなたのスクリプトを自ら実行します）',
     'Fix the errors above (`handson jobscript lint`) before submitting.':
         '投入する前に上のエラーを直してください（`handson jobscript lint`）。',
     "No scheduler here (no qsub): run the script without one: `handson jobscript run {name}`, or submit it on the cluster's login node.":

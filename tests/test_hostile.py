@@ -27,7 +27,7 @@ import pytest
 from handson_lib import launch
 from handson_lib.grading import checks, runs, sandbox
 from conftest import sandbox_missing
-from test_grading_memo import _kept_runs
+from test_kept_runs import _kept_runs
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 student's answers fetched from the kernel as data. A stand-in kernel here: a namespace of its own
 in which the requests are executed, as the sandboxed kernel would."""
 
+import ast
 import contextlib
 import io
 import json
@@ -156,3 +157,48 @@ def test_every_cell_judged_in_the_kernel_is_a_grade_cell_of_the_course(grade_id)
            for path in (judge.Path(__file__).parents[1] / "solutions").glob("*.ipynb")
            for cell in json.loads(path.read_text())["cells"]}
     assert grade_id in ids
+
+
+def _tagged(source, nbgrader=None):
+    cell = nbgrader_ext.nbformat.v4.new_code_cell(source)
+    cell.metadata["tags"] = [judge.NOT_RUN_WHEN_GRADING]
+    if nbgrader is not None:
+        cell.metadata["nbgrader"] = nbgrader
+    return cell
+
+
+def test_a_cell_that_only_shows_runs_is_not_run_when_grading():
+    executor = nbgrader_ext.JudgedExecute()
+    cell, _ = executor.preprocess_cell(_tagged("raise SystemExit('ran')"), {}, 0)   # no kernel: never sent
+    assert [o["output_type"] for o in cell.outputs] == ["stream"]
+    assert "not run by the autograder" in cell.outputs[0]["text"]
+    # The tag never skips a cell that grading needs: an answer, a grade cell, a locked cell.
+    for meta in ({"solution": True, "grade_id": "q1"}, {"grade": True, "grade_id": "q1_test"},
+                 {"locked": True, "grade_id": "task1_report"}):
+        assert not judge.not_run_when_grading(_tagged("pass", meta)), meta
+    assert not judge.not_run_when_grading(nbgrader_ext.nbformat.v4.new_code_cell("pass"))
+
+
+def test_no_cell_reads_what_a_cell_not_run_when_grading_makes():
+    """The solutions' tagged cells only show runs: a later cell that read their names would fail
+    under the autograder."""
+    tagged_any = False
+    for path in sorted((judge.Path(__file__).parents[1] / "solutions").glob("*.ipynb")):
+        made = set()
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            source = "".join(cell["source"])
+            if judge.not_run_when_grading(cell):
+                tagged_any = True
+                for node in ast.walk(ast.parse(source)):
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                        made.add(node.id)
+                    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                        made |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            else:
+                read = set(judge.free_names(source)) & made
+                if judge.judged_by_grader(cell.get("metadata", {}).get("nbgrader", {})):
+                    read -= judge.report_names()   # the grader's own, never the kernel's
+                assert not read, f"{path.name}: {sorted(read)} made by a cell not run when grading"
+    assert tagged_any

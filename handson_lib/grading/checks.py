@@ -602,11 +602,10 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     stall = student_stall(reference.get(np) if against == "reference" else single)
     say(tr("Running {script} on {np} ranks under the grader's launcher ...", script=script, np=np))
     # Against the reference, this run only decides correctness (its speed is timed apart, below):
-    # it shares the machine with other students' runs, and an identical run of the same session's
-    # memo may stand for it (under the autograder, the grader's own runs only: never the kernel's).
+    # it shares the machine with other students' runs.
     paired = against == "reference" and timed
     obs = run_observed_mpi(script, np, args, limit, timed=timed and not paired, stall=stall,
-                           part=f"{task}: your {np}-rank run", reuse=paired)
+                           part=f"{task}: your {np}-rank run")
     report = Report(task, str(script), observed=obs.ranks.get(0, {}),
                     reference=reference[np].ranks.get(0, {}) if against == "reference" else {},
                     output_tail=_tail(obs.output), against=against)

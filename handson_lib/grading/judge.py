@@ -108,6 +108,21 @@ def is_report_cell(meta):
     return bool(meta.get("locked")) and meta.get("grade_id") in REPORT_CELLS
 
 
+#: The tag of a cell that only shows runs (the notebook's own runs of the student's script, a
+#: course demo, a job sent to the local scheduler): `nbgrader autograde` does not run it, since the
+#: report cells run the scripts themselves and no grade rests on it. Tagged in solutions/.
+NOT_RUN_WHEN_GRADING = "not-run-when-grading"
+
+
+def not_run_when_grading(cell):
+    """Whether the autograder leaves this cell unrun: a code cell with the tag and no part in
+    grading (a graded, answer or locked cell runs whatever its tags say)."""
+    meta = cell.get("metadata", {})
+    grading = meta.get("nbgrader", {})
+    return (cell.get("cell_type") == "code" and NOT_RUN_WHEN_GRADING in meta.get("tags", [])
+            and not any(grading.get(key) for key in ("grade", "solution", "locked", "task")))
+
+
 def judged_by_grader(meta):
     """Whether a cell of this nbgrader metadata is run by the grader (a grade cell not judged in
     the kernel, or a locked report cell)."""

@@ -196,7 +196,6 @@ def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, 
     if box is not None:   # the student's folder is the one the sandbox may write
         more, options, own = sandbox.for_student(session, box, student)
         env.update(more)
-        env["HANDSON_DEMO_MEMO"] = str(own / "demos")   # a demo run by one student is never shown to another
         runs, memo = sandbox.judged_runs(session, student)
     else:
         own.mkdir()
@@ -205,10 +204,10 @@ def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, 
     # The report cells' checks, run by the grader (nbgrader_ext.JudgedExecute), keep their runs apart.
     env[judge.JUDGE_ENV] = json.dumps({"runs": str(runs), "memo": str(memo), "own": str(own),
                                               "settings": str(Path(session) / "sandbox.json") if box else None})
-    # Every observed run of this student appends its part (grading.runs). The kernel's runs are
-    # kept in its own folder; the report cells' checks (the grader's) never reuse them.
+    # Every observed run of this student appends its part (grading.runs): the kernel's here, the
+    # report cells' in the grader's own folder (memo).
     log = own / "profile.jsonl"
-    env["HANDSON_PROFILE_LOG"], env["HANDSON_RUN_MEMO"] = str(log), str(own / "runs")
+    env["HANDSON_PROFILE_LOG"] = str(log)
     try:
         res = nbgrader("autograde", assignment, "--student", student, "--force", *options,
                        course_dir=course_dir, timeout=timeout, env=env)
@@ -493,9 +492,8 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
         pool = ThreadPoolExecutor(max_workers=jobs)
         print_fn(f"Autograding {len(to_grade)} submission(s) of {assignment!r}, {jobs} at a time "
                  f"(session {scratch}) ...")
-        # The reference is measured once per session; a course demo cell runs once per session.
-        env = {**env, "HANDSON_REFERENCE_CACHE": shared, "HANDSON_DEMO_MEMO": str(Path(shared) / "demos"),
-               SESSION_ENV: scratch}
+        # The reference is measured once per session.
+        env = {**env, "HANDSON_REFERENCE_CACHE": shared, SESSION_ENV: scratch}
         box = None
         if not unsafe:
             launch._lock_file(launch.TIMING_LOCK).close()

@@ -4,6 +4,7 @@
 the student's kernel (the grading sandbox), but the grade cells and the report cells, restored
 from the source by nbgrader, run in the grader's own process (grading.judge): the kernel is asked
 for answers as data, and the checks start the submission's scripts in the sandbox themselves.
+A cell tagged `not-run-when-grading` (it only shows runs) is not run (judge.not_run_when_grading).
 
 `HideHiddenTests` runs in `nbgrader generate_feedback`: nbgrader shows the source of hidden
 tests in the feedback by default, and a failed hidden assert's traceback quotes it too. The
@@ -24,6 +25,7 @@ from nbgrader.utils import is_grade
 
 from handson_lib import launch
 from handson_lib.grading import judge
+from handson_lib.messages import tr
 
 class HideHiddenTests(NbGraderPreprocessor):
     def preprocess_cell(self, cell, resources, cell_index):
@@ -60,6 +62,12 @@ class JudgedExecute(Execute):
         return "".join(o.get("text", "") for o in probe.outputs if o.get("output_type") == "stream")
 
     def preprocess_cell(self, cell, resources, index):
+        if judge.not_run_when_grading(cell):
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=tr(
+                "(not run by the autograder: this cell only shows runs; the report cells run your scripts "
+                "themselves)") + "\n")]
+            cell.execution_count = None
+            return cell, resources
         grade_id = judged_outside(cell)
         if grade_id is None:
             return super().preprocess_cell(cell, resources, index)
@@ -80,11 +88,10 @@ def _judged_runs(report):
         yield
         return
     spec = json.loads(os.environ[judge.JUDGE_ENV])
-    moved = ("HANDSON_RUN_MEMO", "HANDSON_PROFILE_LOG")
+    moved = ("HANDSON_PROFILE_LOG",)
     saved = tempfile.tempdir, {name: os.environ.get(name) for name in moved}
     tempfile.tempdir = spec["runs"]
-    # The grader's memo and log, in its own folder: the kernel's are the kernel's to write.
-    os.environ["HANDSON_RUN_MEMO"] = spec["memo"]
+    # The grader's log, in its own folder: the kernel's is the kernel's to write.
     os.environ["HANDSON_PROFILE_LOG"] = os.path.join(spec["memo"], "profile.jsonl")
     if spec.get("settings"):
         launch.set_wrapper(lambda cmd, cwd: judge_sandbox_command(spec, cmd, cwd))

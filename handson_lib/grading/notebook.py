@@ -4,8 +4,6 @@ Ships in the student edition: it needs neither the reference solutions nor the c
 """
 
 import difflib
-import fcntl
-import hashlib
 import os
 import re
 import shutil
@@ -33,52 +31,6 @@ def _readable(output):
     return lines
 
 
-def _graded_limit(script, args, timeout, np=None):
-    """(time limit, stall limit) of a run. Under `handson autograde` (a reference cache for the
-    session), a student's run may take 5 times the reference's own run with the same arguments,
-    and is stopped once no iteration has come for 4 times the reference's longest wait: a
-    deadlock then costs well under a minute."""
-    name = os.path.basename(str(script))
-    if not os.environ.get("HANDSON_REFERENCE_CACHE") or checks.default_against(name) != "reference":
-        return timeout, None
-    from handson_lib.grading import reference  # instructor-only: the autograder has it
-    basis_args, basis_np = _limit_basis(name, runs.without_out(args), np)
-    measured = reference.measure_reference(name, basis_args, timeout, np=basis_np)
-    return checks.student_limit(measured, timeout), checks.student_stall(measured)
-
-
-def _flag(args, flag):
-    """The value of the last `flag` in `args` (the one argparse keeps), True for a flag without
-    a value (`--no-progress`), else None."""
-    values = [args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else True
-              for i, a in enumerate(args) if a == flag]
-    return values[-1] if values else None
-
-
-def _limit_basis(name, args, np):
-    """The reference run whose time sets a student run's limits: the same script, arguments and
-    ranks; or, for a Task #2 run that differs from the check's correctness run only by doing
-    fewer images per rank (02's 1-rank run: one epoch), that run, which every session measures
-    anyway: a bound from above, without one more run alone on the machine."""
-    basis = checks.MULTI_NODE_ARGS
-    if name != "train_cifar_multi_node.py" or not np:
-        return args, np
-
-    def images_per_rank(a, ranks):
-        try:
-            return int(_flag(a, "--epoch")) * int(_flag(a, "--train-size")) / ranks
-        except (TypeError, ValueError):
-            return None
-
-    def rest(a):
-        return {flag: _flag(a, flag) for flag in set(x for x in a + basis if x.startswith("--"))
-                if flag not in ("--epoch", "--train-size")}
-    ours, theirs = images_per_rank(args, np), images_per_rank(basis, 2)
-    if ours is not None and theirs is not None and ours <= theirs and rest(args) == rest(basis):
-        return list(basis), 2
-    return args, np
-
-
 def _headline(label, obs):
     """`--- label (finished, 12.3 s)`: the first line of a run's output in a notebook."""
     if obs.finished:
@@ -89,8 +41,7 @@ def _headline(label, obs):
 def run_script(script, args, label=None, timeout=600, show=12):
     """Run a course script under the grader's launcher; print its last lines; return the Observation."""
     args = [str(a) for a in args]
-    timeout, stall = _graded_limit(script, args, timeout)
-    obs = runs.run_observed(script, args, timeout=timeout, stall=stall, part=f"notebook: {label or script}")
+    obs = runs.run_observed(script, args, timeout=timeout, part=f"notebook: {label or script}")
     lines = _readable(obs.output)
     print(_headline(label or script, obs))
     print("\n".join(lines[-show:]))
@@ -117,9 +68,7 @@ def print_table(rows, headers=("run", "images/s", "ratio")):
 def run_mpi_script(script, np, args, label=None, timeout=600, show=12):
     """Run a ChainerMN script on `np` local ranks under the launcher; print rank 0's last lines."""
     args = [str(a) for a in args]
-    timeout, stall = _graded_limit(script, args, timeout, np=np)
-    obs = runs.run_observed_mpi(script, np, args, timeout=timeout, stall=stall,
-                                part=f"notebook: {label or script}")
+    obs = runs.run_observed_mpi(script, np, args, timeout=timeout, part=f"notebook: {label or script}")
     rank0 = "\n".join(line.split(": ", 1)[-1] for line in obs.output.splitlines()
                       if line.startswith("[1,0]<stdout>"))
     print(_headline(label or script, obs))
@@ -129,38 +78,10 @@ def run_mpi_script(script, np, args, label=None, timeout=600, show=12):
     return obs
 
 
-def _demo_key(np, argv):
-    """A course demo run's identity: its ranks and arguments, a file argument by its content."""
-    parts = [str(np)]
-    for a in map(str, argv):
-        path = Path(a)
-        parts.append(path.read_text(errors="replace") if path.is_file() else a)
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-
-
 def run_demo(np, argv, timeout=120):
     """Run a course demo (the course's code, no student's) on `np` local ranks; returns launch's
-    MPIResult. Under `handson autograde` (HANDSON_DEMO_MEMO, one folder per grading session) the
-    same demo run for an earlier student stands for it, and says so: its output is the same."""
-    memo = os.environ.get("HANDSON_DEMO_MEMO")
-    if not memo:
-        return launch.run_mpi(np, argv, timeout=runs.run_limit(timeout))
-    path = Path(memo) / f"demo-{_demo_key(np, argv)}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Students graded side by side reach the demo together: the first runs it, the others wait for it.
-    with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        result = runs.load_run(path, launch.MPIResult) if path.exists() else None
-        if result is not None:
-            runs.log_part(f"notebook: course demo on {np} rank(s) (the same run as an earlier student's, reused)", 0.0)
-            print(tr("(the autograder reused this demo's run from an earlier student: the same code on {np} ranks)",
-                     np=np))
-            return result
-        result = launch.run_mpi(np, argv, timeout=runs.run_limit(timeout))
-        runs.log_part(f"notebook: course demo on {np} rank(s)", result.seconds, waited=result.waited)
-        if result.ok:
-            runs.save_run(result, path)
-    return result
+    MPIResult."""
+    return launch.run_mpi(np, argv, timeout=runs.run_limit(timeout))
 
 
 def show_diff(before, after):

@@ -2,7 +2,6 @@
 with a watchdog: one process, or N local MPI ranks. The checks, the reference measurement, the
 notebooks and the benchmarks all read what these return."""
 
-import hashlib
 import json
 import os
 import stat
@@ -11,7 +10,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy
@@ -178,35 +177,9 @@ def without_out(args):
     return kept
 
 
-def _memo_path(script, np, args):
-    """Where HANDSON_RUN_MEMO (one folder per student, set by `handson autograde`) keeps a run."""
-    memo = os.environ.get("HANDSON_RUN_MEMO")
-    if not memo:
-        return None
-    key = hashlib.sha256(repr((Path(script).read_bytes(), np, without_out(args))).encode()).hexdigest()[:16]
-    return Path(memo) / f"run-{key}.json"
-
-
-def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None, reuse=False):
+def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None):
     """Run SCRIPT on `np` local ranks under the launcher (each rank observed) and a watchdog;
-    `timed`, `stall` and `part` as in run_observed.
-
-    Under `handson autograde` every run that is not timed is kept for the student's session; with
-    `reuse`, the same script with the same ranks and arguments run earlier (the notebook's own
-    cell) stands for this one instead of running it again."""
-    memo = None if timed else _memo_path(script, np, args)
-    if reuse and memo is not None and memo.exists():
-        obs = load_run(memo, MPIObservation)
-        if obs is not None:
-            _log_part(f"{part} (the same run as the notebook's, reused)", replace(obs, seconds=0.0))
-            return obs
-    obs = _run_observed_mpi(script, np, args, timeout, timed, stall, part)
-    if memo is not None:
-        save_run(obs, memo)
-    return obs
-
-
-def _run_observed_mpi(script, np, args, timeout, timed, stall, part):
+    `timed`, `stall` and `part` as in run_observed."""
     timeout = run_limit(timeout)
     with run_folder("handson-observe-") as tmp:
         outdir = Path(tmp) / "observed"

@@ -1,5 +1,5 @@
-"""Under `handson autograde`, runs that would repeat one already made are taken from it: a
-student's check reuses the notebook's identical run, and a course demo runs once per session."""
+"""What the grader keeps of runs and draws during them: kept runs read back as plain data, plot
+reports are registered but not drawn, speeds are shown only where they compare like with like."""
 
 import json
 import os
@@ -10,80 +10,10 @@ import numpy
 import pytest
 
 from handson_lib import launch
-from handson_lib.grading import checks, notebook, runs
+from handson_lib.grading import checks, runs
 from conftest import ROOT
 
 MNIST = ROOT / "solutions" / "train_mnist_multi_node.py"
-
-
-def _parts(log):
-    return [json.loads(line)["part"] for line in log.read_text().splitlines()]
-
-
-@pytest.mark.slow
-def test_a_check_reuses_the_students_identical_untimed_run(tmp_path, monkeypatch):
-    monkeypatch.setenv("HANDSON_RUN_MEMO", str(tmp_path / "memo"))
-    monkeypatch.setenv("HANDSON_PROFILE_LOG", str(tmp_path / "profile.jsonl"))
-    script = tmp_path / MNIST.name
-    script.write_text(MNIST.read_text())
-    args = list(checks.MNIST_ARGS)
-    first = runs.run_observed_mpi(script, 2, [*args, "--out", str(tmp_path / "a")], timeout=120, part="notebook")
-    assert first.finished, first.output[-2000:]
-    again = runs.run_observed_mpi(script, 2, args, timeout=120, part="check", reuse=True)
-    assert again.output == first.output and again.ranks == first.ranks
-    # The same arguments but other bytes (the student edited the script since): run again.
-    script.write_text(MNIST.read_text() + "# edited\n")
-    edited = runs.run_observed_mpi(script, 2, args, timeout=120, part="check after an edit", reuse=True)
-    assert edited.finished and edited.output != first.output
-    assert _parts(tmp_path / "profile.jsonl") == [
-        "notebook", "check (the same run as the notebook's, reused)", "check after an edit"]
-
-
-@pytest.mark.slow
-def test_a_timed_run_is_never_reused(tmp_path, monkeypatch):
-    monkeypatch.setenv("HANDSON_RUN_MEMO", str(tmp_path / "memo"))
-    obs = runs.run_observed_mpi(MNIST, 2, checks.MNIST_ARGS, timeout=120, timed=True, reuse=True)
-    assert obs.finished and not (tmp_path / "memo").exists()
-
-
-def test_a_course_demo_runs_once_per_grading_session(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("HANDSON_DEMO_MEMO", str(tmp_path / "demos"))
-    monkeypatch.setenv("HANDSON_PROFILE_LOG", str(tmp_path / "profile.jsonl"))
-    demo = tmp_path / "demo.py"
-    demo.write_text("import os\nprint('rank pid', os.getpid(), flush=True)\n")
-    first = notebook.run_demo(2, [str(demo)])
-    assert first.ok and first.output.count("rank pid") == 2
-    # Another student's copy of the same demo (another temporary path, the same code).
-    copy = tmp_path / "copy.py"
-    copy.write_text(demo.read_text())
-    assert notebook.run_demo(2, [str(copy)]).output == first.output
-    assert "reused this demo's run from an earlier student" in capsys.readouterr().out
-    demo.write_text(demo.read_text() + "print('changed', flush=True)\n")
-    changed = notebook.run_demo(2, [str(demo)])
-    assert changed.output.count("changed") == 2
-    assert notebook.run_demo(4, [str(copy)]).output.count("rank pid") == 4   # other ranks: run again
-    assert _parts(tmp_path / "profile.jsonl") == [
-        "notebook: course demo on 2 rank(s)",
-        "notebook: course demo on 2 rank(s) (the same run as an earlier student's, reused)",
-        "notebook: course demo on 2 rank(s)", "notebook: course demo on 4 rank(s)"]
-
-
-def test_without_the_autograder_a_demo_always_runs(tmp_path, monkeypatch):
-    monkeypatch.delenv("HANDSON_DEMO_MEMO", raising=False)
-    demo = tmp_path / "demo.py"
-    demo.write_text("import os\nprint('pid', os.getpid(), flush=True)\n")
-    assert notebook.run_demo(1, [str(demo)]).output != notebook.run_demo(1, [str(demo)]).output
-
-
-def test_a_smaller_task2_run_takes_its_limits_from_the_correctness_run():
-    """02's 1-rank run (one epoch) does less work per rank than the check's 2-rank run: its
-    watchdog comes from that reference, which every grading session measures anyway."""
-    basis = list(checks.MULTI_NODE_ARGS)
-    assert notebook._limit_basis("train_cifar_multi_node.py", [*basis, "--epoch", "1"], 1) == (basis, 2)
-    assert notebook._limit_basis("train_cifar_multi_node.py", basis, 2) == (basis, 2)
-    for other in ([*basis, "--epoch", "9"], [*basis, "--epoch", "1", "--batchsize", "8"]):
-        assert notebook._limit_basis("train_cifar_multi_node.py", other, 1) == (other, 1)
-    assert notebook._limit_basis("train_mnist_multi_node.py", ["--epoch", "1"], 2) == (["--epoch", "1"], 2)
 
 
 PLOTTING_SCRIPT = '''
