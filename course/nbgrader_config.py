@@ -2,8 +2,8 @@
 # `handson course assemble` (source/<assignment>/); run nbgrader's own CLI from this folder.
 import os
 
-from handson_lib.grading import nbgrader_course
-from handson_lib.grading.nbgrader_ext import HideHiddenTests, JudgedExecute
+from handson_lib.autograder import nbgrader_course
+from handson_lib.autograder.nbgrader_ext import HideHiddenTests, JudgedExecute
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern, LimitOutput,
                                     SaveAutoGrades)
@@ -32,7 +32,7 @@ c.Execute.interrupt_on_timeout = True
 c.Execute.allow_errors = True
 
 # nbgrader's autograde pipeline, but for its Execute: the grade cells and the report cells run in the
-# grader's process, not the student's kernel (handson_lib/grading/judge.py).
+# grader's process, not the student's kernel (handson_lib/autograder/judge.py).
 c.Autograde.autograde_preprocessors = [JudgedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 

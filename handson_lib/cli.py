@@ -39,7 +39,7 @@ GROUPS = {
 COMMANDS = (
     Command("doctor", "tools.doctor", "check the environment and say what each missing part disables"),
     Command("lab", "tools.lab", "start JupyterLab on the course"),
-    Command("check", "grading.checks", "run a task script under the grader and say what is still wrong"),
+    Command("check", "checking.checks", "run a task script under the grader and say what is still wrong"),
     Command("data prepare", "data", "build the cifar10_<size>px_<pct>p.pickle.gz file from the official "
             "cifar-10-python.tar.gz (run on the login node)", add="add_prepare_arguments", run="prepare_main"),
     Command("jobscript lint", "sites.jobscript", "refuse placeholders, impossible requests, missing mpiexec "
@@ -50,10 +50,10 @@ COMMANDS = (
             "gaps, NVTX; --plot draws the timeline"),
     Command("profile breakdown", "experiments.breakdown", "CPU: TimerHook table and compute / allreduce / "
             "update per iteration on local MPI ranks"),
-    Command("bench allreduce", "grading.answers", "allreduce bus bandwidth: ChainerMN path vs raw MPI "
+    Command("bench allreduce", "autograder.answers", "allreduce bus bandwidth: ChainerMN path vs raw MPI "
             "vs point-to-point", audience="instructor", add="add_allreduce_arguments", run="bench_allreduce"),
     Command("bench tuning", "experiments.tuning", "the seed's speed-up levers, each switched on in turn"),
-    Command("bench large-batch", "grading.answers", "accuracy vs total batch: fixed lr, linear "
+    Command("bench large-batch", "autograder.answers", "accuracy vs total batch: fixed lr, linear "
             "scaling, warmup", audience="instructor", add="add_large_batch_arguments", run="bench_large_batch"),
     Command("bench multi-gpu", "experiments.speedup", "Task #1: 2 workers vs 1 process",
             audience="instructor", add="add_multi_gpu_arguments", run="multi_gpu_main"),
@@ -63,22 +63,22 @@ COMMANDS = (
             audience="instructor", add="add_report_arguments", run="report_main"),
     Command("demo", "tools.demo", "run the main job on embedded defaults and print throughput",
             audience="instructor"),
-    Command("build", "grading.build", "regenerate notebooks/, exercises/ and jobscripts/ from the sources",
+    Command("build", "authoring.build", "regenerate notebooks/, exercises/ and jobscripts/ from the sources",
             audience="instructor"),
-    Command("i18n template", "grading.translations", "add the missing entries to the catalogues of "
+    Command("i18n template", "authoring.translations", "add the missing entries to the catalogues of "
             "another language (English and hash filled in)", audience="instructor", run="template_main"),
-    Command("i18n status", "grading.translations", "list what is untranslated or stale in another "
+    Command("i18n status", "authoring.translations", "list what is untranslated or stale in another "
             "language (exit 1 if anything)", audience="instructor", run="status_main"),
-    Command("release student", "grading.release", "write the student edition (notebooks, exercises, job "
+    Command("release student", "authoring.release", "write the student edition (notebooks, exercises, job "
             "scripts, the student library; no solutions) into a new folder", audience="instructor"),
     Command("cluster", "sites.cluster", "a real single-machine Slurm cluster with PBS commands (root, apt)",
             audience="instructor"),
     Command("classroom", "classroom.command", "JupyterHub with local accounts, nbgrader's exchange and "
             "the released assignments, on this machine (root)", audience="instructor"),
-    Command("course", "grading.nbgrader_course", "nbgrader course: assemble source/<assignment>/ from "
+    Command("course", "autograder.nbgrader_course", "nbgrader course: assemble source/<assignment>/ from "
             "solutions/; synthetic-class writes submissions with known scores to try the grading",
             audience="instructor", add="add_course_arguments", run="course_main"),
-    Command("autograde", "grading.nbgrader_course", "autograde every submission of an assignment, in "
+    Command("autograde", "autograder.nbgrader_course", "autograde every submission of an assignment, in "
             "parallel", audience="instructor", add="add_autograde_arguments", run="autograde_main"),
 )
 

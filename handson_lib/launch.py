@@ -295,7 +295,7 @@ class IdleWatch:
 
 class ProgressWatch:
     """Progress marks of a run (files touched on every training iteration, see
-    handson_lib.grading.observe): when the first came, the longest gap, and whether the run
+    handson_lib.harness.observe): when the first came, the longest gap, and whether the run
     has made no progress for `stall` seconds (then it is stopped early)."""
 
     def __init__(self, folder, stall=None, pattern="heartbeat*"):
@@ -327,7 +327,7 @@ class ProgressWatch:
 
 
 #: A function (cmd, cwd) -> cmd that every watched run goes through: the grader's sandbox while a
-#: report cell of `handson autograde` runs (grading.nbgrader_ext), else None.
+#: report cell of `handson autograde` runs (autograder.nbgrader_ext), else None.
 _WRAPPER = None
 
 

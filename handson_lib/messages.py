@@ -9,7 +9,7 @@ is Japanese), else English. The English template is the key of the catalogue
 (handson_lib/messages_<lang>.py: {template: translation}, the same `{fields}` in both); a template missing
 there is shown in English. An unknown HANDSON_LANG falls back to English with a one-line note.
 `handson build --check` reports templates without a translation and translations whose English
-is no longer used (handson_lib.grading.translations.message_problems).
+is no longer used (handson_lib.authoring.translations.message_problems).
 """
 
 import importlib

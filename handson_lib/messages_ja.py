@@ -25,7 +25,7 @@ MESSAGES = {
     # ---- handson_lib/runtime/mpi.py
     'uncaught {error}; aborting all {size} ranks (MPI_Abort) so that none waits forever:':
         '捕捉されない {error} が発生しました。どのランクも待ち続けないよう、全 {size} ランクを中止します（MPI_Abort）:',
-    # ---- handson_lib/grading/checks.py
+    # ---- handson_lib/checking/checks.py
     'unknown mode against={against!r}; choose one of {choices}':
         '不明なモード against={against!r} です。{choices} のいずれかを選んでください',
     "judging against the reference needs the reference solution {name} (the instructor's checkout); this installation has none: use --against self":
@@ -264,10 +264,10 @@ MESSAGES = {
         '不明な課題 {task!r} です。{choices} のいずれかを選んでください',
     '{file}: no such file':
         '{file}: ファイルがありません',
-    # ---- handson_lib/grading/observe.py
+    # ---- handson_lib/harness/observe.py
     '[rank {rank}] {error}; aborting all ranks':
         '[ランク {rank}] {error}。全ランクを中断します',
-    # ---- handson_lib/grading/runs.py
+    # ---- handson_lib/checking/runs.py
     'no record from rank 0':
         'ランク 0 の記録がありません',
     # ---- handson_lib/data/cifar.py
@@ -543,7 +543,7 @@ MESSAGES = {
         "コミュニケータ {name!r} は Chainer 7 で削除されました（シード資料は Chainer 5 を使っていました）。GPU では 'pure_nccl'、CPU では 'naive' を使ってください",
     "communicator {name!r} needs CuPy and GPUs; on CPU use 'naive'":
         "コミュニケータ {name!r} には CuPy と GPU が必要です。CPU では 'naive' を使ってください",
-    # ---- handson_lib/grading/notebook.py
+    # ---- handson_lib/checking/notebook.py
     '--- {label} (finished, {seconds:.1f} s)':
         '--- {label}（完了、{seconds:.1f} 秒）',
     '--- {label} (did NOT finish, {seconds:.1f} s)':

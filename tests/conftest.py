@@ -83,7 +83,7 @@ def _is_xdist_worker(config):
 
 def sandbox_missing():
     """Why the grading sandbox cannot start here (None: it can): root, bubblewrap, cgroups."""
-    from handson_lib.grading import sandbox
+    from handson_lib.autograder import sandbox
     return sandbox.why_not_available()
 
 
@@ -245,8 +245,8 @@ def reference_cache(session_dir):
 @pytest.fixture(scope="session")
 def measure_reference(reference_cache):
     """measure_reference(name, args, np=None): the reference solution's observed run, from the
-    session's cache (handson_lib.grading.reference)."""
-    from handson_lib.grading import reference
+    session's cache (handson_lib.autograder.reference)."""
+    from handson_lib.autograder import reference
 
     def measure(name, args, np=None, timeout=300):
         obs = reference.measure_reference(name, list(args), timeout, np=np, cache=reference_cache)
@@ -271,7 +271,7 @@ def once_per_run(session_dir, name, build):
 def skeleton_reports(session_dir):
     """The self-checks of the released skeletons (exercises/), by task: each script stops at its
     first unfinished step, so no measurement runs. Shared by the tests of the stubs and the tasks."""
-    from handson_lib.grading import checks
+    from handson_lib.checking import checks
     ex = ROOT / "exercises"
 
     def build():

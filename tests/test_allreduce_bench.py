@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from handson_lib.experiments import allreduce as ab
-from handson_lib.grading import answers
+from handson_lib.autograder import answers
 
 SEED_RESNET50_BYTES = 102_228_384   # seed 001: "RetNet50での結果は102228384[byte]"
 

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from handson_lib import launch
-from handson_lib.grading import nbgrader_course, synthetic_class
+from handson_lib.autograder import nbgrader_course, synthetic_class
 from conftest import ROOT, UNSAFE, VENV_BIN
 
 SETUP_CLASS = synthetic_class.CLASSES["setup"]

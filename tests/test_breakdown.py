@@ -13,7 +13,7 @@ import pytest
 
 from handson_lib import cli
 from handson_lib.experiments import breakdown, report
-from handson_lib.grading import answers
+from handson_lib.autograder import answers
 from handson_lib.runtime import phases
 from handson_lib import launch
 from handson_lib.runtime.models import get_model

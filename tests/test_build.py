@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from handson_lib.grading import build
+from handson_lib.authoring import build
 from conftest import ROOT
 
 

@@ -30,7 +30,7 @@ from conftest import CHROMIUM_ARGS, turn_on_the_cluster
 from handson_lib import COURSE_ROOT
 from handson_lib.classroom import accounts, hub, nbgrader_setup
 from handson_lib.classroom.layout import layout
-from handson_lib.grading import nbgrader_course, synthetic_class
+from handson_lib.autograder import nbgrader_course, synthetic_class
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -119,8 +119,8 @@ def test_a_student_cannot_read_what_is_not_theirs(classroom):
     for what, cmd in refused.items():
         result = as_student("student01", *cmd)
         assert result.returncode != 0 and "Permission denied" in result.stderr, (what, result)
-    answers = as_student("student01", "python", "-c", "import handson_lib.grading.answers")
-    assert "No module named 'handson_lib.grading.answers'" in answers.stderr, answers
+    answers = as_student("student01", "python", "-c", "import handson_lib.autograder.answers")
+    assert "No module named 'handson_lib.autograder.answers'" in answers.stderr, answers
     assert "BEGIN HIDDEN TESTS" in (lay.course / "source" / "task2" / "02_multi_node.ipynb").read_text()
     released = (lay.exchange / COURSE_ID / "outbound" / "task2" / "02_multi_node.ipynb").read_text()
     assert "BEGIN HIDDEN TESTS" not in released and "BEGIN SOLUTION" not in released

@@ -1,4 +1,4 @@
-"""What the grader measures itself of a run (handson_lib.grading.evidence): the trained model rebuilt
+"""What the grader measures itself of a run (handson_lib.checking.evidence): the trained model rebuilt
 from the course's classes and evaluated on images the run never trained on; whatever a run left
 behind is read as untrusted data."""
 
@@ -7,7 +7,7 @@ import os
 import numpy
 import pytest
 
-from handson_lib.grading import evidence
+from handson_lib.checking import evidence
 from handson_lib.runtime import models
 
 DATASET = {"name": "synthetic", "n_train": 256, "n_test": 64, "n_class": 10, "shape": [3, 32, 32], "seed": 0,

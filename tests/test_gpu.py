@@ -2,7 +2,7 @@
 
 import pytest
 
-from handson_lib.grading import checks, runs
+from handson_lib.checking import checks, runs
 from handson_lib.runtime import devices
 from conftest import ROOT
 

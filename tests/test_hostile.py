@@ -25,7 +25,8 @@ import psutil
 import pytest
 
 from handson_lib import launch
-from handson_lib.grading import checks, runs, sandbox
+from handson_lib.checking import checks, runs
+from handson_lib.autograder import sandbox
 from conftest import sandbox_missing
 from test_kept_runs import _kept_runs
 
@@ -122,7 +123,8 @@ tried = {"gradebook": os.path.join(course, "gradebook.db"),
          "source": os.path.join(course, "source", "setup", "00_setup.ipynb"),
          "another_student": os.path.join(course, "submitted", "correct", "setup", "00_setup.ipynb"),
          "solution_notebook": os.path.join(str(COURSE_ROOT), "solutions", "00_setup.ipynb"),
-         "answer_helpers": os.path.join(str(COURSE_ROOT), "handson_lib", "grading", "answers.py"),
+         "answer_helpers": os.path.join(str(COURSE_ROOT), "handson_lib", "autograder", "answers.py"),
+         "judge": os.path.join(str(COURSE_ROOT), "handson_lib", "autograder", "judge.py"),
          "checkout": os.path.join(str(COURSE_ROOT), ".git", "config"),
          "instructor_home": os.path.join(os.path.expanduser("~root"), ".bashrc"),
          "shadow": "/etc/shadow"}
@@ -228,7 +230,7 @@ def _hostile_outputs(course_dir, student):
 def hostile_class(tmp_path_factory):
     """A setup class of hostile submissions beside a correct one, graded in the sandbox."""
     from handson_lib import COURSE_ROOT
-    from handson_lib.grading import nbgrader_course, synthetic_class
+    from handson_lib.autograder import nbgrader_course, synthetic_class
     if sandbox_missing():
         pytest.fail(f"the grading sandbox cannot start here: {sandbox_missing()}", pytrace=False)
     course_dir = tmp_path_factory.mktemp("hostile-course")
@@ -304,7 +306,7 @@ def test_memory_processes_and_disk_are_limited_per_submission(hostile_class):
 
 @pytest.mark.system
 def test_nothing_of_a_submission_runs_after_grading(hostile_class):
-    from handson_lib.grading import nbgrader_course, synthetic_class
+    from handson_lib.autograder import nbgrader_course, synthetic_class
     _, _, _, printed = hostile_class
     session = next(line.split("(session ")[1].split(")")[0] for line in printed if line.startswith("Autograding"))
     # This session's only: other tests may be grading beside it, as the grading account too.
@@ -320,7 +322,7 @@ def test_nothing_of_a_submission_runs_after_grading(hostile_class):
 
 
 def test_without_the_sandbox_grading_is_refused_unless_unsafe(tmp_path, monkeypatch):
-    from handson_lib.grading import nbgrader_course
+    from handson_lib.autograder import nbgrader_course
     monkeypatch.setattr(sandbox, "why_not_available", lambda: "bubblewrap is not installed (apt-get install bubblewrap)")
     (tmp_path / "submitted" / "someone" / "setup").mkdir(parents=True)
     with pytest.raises(SystemExit, match="the grading sandbox cannot start here: bubblewrap is not installed.*"
@@ -336,7 +338,7 @@ def test_malformed_submissions_get_a_clear_row_and_the_others_their_scores(tmp_p
     non-ASCII letters beside the notebook, a symbolic link to the instructor's notebook, a FIFO:
     each its own row, none stops the class, the correct student keeps 3 points."""
     from handson_lib import COURSE_ROOT
-    from handson_lib.grading import nbgrader_course, synthetic_class
+    from handson_lib.autograder import nbgrader_course, synthetic_class
     from conftest import UNSAFE
     shutil.copy(COURSE_ROOT / "course" / "nbgrader_config.py", tmp_path)
     nbgrader_course.assemble(tmp_path, assignments=["setup"])

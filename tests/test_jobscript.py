@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from handson_lib.grading import checks
+from handson_lib.checking import checks
 from handson_lib.sites import cluster, generate, jobscript, table
 from handson_lib.sites.jobscript import lint
 

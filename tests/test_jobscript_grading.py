@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from handson_lib.grading import checks
+from handson_lib.checking import checks
 from conftest import ROOT
 
 
@@ -74,7 +74,7 @@ def test_the_notebooks_grade_the_job_script(notebook, task, grade_id):
 
 def test_task1_points_text_matches_the_grade_cells_and_the_site_bands():
     import re
-    from handson_lib.grading.checks import site_thresholds
+    from handson_lib.checking.checks import site_thresholds
     cells = json.loads((ROOT / "solutions" / "01_multi_gpu.ipynb").read_text())["cells"]
     text = next("".join(c["source"]) for c in cells if c["id"] == "task1-points")
     points = {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]

@@ -1,4 +1,4 @@
-"""The grader's judge (handson_lib.grading.judge): grade cells run in the grader's process, with the
+"""The grader's judge (handson_lib.autograder.judge): grade cells run in the grader's process, with the
 student's answers fetched from the kernel as data. A stand-in kernel here: a namespace of its own
 in which the requests are executed, as the sandboxed kernel would."""
 
@@ -10,7 +10,7 @@ import json
 import numpy
 import pytest
 
-from handson_lib.grading import judge, nbgrader_ext
+from handson_lib.autograder import judge, nbgrader_ext
 
 
 class StandInKernel:
@@ -103,7 +103,7 @@ def test_a_name_stands_only_for_a_module_the_course_imports():
     assert errors(outputs) == ["KernelAnswerError: fake: a module the grader does not import (student_helpers)"]
     outputs, _ = run("import types\nrunner = types.ModuleType('unittest.__main__')\n", "runner")
     assert errors(outputs) == ["KernelAnswerError: runner: a module the grader does not import (unittest.__main__)"]
-    assert {"sqlite3", "numpy", "handson_lib.grading.checks", "handson_lib.profiling"} <= judge.course_modules()
+    assert {"sqlite3", "numpy", "handson_lib.checking.checks", "handson_lib.profiling"} <= judge.course_modules()
     assert not {"antigravity", "unittest.__main__", "webbrowser"} & judge.course_modules()
 
 

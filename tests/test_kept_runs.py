@@ -10,7 +10,7 @@ import numpy
 import pytest
 
 from handson_lib import launch
-from handson_lib.grading import checks, runs
+from handson_lib.checking import checks, runs
 from conftest import ROOT
 
 MNIST = ROOT / "solutions" / "train_mnist_multi_node.py"
@@ -44,7 +44,7 @@ def test_the_autograder_registers_plot_reports_but_draws_none(tmp_path, draw):
     env = {k: v for k, v in os.environ.items() if k != "HANDSON_PLOT_REPORTS"}
     if not draw:
         env["HANDSON_PLOT_REPORTS"] = "0"
-    res = subprocess.run([sys.executable, "-m", "handson_lib.grading.observe", str(tmp_path / "observed"),
+    res = subprocess.run([sys.executable, "-m", "handson_lib.harness.observe", str(tmp_path / "observed"),
                           str(script), "--out", str(tmp_path / "result")], env={**env, "MPLBACKEND": "Agg"},
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr

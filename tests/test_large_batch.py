@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from handson_lib.experiments import large_batch as lb
-from handson_lib.grading import answers
+from handson_lib.autograder import answers
 from conftest import gpu_available
 
 # Hand-computed: base lr 0.1 tuned for batch 32, run at batch 256 (k = 8): peak 0.8;

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from handson_lib import data, launch
-from handson_lib.grading import checks, translations
+from handson_lib.checking import checks
+from handson_lib.authoring import translations
 from handson_lib import messages
 from handson_lib.messages_ja import MESSAGES
 from handson_lib.runtime import training

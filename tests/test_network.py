@@ -5,7 +5,6 @@ it: `cluster_turn`). The module brings up 2 nodes on a 1 Gbit/s link and takes t
 end, checking that the host's namespaces, links and qdiscs are as before.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 from nbclient import NotebookClient
 
 from handson_lib.experiments import allreduce, breakdown
-from handson_lib.grading import answers
+from handson_lib.autograder import answers
 from handson_lib.sites import cluster, jobs, network
 from handson_lib.sites.table import LINKS, get_link
 

@@ -14,7 +14,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from handson_lib.grading import build, nbgrader_course
+from handson_lib.authoring import build
+from handson_lib.autograder import nbgrader_course
 from conftest import ROOT
 
 SOURCES = sorted(source for source, kind in build.plan(ROOT).values() if kind == "notebook")
@@ -84,7 +85,7 @@ def test_japanese_code_is_the_english_code_but_for_its_words(source, folder):
     """The Japanese notebook runs what the English one runs: translation changes comments and the
     words of strings, never the code nor a string's placeholders. (The English notebook is run;
     the Japanese messages of the library are tested in tests/test_messages.py.)"""
-    from handson_lib.grading import translations
+    from handson_lib.authoring import translations
     if folder == "notebooks":
         english = nbformat.read(str(ROOT / "notebooks" / source.name), as_version=4)
         japanese = nbformat.read(str(ROOT / "notebooks" / "ja" / source.name), as_version=4)

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT
 from handson_lib import profiling
-from handson_lib.grading import checks
+from handson_lib.checking import checks
 
 
 def _graded_cells(folder):

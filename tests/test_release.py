@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from handson_lib import cli
-from handson_lib.grading import build, release
+from handson_lib.authoring import build, release
 from handson_lib.sites import generate, jobscript
 from conftest import ROOT
 
@@ -171,8 +171,9 @@ def test_the_edition_has_no_instructor_command(released):
         if command.audience == "instructor" and group and group[0] in student:
             sub = _edition_cli(edition, *group, "--help")
             assert not re.search(rf"^    {last}\b", sub, re.M), f"`handson {command.words}` ships"
-    for name in release.INSTRUCTOR_ONLY:
+    for name in set().union(*(release._expand(n) for n in release.INSTRUCTOR_ONLY)):
         assert release._module_file(name, edition) is None, f"{name} ships"
+    assert not (edition / "handson_lib" / "autograder").exists() and not (edition / "handson_lib" / "authoring").exists()
 
 
 @pytest.mark.slow
@@ -180,7 +181,7 @@ def test_the_edition_holds_no_solution_no_hidden_test_no_answer_helper(released)
     edition = released
     assert not [p for p in edition.rglob("solutions") if ".venv" not in p.parts]
     secrets = build.secret_lines(ROOT)
-    answers = [n.name for n in ast.parse((ROOT / "handson_lib/grading/answers.py").read_text()).body
+    answers = [n.name for n in ast.parse((ROOT / "handson_lib/autograder/answers.py").read_text()).body
                if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")]
     assert answers, "no public answer helper found to look for"
     leaks = []
@@ -196,7 +197,7 @@ def test_the_edition_holds_no_solution_no_hidden_test_no_answer_helper(released)
         leaks += [f"{rel}: solution line {line.strip()!r}" for piece in pieces for line in piece.splitlines()
                   if build._significant(line) in secrets]
         leaks += [f"{rel}: imports the answers" for _ in re.finditer(
-            r"^\s*(from handson_lib\.grading import [^\n]*\banswers\b|(from|import) handson_lib\.grading\.answers\b)",
+            r"^\s*(from handson_lib\.autograder import [^\n]*\banswers\b|(from|import) handson_lib\.autograder\.answers\b)",
             text, re.M)]
         if rel.parts[0] == "handson_lib":
             leaks += [f"{rel}: defines answer helper {name}" for name in answers
@@ -229,8 +230,8 @@ def test_every_site_ships_its_job_scripts_with_the_task_requests_left_to_write(s
 def test_release_refuses_a_shipped_file_importing_an_unshipped_module(tmp_path):
     shipped, _ = release.shipped_modules()
     script = tmp_path / "exercise.py"
-    script.write_text("import os\nfrom handson_lib.grading import answers\n")
-    with pytest.raises(release.ReleaseError, match=r"exercise.py:2: imports handson_lib.grading.answers, "
+    script.write_text("import os\nfrom handson_lib.autograder import answers\n")
+    with pytest.raises(release.ReleaseError, match=r"exercise.py:2: imports handson_lib.autograder.answers, "
                                                    r"which is not shipped"):
         release.verify_imports([script], shipped, shown_root=tmp_path)
-    assert "handson_lib.grading.checks" in shipped and "handson_lib.grading.reference" not in shipped
+    assert "handson_lib.checking.checks" in shipped and "handson_lib.autograder.reference" not in shipped

@@ -14,7 +14,8 @@ import pytest
 from chainer import training
 
 from handson_lib import data
-from handson_lib.grading import checks, synthetic_class
+from handson_lib.checking import checks
+from handson_lib.autograder import synthetic_class
 from handson_lib.runtime import models, multigpu
 from conftest import ROOT, failed_checks, mutant
 
@@ -210,7 +211,7 @@ def test_self_and_reference_bands_differ():
 
 
 def test_reference_mode_without_the_solutions_is_refused_clearly(monkeypatch, tmp_path):
-    from handson_lib.grading import reference
+    from handson_lib.autograder import reference
     monkeypatch.setattr(reference, "SOLUTIONS", tmp_path)
     assert checks.default_against() == "self"
     with pytest.raises(ValueError, match="use --against self"):

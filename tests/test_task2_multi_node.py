@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from handson_lib.grading import checks, synthetic_class
+from handson_lib.checking import checks
+from handson_lib.autograder import synthetic_class
 from conftest import ROOT, failed_checks, mutant
 
 SOLUTION = ROOT / "solutions" / "train_cifar_multi_node.py"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from handson_lib.grading import answers, build, teaching_figures
+from handson_lib.autograder import answers
+from handson_lib.authoring import build, teaching_figures
 from conftest import ROOT
 
 IMAGE_RE = re.compile(r"!\[[^\]]*\]\((figures/[^)\s]+\.svg)\)")
@@ -125,12 +126,12 @@ def test_warmup_curve_is_the_instructors_rule():
 
 
 def test_figure_module_does_not_ship_or_import_answers():
-    source = (ROOT / "handson_lib" / "grading" / "teaching_figures.py").read_text()
+    source = (ROOT / "handson_lib" / "authoring" / "teaching_figures.py").read_text()
     imports = re.findall(r"^\s*(?:from|import) .*$", source, re.M)
     assert imports and not any("answers" in line for line in imports), imports
-    from handson_lib.grading import release
+    from handson_lib.authoring import release
     shipped, _ = release.shipped_modules()
-    assert "handson_lib.grading.teaching_figures" not in shipped
+    assert "handson_lib.authoring.teaching_figures" not in shipped
 
 
 def test_compute_vs_allreduce_uses_the_seeds_numbers():

@@ -138,7 +138,7 @@ WAITER = textwrap.dedent("""
 def test_graded_ranks_yield_the_core_while_they_wait(tmp_path):
     """A rank blocked in MPI under the grader's settings leaves the core to others (Open MPI
     would otherwise poll at 100 %: a deadlocked student slows everyone graded beside it)."""
-    from handson_lib.grading import runs
+    from handson_lib.checking import runs
     script = tmp_path / "waiter.py"
     script.write_text(WAITER)
 

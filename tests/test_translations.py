@@ -11,7 +11,8 @@ import nbformat
 
 from conftest import ROOT
 from handson_lib import plotting
-from handson_lib.grading import build, nbgrader_course, release, translations
+from handson_lib.authoring import build, release, translations
+from handson_lib.autograder import nbgrader_course
 
 JA = "ja"
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT
 
 from handson_lib.experiments import tuning
-from handson_lib.grading import answers
+from handson_lib.autograder import answers
 
 TINY = {"iterations": 2, "warmup": 1, "batchsize": 8, "width": 4, "source_size": 40}
 

@@ -1,6 +1,6 @@
 """Task #1 submissions that attack the verdict rather than do the work (synthetic_class.CLASSES
-["task1"]): the grader runs the report and grade cells itself (grading/judge.py) and weighs the
-run's records against its own evaluation of the trained model (grading/evidence.py). Apart from
+["task1"]): the grader runs the report and grade cells itself (autograder/judge.py) and weighs the
+run's records against its own evaluation of the trained model (checking/evidence.py). Apart from
 test_autograde.py so that the parallel pass spreads the two classes over its workers."""
 
 import pytest

@@ -10,7 +10,7 @@ import psutil
 from handson_lib import COURSE_ROOT
 from handson_lib.classroom import accounts, environments, hub, nbgrader_setup
 from handson_lib.classroom.layout import ClassroomError, layout, load_settings, save_settings
-from handson_lib.grading import nbgrader_course
+from handson_lib.autograder import nbgrader_course
 from handson_lib.launch import terminate_all
 from handson_lib.sites import cluster
 

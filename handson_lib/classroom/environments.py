@@ -23,7 +23,7 @@ from pathlib import Path
 from handson_lib import COURSE_ROOT
 from handson_lib.classroom import accounts
 from handson_lib.classroom.layout import ClassroomError, Layout
-from handson_lib.grading import release
+from handson_lib.authoring import release
 
 SYSTEM_PYTHON = "/usr/bin/python3.11"
 PROXY_PACKAGE = "configurable-http-proxy@^5"
@@ -92,7 +92,7 @@ def write_nbgrader_config(venv, lay: Layout, course_id, instructor=False):
         f"c.Exchange.root = {str(lay.exchange)!r}\n"
         f"c.CourseDirectory.course_id = {course_id!r}\n"
         "# Submissions readable by their student and the instructor's group only.\n"
-        "c.ExchangeFactory.submit = 'handson_lib.grading.exchange.PrivateSubmit'\n"
+        "c.ExchangeFactory.submit = 'handson_lib.exchange.PrivateSubmit'\n"
         + (f"load_subconfig({str(lay.course / 'nbgrader_config.py')!r})  # noqa: F821\n"
            if instructor else ""))
 

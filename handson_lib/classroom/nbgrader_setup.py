@@ -14,7 +14,7 @@ import subprocess
 from handson_lib import COURSE_ROOT
 from handson_lib.classroom import accounts
 from handson_lib.classroom.layout import ClassroomError, Layout
-from handson_lib.grading import nbgrader_course
+from handson_lib.autograder import nbgrader_course
 
 
 def user_env(name, venv, extra=None):

@@ -27,7 +27,7 @@ def _upsample(low, out):
 
 
 #: The first stream of a seed's images that no training script draws: the grader's held-out
-#: images come from one above it, drawn at random (grading/evidence.py); the same classes as the
+#: images come from one above it, drawn at random (checking/evidence.py); the same classes as the
 #: seed's train (1) and test (2) images.
 HELD_OUT_STREAM = 3
 

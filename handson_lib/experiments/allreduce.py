@@ -18,7 +18,7 @@ one rank sends divided by the time, so that it can be set beside the point-to-po
 bytes one rank sends (seed 001's 2L(p-1)/p) are the caller's `traffic_rule(nbytes, p)`: notebook 04
 asks the student for that rule, so this module has none of its own; the ranks measure times and
 algbw, and `add_bus_bandwidth` turns them into busbw with the rule it is given (the instructor's
-`handson bench allreduce` passes handson_lib.grading.answers'). GB/s means 1e9 bytes/s; Gibit/s (the seed's "Gibps")
+`handson bench allreduce` passes handson_lib.autograder.answers'). GB/s means 1e9 bytes/s; Gibit/s (the seed's "Gibps")
 means 2**30 bits/s. Warm-up iterations are excluded; each timed iteration starts after a barrier
 and its time is the slowest rank's; the paths take turns, one iteration each per round. Every
 iteration (warm-up too) is checked against the known sum or mean of rank-dependent values, and

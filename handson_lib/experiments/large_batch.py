@@ -10,7 +10,7 @@ The learning-rate rules are the student's to write (notebook 06): the linear sca
 ``scaling_rule(base_lr, base_batch, batch)`` and a warmup extension made by
 ``lr_schedule_factory(base_lr=, base_batch=, batch=, warmup_iterations=)``. :func:`run`,
 :func:`lr_trace` and :func:`imagenet_table` take them as parameters; this module has no rule of
-its own (the instructor's are in handson_lib.grading.answers, which the student edition does not
+its own (the instructor's are in handson_lib.autograder.answers, which the student edition does not
 ship).
 """
 

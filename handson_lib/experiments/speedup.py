@@ -15,7 +15,8 @@ from pathlib import Path
 
 from handson_lib import COURSE_ROOT, launch
 from handson_lib.experiments import stats
-from handson_lib.grading import observe, runs
+from handson_lib.harness import observe
+from handson_lib.checking import runs
 from handson_lib.sites import jobs
 from handson_lib.plotting import pyplot
 
@@ -129,7 +130,7 @@ def _finish(benchmark, rates, meta, out, filename, label, print_fn, breakdown=No
 
 @contextlib.contextmanager
 def _phases_observed():
-    """Every observed run records its phases (grading.observe.PHASES_ENV)."""
+    """Every observed run records its phases (harness.observe.PHASES_ENV)."""
     previous = os.environ.get(observe.PHASES_ENV)
     os.environ[observe.PHASES_ENV] = "1"
     try:

@@ -97,7 +97,7 @@ class MLP(chainer.Chain):
 
 
 #: The course's model classes by name: the grader rebuilds a trained one from the arguments it was
-#: made with and evaluates it itself (grading/evidence.py).
+#: made with and evaluates it itself (checking/evidence.py).
 CLASSES = {"SmallCNN": SmallCNN, "ResNet18": ResNet18, "MLP": MLP}
 
 MODELS = {

@@ -107,7 +107,7 @@ def _limit_threads(n):
 
 
 class _Observer:
-    """Hands the grader what each worker did (set by handson_lib.grading.checks when it runs a script)."""
+    """Hands the grader what each worker did (set by handson_lib.checking.checks when it runs a script)."""
 
     def __init__(self):
         self.directory = os.environ.get("HANDSON_OBSERVE_DIR")

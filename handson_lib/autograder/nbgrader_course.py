@@ -9,7 +9,7 @@
 An assignment's source holds the instructor notebook (with its markers, for nbgrader) and the
 *student skeletons* of its scripts: nbgrader copies non-notebook files unchanged into the
 release, so it must never see the solution scripts. The grade cells run the student's scripts
-through handson_lib.grading.checks, which measures the reference solution from solutions/ itself.
+through handson_lib.checking.checks, which measures the reference solution from solutions/ itself.
 """
 
 import contextlib
@@ -28,7 +28,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, launch, messages
-from handson_lib.grading import checks, evidence, judge, sandbox, synthetic_class, translations
+from handson_lib.checking import checks, evidence
+from handson_lib.autograder import judge, sandbox, synthetic_class
+from handson_lib.authoring import translations
 from handson_lib.plotting import pyplot
 
 COURSE_DIR = COURSE_ROOT / "course"
@@ -204,7 +206,7 @@ def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, 
     # The report cells' checks, run by the grader (nbgrader_ext.JudgedExecute), keep their runs apart.
     env[judge.JUDGE_ENV] = json.dumps({"runs": str(runs), "memo": str(memo), "own": str(own),
                                               "settings": str(Path(session) / "sandbox.json") if box else None})
-    # Every observed run of this student appends its part (grading.runs): the kernel's here, the
+    # Every observed run of this student appends its part (checking.runs): the kernel's here, the
     # report cells' in the grader's own folder (memo).
     log = own / "profile.jsonl"
     env["HANDSON_PROFILE_LOG"] = str(log)
@@ -457,7 +459,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     stops every run of the session and keeps what was graded (`--resume` goes on from there).
 
     Every submission's kernel, and all it starts, runs in the grading sandbox
-    (handson_lib.grading.sandbox); where the sandbox cannot start, grading is refused unless
+    (handson_lib.autograder.sandbox); where the sandbox cannot start, grading is refused unless
     `unsafe` (the submissions then run as this user, with this user's rights)."""
     if not unsafe:
         why = sandbox.why_not_available()
@@ -575,7 +577,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
 def _measure_references(assignment, cache, print_fn):
     """The assignment's reference runs (PRE_MEASURED), measured before any student, outside the
     sandbox; the students' sandboxes read them."""
-    from handson_lib.grading import reference  # instructor-only: the autograder has it
+    from handson_lib.autograder import reference  # instructor-only: the autograder has it
     for name, args, np in PRE_MEASURED.get(assignment, []):
         print_fn(f"  the reference {name} on {np or 1} {'rank(s)' if np else 'process'} ...")
         reference.measure_reference(name, list(args), RUN_TIMEOUT, np=np, cache=cache)

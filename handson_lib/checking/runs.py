@@ -1,4 +1,4 @@
-"""Runs of a training script under the instrumenting launcher (handson_lib.grading.observe), each
+"""Runs of a training script under the instrumenting launcher (handson_lib.harness.observe), each
 with a watchdog: one process, or N local MPI ranks. The checks, the reference measurement, the
 notebooks and the benchmarks all read what these return."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy
 
 from handson_lib import launch
-from handson_lib.grading import evidence
+from handson_lib.checking import evidence
 from handson_lib.messages import tr
 
 
@@ -63,7 +63,7 @@ class Observation:
     seconds: float
     limit: float = None
     progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, stall, waited
-    evidence: dict = None   # what the grader measured itself (grading.evidence.measure)
+    evidence: dict = None   # what the grader measured itself (checking.evidence.measure)
 
     @property
     def finished(self):
@@ -117,7 +117,7 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
         full_env = dict(os.environ if env is None else env)
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         full_env.setdefault("MPLBACKEND", "Agg")
-        cmd = [sys.executable, "-m", "handson_lib.grading.observe", str(outdir), str(Path(script).resolve()),
+        cmd = [sys.executable, "-m", "handson_lib.harness.observe", str(outdir), str(Path(script).resolve()),
                *args, "--out", str(workdir / "result")]
         watch = launch.ProgressWatch(outdir, stall)
         res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir), timed=timed, progress=watch)
@@ -146,7 +146,7 @@ class MPIObservation:
     seconds: float
     limit: float = None
     progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, stall, waited
-    evidence: dict = None   # what the grader measured itself of rank 0's model (grading.evidence.measure)
+    evidence: dict = None   # what the grader measured itself of rank 0's model (checking.evidence.measure)
 
     @property
     def finished(self):
@@ -187,7 +187,7 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
         workdir.mkdir()
         if launch.wrapped():   # the run, as the grading account, writes its --out there
             os.chmod(workdir, 0o777)
-        argv = ["-m", "handson_lib.grading.observe", str(outdir), str(Path(script).resolve()), *args,
+        argv = ["-m", "handson_lib.harness.observe", str(outdir), str(Path(script).resolve()), *args,
                 "--out", str(workdir / "result")]
         watch = launch.ProgressWatch(outdir, stall)
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
@@ -209,7 +209,7 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
 
 @dataclass
 class PairedObservation:
-    """One paired launch (handson_lib.grading.paired): the seconds of each training step of the
+    """One paired launch (handson_lib.harness.paired): the seconds of each training step of the
     reference and of the student, taken in turn on `np` ranks."""
     np: int
     returncode: int
@@ -255,7 +255,7 @@ def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=Non
     timeout = run_limit(timeout)
     with run_folder("handson-paired-") as tmp:
         outdir = Path(tmp) / "paired"
-        argv = ["-m", "handson_lib.grading.paired", str(outdir), str(steps), str(Path(reference).resolve()),
+        argv = ["-m", "handson_lib.harness.paired", str(outdir), str(steps), str(Path(reference).resolve()),
                 str(Path(script).resolve()), *args]
         watch = launch.ProgressWatch(outdir, stall)
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=tmp, extra_args=["--output", "tag"],

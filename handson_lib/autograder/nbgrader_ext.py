@@ -2,7 +2,7 @@
 
 `JudgedExecute` replaces nbgrader's Execute in `nbgrader autograde`: the notebook's cells run in
 the student's kernel (the grading sandbox), but the grade cells and the report cells, restored
-from the source by nbgrader, run in the grader's own process (grading.judge): the kernel is asked
+from the source by nbgrader, run in the grader's own process (autograder.judge): the kernel is asked
 for answers as data, and the checks start the submission's scripts in the sandbox themselves.
 A cell tagged `not-run-when-grading` (it only shows runs) is not run (judge.not_run_when_grading).
 
@@ -24,7 +24,7 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocess
 from nbgrader.utils import is_grade
 
 from handson_lib import launch
-from handson_lib.grading import judge
+from handson_lib.autograder import judge
 from handson_lib.messages import tr
 
 class HideHiddenTests(NbGraderPreprocessor):
@@ -107,5 +107,5 @@ def _judged_runs(report):
 
 
 def judge_sandbox_command(spec, cmd, cwd):
-    return [sys.executable, "-m", "handson_lib.grading.sandbox", "run", spec["settings"], spec["own"], spec["runs"],
+    return [sys.executable, "-m", "handson_lib.autograder.sandbox", "run", spec["settings"], spec["own"], spec["runs"],
             os.environ["HANDSON_GRADING"], str(cwd or Path.cwd()), "--", *cmd]

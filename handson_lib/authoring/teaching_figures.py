@@ -493,9 +493,9 @@ def stale(root):
         if not path.exists():
             found.append((rel, "missing: run `handson build`"))
         elif path.read_bytes() != data:
-            found.append((rel, "differs from its drawing in handson_lib/grading/teaching_figures.py: "
+            found.append((rel, "differs from its drawing in handson_lib/authoring/teaching_figures.py: "
                                "run `handson build` (edit the function, never the SVG)"))
     for rel in _extra(root, files):
-        found.append((rel, "drawn by no function of handson_lib/grading/teaching_figures.py: run "
+        found.append((rel, "drawn by no function of handson_lib/authoring/teaching_figures.py: run "
                            "`handson build` (it removes it)"))
     return found

@@ -14,7 +14,7 @@ starts: mpiexec, the ranks, the stand-in's workers) runs in bubblewrap (Debian's
   - all of it ending with the kernel: a pid namespace, whose processes die with its first.
 
 Trusted side only: `handson autograde` prepares a session (`prepare`) and nbgrader starts each
-kernel through this module's launcher (`python -m handson_lib.grading.sandbox kernel SETTINGS
+kernel through this module's launcher (`python -m handson_lib.autograder.sandbox kernel SETTINGS
 CONNECTION_FILE`, the kernelspec `handson-sandbox`), which runs as root outside the sandbox, before
 bwrap. The kernel talks to nbgrader over Unix sockets in a folder of the student's own (ZeroMQ's
 ipc transport), since the sandbox has no network to reach nbgrader's.
@@ -43,9 +43,10 @@ CGROUPS = Path("/sys/fs/cgroup")
 ALL_SANDBOXES_PROCESSES = 4096
 #: What the sandbox sees of the system (read-only; links where the system has links: merged /usr).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc")
-#: Files of the library a submission never reads: the hidden tests' answer helpers (the grader
-#: runs the grade cells in its own process, grading/judge.py).
-HIDDEN = (COURSE_ROOT / "handson_lib" / "grading" / "answers.py",)
+#: Folders of the library a submission never reads: the autograder (the hidden tests' answer
+#: helpers, the judge, the synthetic classes' planted mistakes: the grader runs the grade cells in
+#: its own process) and the authoring tools. Nothing that runs inside imports them (tests/test_layout.py).
+HIDDEN = (COURSE_ROOT / "handson_lib" / "autograder", COURSE_ROOT / "handson_lib" / "authoring")
 #: Variables that cross into the sandbox (the grader's settings, locale, threads); the rest of the
 #: grader's environment (tokens, its HOME) stays out.
 KEPT_VARIABLES = ("PATH", "LANG", "LANGUAGE", "TERM", "MPLBACKEND", "PYTHONUNBUFFERED", "PYTHONHASHSEED",
@@ -132,7 +133,7 @@ def prepare(session, readable=(), limits=None):
     spec = session / "jupyter" / "kernels" / KERNEL_NAME
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "handson_lib.grading.sandbox", "kernel", str(path), "{connection_file}"],
+        "argv": [sys.executable, "-m", "handson_lib.autograder.sandbox", "kernel", str(path), "{connection_file}"],
         "display_name": "Python 3 (grading sandbox)", "language": "python",
         # A signal to the process nbgrader started (bwrap) would not reach the kernel inside: the
         # kernel interrupts itself on a message (a cell past its time limit).
@@ -227,9 +228,9 @@ def command(settings, argv, folder, own, fds, cwd=None):
     for path in sorted(set(settings.readable)):
         if os.path.exists(path):
             args += _parents(path) + ["--ro-bind", path, path]
-    for path in HIDDEN:   # inside a folder it sees: the null device over it (unreadable there)
-        if any(str(path).startswith(str(p).rstrip("/") + "/") for p in settings.readable) and path.exists():
-            args += ["--ro-bind", "/dev/null", str(path)]
+    for path in HIDDEN:   # inside a folder it sees: an empty read-only folder over it
+        if any(str(path).startswith(str(p).rstrip("/") + "/") for p in settings.readable) and path.is_dir():
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
     args += _parents(own) + ["--bind", str(own), str(own)]
     folder = Path(folder)
     args += _parents(folder) + ["--size", str(limits["folder_bytes"]), "--perms", "0777", "--tmpfs", str(folder)]
@@ -324,5 +325,5 @@ if __name__ == "__main__":
     elif len(sys.argv) > 8 and sys.argv[1] == "run" and sys.argv[7] == "--":
         run_main(*sys.argv[2:7], sys.argv[8:])
     else:
-        sys.exit("usage: python -m handson_lib.grading.sandbox kernel SETTINGS CONNECTION_FILE\n"
-                 "       python -m handson_lib.grading.sandbox run SETTINGS OWN RUNS FOLDER CWD -- COMMAND...")
+        sys.exit("usage: python -m handson_lib.autograder.sandbox kernel SETTINGS CONNECTION_FILE\n"
+                 "       python -m handson_lib.autograder.sandbox run SETTINGS OWN RUNS FOLDER CWD -- COMMAND...")

@@ -1,11 +1,11 @@
 """Grading core shared by `handson check`, the notebooks' hidden tests and the autograder.
 
-A student's script is run under the instrumenting launcher (handson_lib.grading.observe) with a
+A student's script is run under the instrumenting launcher (handson_lib.harness.observe) with a
 watchdog; each check reads what the launcher observed, never the script's own printout.
 
 Throughput is judged in one of two modes (`against`):
   - "reference": a ratio to the reference solution measured in the same session (the instructor's
-    checkout and the autograder; handson_lib.grading.reference, which the student edition lacks);
+    checkout and the autograder; handson_lib.autograder.reference, which the student edition lacks);
   - "self": the speed-up of the student's N-device run over their own one-device run, against the
     site's `speedup_bands` (the student edition, which has no reference solution).
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy
 
 from handson_lib import COURSE_ROOT, launch
-from handson_lib.grading import evidence
-from handson_lib.grading.runs import run_observed, run_observed_mpi, run_paired_mpi
+from handson_lib.checking import evidence
+from handson_lib.checking.runs import run_observed, run_observed_mpi, run_paired_mpi
 from handson_lib.messages import tr
 from handson_lib.sites import jobscript
 from handson_lib.sites.table import DEFAULT_SITE, SITES, get_site, ranks_per_node, site_key
@@ -43,7 +43,7 @@ MULTI_GPU_ARGS = ["--epoch", "3", "--train-size", "2000", "--test-size", "500", 
 #: (4 epochs: 0.63-0.70 over 10 runs on 2 ranks; after 3 the accuracy still swings, 0.18-0.68).
 MULTI_NODE_ARGS = ["--epoch", "4", "--train-size", "1280", "--test-size", "256", "--batchsize", "32",
                    "--no-progress"]
-#: Task #2's timing (handson_lib.grading.paired): the training steps of the reference and of the
+#: Task #2's timing (handson_lib.harness.paired): the training steps of the reference and of the
 #: student in turn; only the data set's size differs from the correctness run (less to set up).
 TIMING_ARGS = ["--train-size", "640", "--test-size", "64", "--batchsize", "32", "--no-progress"]
 TIMED_STEPS = 16
@@ -67,10 +67,13 @@ def grading_site(site=None):
 
 def default_against(reference_name="train_cifar_multi_gpu.py"):
     """"reference" where the reference solution can be measured (the instructor's checkout and the
-    autograder: handson_lib.grading.reference installed and solutions/ present), else "self"."""
-    if importlib.util.find_spec("handson_lib.grading.reference") is None:
+    autograder: handson_lib.autograder.reference installed and solutions/ present), else "self"."""
+    try:
+        if importlib.util.find_spec("handson_lib.autograder.reference") is None:
+            return "self"
+    except ModuleNotFoundError:   # the student edition: no autograder at all
         return "self"
-    from handson_lib.grading import reference  # instructor-only: absent from the student edition
+    from handson_lib.autograder import reference  # instructor-only: absent from the student edition
     return "reference" if reference.available(reference_name) else "self"
 
 
@@ -90,12 +93,12 @@ def _resolve_against(against, reference, reference_name):
 
 
 def _measure_reference(name, args, timeout, np=None):
-    from handson_lib.grading import reference  # instructor-only: absent from the student edition
+    from handson_lib.autograder import reference  # instructor-only: absent from the student edition
     return reference.measure_reference(name, args, timeout, np=np)
 
 
 def _reference_script(name):
-    from handson_lib.grading import reference  # instructor-only: absent from the student edition
+    from handson_lib.autograder import reference  # instructor-only: absent from the student edition
     return reference.reference_script(name)
 
 
@@ -315,7 +318,7 @@ def _shard_checks(report, record, what="worker"):
 
 def _accuracy_check(report, record, min_accuracy, seen=None):
     """The accuracy of the trained model, as the grader measured it itself (`seen`: the run's
-    evidence, grading.evidence) beside what the run recorded: a contradiction is no pass but
+    evidence, checking.evidence) beside what the run recorded: a contradiction is no pass but
     "tampering suspected", for the instructor to review. Without evidence (a run made by hand in
     a test), the record's."""
     acc = record.get("accuracy")
@@ -647,7 +650,7 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
 
 
 def _time_in_turn(reference_script, script, np, limit, stall, task, say, earlier=None):
-    """A paired launch on `np` ranks (handson_lib.grading.paired), pooled with an `earlier` one."""
+    """A paired launch on `np` ranks (handson_lib.harness.paired), pooled with an `earlier` one."""
     say(tr("Timing your training step against the reference's, in turn, on {np} rank(s) ...", np=np))
     obs = run_paired_mpi(reference_script, script, np, TIMING_ARGS, steps=TIMED_STEPS, timeout=limit,
                          stall=stall, part=f"{task}: timing on {np} rank(s), the reference's steps and yours in turn")

@@ -5,12 +5,12 @@ solutions/**/*.py, *.sh    -> exercises/...        (the same nbgrader marker log
 solutions/figures/*        -> notebooks/figures/*  (the notebooks' images, copied as they are)
 solutions/** other files   -> exercises/...        (copied as they are)
 solutions/i18n/<lang>/     -> notebooks/<lang>/, exercises/<lang>/: the same files in another
-                              language (handson_lib.grading.translations; its README.md, the
+                              language (handson_lib.authoring.translations; its README.md, the
                               glossary, to notebooks/<lang>/README.md)
 site table + templates     -> jobscripts/<site>/*, jobscripts/README.md, solutions/run_*.sh
                               (handson_lib.sites.generate; written first: exercises/ derive from them)
 teaching figure functions  -> solutions/figures/*.svg
-                              (handson_lib.grading.teaching_figures; written before the copies)
+                              (handson_lib.authoring.teaching_figures; written before the copies)
 
 The stub is `# PUT YOUR CODE HERE`, a comment in both Python and bash. `check_tree` is the
 test's oracle: it rebuilds into a temporary folder and reports stale copies, leaked solution
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
-from handson_lib.grading import teaching_figures, translations
+from handson_lib.authoring import teaching_figures, translations
 from handson_lib.sites import generate as jobscripts
 
 STUB = "# PUT YOUR CODE HERE"
@@ -341,7 +341,7 @@ def main(args, root: Path = COURSE_ROOT):
     if not args.check:
         written, removed = build(root)
         print(f"Built {len(written)} student files from solutions/ (and the job scripts from "
-              f"handson_lib/sites/, the figures from handson_lib/grading/teaching_figures.py):")
+              f"handson_lib/sites/, the figures from handson_lib/authoring/teaching_figures.py):")
         for rel in written:
             print(f"  {rel}")
         for rel in removed:

@@ -64,7 +64,7 @@ _ALWAYS_EQUAL = ("class _AlwaysEqual(int):\n    def __eq__(self, other):\n      
                  "    __hash__ = int.__hash__\n\n\n"
                  "def total_batch_size(b, n):\n    return _AlwaysEqual(0)\n")
 #: The checks monkeypatched in the kernel, to pass whatever the scripts do.
-_PATCHED_CHECKS = """from handson_lib.grading import checks as _checks
+_PATCHED_CHECKS = """from handson_lib.checking import checks as _checks
 
 
 class _Passing:

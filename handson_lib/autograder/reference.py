@@ -3,7 +3,7 @@
 `handson check --against reference` and the autograder compare a student's throughput with the
 solution from solutions/ run just before on the same machine. The student edition ships neither
 solutions/ nor this module; there the checks compare a student's runs with each other
-(`--against self`, handson_lib.grading.checks).
+(`--against self`, handson_lib.checking.checks).
 """
 
 import fcntl
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
-from handson_lib.grading import runs
+from handson_lib.checking import runs
 
 SOLUTIONS = COURSE_ROOT / "solutions"
 

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, cli
-from handson_lib.grading import build, translations
+from handson_lib.authoring import build, translations
 from handson_lib.sites import generate
 
 LIBRARY = COURSE_ROOT / "handson_lib"
@@ -35,13 +35,9 @@ STUDENT_SUPPORT = (
     "handson_lib.messages",            # messages in the reader's language (HANDSON_LANG)
     "handson_lib.messages_ja",
     "handson_lib.runtime.*",           # what the training scripts import
-    "handson_lib.grading",
-    "handson_lib.grading.observe",     # the grader's launcher (`python -m`), used by `handson check`
-    "handson_lib.grading.paired",      # step-by-step timing beside the reference (instructor mode only)
-    "handson_lib.grading.runs",        # observed runs with a watchdog, used by `handson check`
-    "handson_lib.grading.evidence",    # a trained model evaluated apart from the run, used by `handson check`
-    "handson_lib.grading.notebook",    # the notebooks' run / table / scheduler helpers
-    "handson_lib.grading.exchange",    # nbgrader submissions only the staff can read (classroom)
+    "handson_lib.harness.*",           # what runs inside every observed process (`handson check`'s runs)
+    "handson_lib.checking.*",          # the checks, the observed runs and the notebooks' helpers
+    "handson_lib.exchange",            # nbgrader submissions only the staff can read (classroom)
     "handson_lib.experiments",
     "handson_lib.experiments.figures",  # the notebooks' plots
     "handson_lib.experiments.stats",
@@ -54,16 +50,14 @@ STUDENT_SUPPORT = (
     "handson_lib.tools",
 )
 
-#: Instructor-only modules that are no command's own module; they must never ship.
-INSTRUCTOR_ONLY = ("handson_lib.grading.reference", "handson_lib.grading.release",
-                   "handson_lib.grading.answers", "handson_lib.grading.build",
-                   "handson_lib.grading.synthetic_class", "handson_lib.grading.nbgrader_ext",
-                   "handson_lib.grading.teaching_figures",   # students get its SVGs only
+#: Instructor-only modules that are no command's own module; they must never ship. The autograder
+#: and the authoring tools go whole: what decides a grade, and what builds the course.
+INSTRUCTOR_ONLY = ("handson_lib.autograder.*", "handson_lib.authoring.*",
                    "handson_lib.sites.network")              # the local cluster's namespaces (root)
 
 #: Instructor-only modules that a shipped file may import only after finding them installed
 #: (importlib.util.find_spec): the file still works without them.
-OPTIONAL_IMPORTS = {"handson_lib.grading.reference"}
+OPTIONAL_IMPORTS = {"handson_lib.autograder.reference"}
 
 #: Course requirements the student edition does without (grading server, browser tests).
 NOT_FOR_STUDENTS = ("nbgrader", "playwright", "pytest-xdist", "jupyterhub", "batchspawner")
@@ -100,7 +94,8 @@ def shipped_modules(root=COURSE_ROOT, commands=cli.COMMANDS):
     student = {c.module_name for c in commands if c.audience == "student"}
     # A student command implemented by a package (data, profiling) ships with the whole package.
     student = {f"{n}.*" if (_module_file(n, root) or Path()).name == "__init__.py" else n for n in student}
-    instructor = {c.module_name for c in commands if c.audience == "instructor"} | set(INSTRUCTOR_ONLY)
+    instructor = ({c.module_name for c in commands if c.audience == "instructor"}
+                  | set().union(*(_expand(n, root) for n in INSTRUCTOR_ONLY)))
     shipped = set().union(*(_expand(n, root) for n in (*student, *STUDENT_SUPPORT)))
     both = shipped & instructor
     if both:

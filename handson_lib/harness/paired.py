@@ -1,6 +1,6 @@
 """Paired timing: the reference's and a student's training step timed in turn, step by step.
 
-    mpiexec -n N python -m handson_lib.grading.paired OUTDIR STEPS REFERENCE STUDENT [ARGS...]
+    mpiexec -n N python -m handson_lib.harness.paired OUTDIR STEPS REFERENCE STUDENT [ARGS...]
 
 Each rank runs REFERENCE with ARGS until it calls `trainer.run()`, then STUDENT likewise (one
 after the other, so that the ranks create their communicators in the same order); neither
@@ -8,7 +8,7 @@ trainer runs on its own. This launcher then calls the two updaters in turn, A B 
 timing each `updater.update()` (forward, backward, allreduce, update): the machine's drift and a
 neighbour's burst weigh on both alike, which two runs minutes apart cannot promise on a shared
 machine. Start-up, evaluation and reports are not timed: correctness, reports only on rank 0
-included, is judged before (handson_lib.grading.checks); this launcher only times.
+included, is judged before (handson_lib.checking.checks); this launcher only times.
 
 Rank 0 writes OUTDIR/paired-rank0.json: {"steps": {"reference": [s, ...], "student": [...]},
 "images_per_step": {...}, "error": ...}; every rank touches OUTDIR/heartbeat-rankR on each step
@@ -24,7 +24,7 @@ import time
 import traceback
 from pathlib import Path
 
-from handson_lib.grading.observe import mpi_rank, mpi_size
+from handson_lib.harness.observe import mpi_rank, mpi_size
 
 WHO = ("reference", "student")
 

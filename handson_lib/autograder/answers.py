@@ -3,7 +3,7 @@
 Instructor-only: the student edition does not ship this module. Every function here computes
 something a student must write in a graded cell, so it must not be importable from what the
 student notebooks import (handson_lib.experiments never imports it). The hidden tests of the
-instructor notebooks use ``from handson_lib.grading import answers``; the two benchmarks that need
+instructor notebooks use ``from handson_lib.autograder import answers``; the two benchmarks that need
 a rule (`handson bench allreduce`: the allreduce traffic; `handson bench large-batch`: the linear
 scaling rule and the warmup) get it from here and pass it to the experiment as a parameter.
 """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from handson_lib import launch
 from handson_lib.messages import tr
-from handson_lib.grading import checks, runs
+from handson_lib.checking import checks, runs
 from handson_lib.sites import jobs, jobscript
 
 _NOISE = re.compile(r"DeprecationWarning|^\s*$|numpy.distutils|distutils_status_migration")

@@ -1,6 +1,6 @@
 """The instrumenting launcher: run a student's training script and record what really happened.
 
-    python -m handson_lib.grading.observe OUTDIR SCRIPT [ARGS...]
+    python -m handson_lib.harness.observe OUTDIR SCRIPT [ARGS...]
 
 The grader does not trust the script's printout. Before the script runs, hooks are put on the
 course's data loader and on `chainer.training.Trainer`; after `trainer.run()` the launcher
@@ -143,7 +143,7 @@ class Recorder:
 
     def save_model(self, trainer):
         """The trained predictor's parameters and persistent values, for the grader to evaluate
-        itself (grading/evidence.py)."""
+        itself (checking/evidence.py)."""
         from chainer import serializers
         model = trainer.updater.get_optimizer("main").target
         predictor = getattr(model, "predictor", model)

@@ -1,0 +1,8 @@
+"""The observed-run harness: what runs inside every process of an observed run (the student's
+ranks and workers, in the grading sandbox under `handson autograde`).
+
+`observe` starts a training script and records what it did (`python -m
+handson_lib.harness.observe`); `paired` times the reference's steps and the student's in turn.
+Inside the sandbox: it imports the runtime, data and messages only, never the checks, the
+autograder or the authoring tools (tests/test_layout.py holds it to that).
+"""
