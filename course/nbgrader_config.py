@@ -2,6 +2,7 @@
 # `handson course assemble` (source/<assignment>/); run nbgrader's own CLI from this folder.
 import os
 
+from handson_lib import grader_settings
 from handson_lib.autograder import nbgrader_course
 from handson_lib.autograder.nbgrader_ext import HideHiddenTests, JudgedExecute
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
@@ -10,14 +11,15 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, GetG
 
 c = get_config()  # noqa: F821 (nbgrader provides it)
 
-# The kernels nbgrader starts inherit these (`handson autograde --site/--run-timeout` override them):
-# only the scripts handed in next to the notebook count, the throughput thresholds and credit bands
-# of the site (handson_lib/sites/table.py), and the watchdog of one training run in seconds.
-os.environ.setdefault("HANDSON_GRADING", "1")
-os.environ.setdefault("HANDSON_SITE", "local")
-os.environ.setdefault("HANDSON_RUN_TIMEOUT", "300")
-# ... and the students' PlotReports are registered but not drawn (no one looks at those PNGs).
-os.environ.setdefault("HANDSON_PLOT_REPORTS", "0")
+# The grader's settings that the kernels nbgrader starts inherit (`handson autograde --site/--run-timeout`
+# override them): only the scripts handed in next to the notebook count (the folder the kernel starts
+# in), the throughput thresholds and credit bands of the site (handson_lib/sites/table.py), the
+# watchdog of one training run in seconds, and the students' PlotReports registered but not drawn
+# (no one looks at those PNGs).
+DEFAULTS = grader_settings.GraderSettings(submission=grader_settings.KERNEL_FOLDER, site="local", run_timeout=300,
+                                          plot_reports=False)
+for variable, value in DEFAULTS.to_env().items():
+    os.environ.setdefault(variable, value)
 
 c.CourseDirectory.course_id = nbgrader_course.COURSE_ID
 

@@ -27,7 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, launch, messages
+from handson_lib import COURSE_ROOT, grader_settings, launch, messages
 from handson_lib.checking import checks, evidence
 from handson_lib.autograder import judge, sandbox, synthetic_class
 from handson_lib.authoring import translations
@@ -53,7 +53,7 @@ ANSWER_CELL_TIMEOUT = 60  # seconds for a student's own cell (answers, small fun
 RUN_TIMEOUT = 1800       # seconds per student and assignment, enforced by `handson autograde`
 #: Set in every process of a grading session to the session's folder: what a submission leaves
 #: running (a daemon that left the kernel's process tree) is found by it and stopped at the end.
-SESSION_ENV = "HANDSON_AUTOGRADE_SESSION"
+SESSION_ENV = grader_settings.VARIABLES["session"]
 #: The course's language, written by `handson course assemble --lang` into the course folder:
 #: `handson autograde` sets HANDSON_LANG from it, so that the feedback speaks the notebooks' language.
 LANG_FILE = ".handson-lang"
@@ -94,8 +94,8 @@ def shown_figures(notebook):
 def cell_timeout(cell):
     """nbclient's per-cell limit: a student's answer cell runs in seconds, so an infinite loop
     there is stopped after a minute; the course's cells train networks and get CELL_TIMEOUT.
-    HANDSON_CELL_TIMEOUT (`handson autograde --cell-timeout`) lowers both."""
-    limit = float(os.environ.get("HANDSON_CELL_TIMEOUT") or CELL_TIMEOUT)
+    The settings' cell_timeout (`handson autograde --cell-timeout`) lowers both."""
+    limit = grader_settings.current().cell_timeout or CELL_TIMEOUT
     if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
         return int(min(limit, ANSWER_CELL_TIMEOUT))
     return int(limit)
@@ -132,20 +132,23 @@ def course_language(course_dir):
     return lang if lang in messages.LANGUAGES else None
 
 
-def grading_env(site=None, run_timeout=None, course_dir=None):
-    """What the kernels of a grading run see beyond nbgrader_config.py's defaults: the site's
-    thresholds, a per-run watchdog shorter than the cell limit, and the course's language
-    (HANDSON_LANG from course_dir/.handson-lang, unless the environment sets HANDSON_LANG)."""
+def grading_env(course_dir=None):
+    """The kernels' language beyond the grader's settings: HANDSON_LANG from
+    course_dir/.handson-lang, unless the environment sets HANDSON_LANG."""
     env = {}
     lang = course_language(course_dir) if course_dir is not None else None
-    if lang and not os.environ.get("HANDSON_LANG"):
-        env["HANDSON_LANG"] = lang
+    if lang and not os.environ.get(messages.ENV):
+        env[messages.ENV] = lang
+    return env
+
+
+def session_settings(site=None, run_timeout=None, cell_timeout=None):
+    """The grader's settings of a session beyond nbgrader_config.py's defaults (its reference
+    cache and folder are added when the session starts, each student's submission and log then)."""
     if site:
         checks.site_thresholds(site)  # an unknown site fails here, before any student runs
-        env["HANDSON_SITE"] = site
-    if run_timeout:
-        env["HANDSON_RUN_TIMEOUT"] = str(int(run_timeout))
-    return env
+    return grader_settings.GraderSettings(site=site or None, run_timeout=float(run_timeout) if run_timeout else None,
+                                          cell_timeout=float(cell_timeout) if cell_timeout else None)
 
 
 def students_of(course_dir, assignment):
@@ -179,8 +182,7 @@ def not_plain_files(folder):
     return found
 
 
-def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, env=None, session=None,
-                   box=None):
+def _autograde_one(course_dir, assignment, student, timeout, settings, env=None, session=None, box=None):
     """One student: `nbgrader autograde` with the kernel in the grading sandbox (`box`: the
     session's sandbox.Settings), or as this user (None: --unsafe). A submission holding anything
     but plain files is not graded: the status names what to hand in instead."""
@@ -190,10 +192,6 @@ def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, 
         return {"student": student, "status": "refused: the submission holds " + ", ".join(odd)
                 + "; hand in plain files only", "seconds": 0.0, "output": "", "parts": []}
     env = dict(env or {})
-    # The folder whose scripts the checks run, fixed here (checks.locate), not the kernel's cwd.
-    env["HANDSON_GRADING"] = str(Path(course_dir).resolve() / "autograded" / student / assignment)
-    if cell_timeout:  # read by cell_timeout(), the course config's Execute.timeout_func
-        env["HANDSON_CELL_TIMEOUT"] = str(int(cell_timeout))
     options, own = [], Path(session) / f"student-{student}"
     if box is not None:   # the student's folder is the one the sandbox may write
         more, options, own = sandbox.for_student(session, box, student)
@@ -209,7 +207,9 @@ def _autograde_one(course_dir, assignment, student, timeout, cell_timeout=None, 
     # Every observed run of this student appends its part (checking.runs): the kernel's here, the
     # report cells' in the grader's own folder (memo).
     log = own / "profile.jsonl"
-    env["HANDSON_PROFILE_LOG"] = str(log)
+    # The folder whose scripts the checks run, fixed here (checks.locate), not the kernel's cwd.
+    env.update(settings.but(submission=str(Path(course_dir).resolve() / "autograded" / student / assignment),
+                            profile_log=str(log)).to_env())
     try:
         res = nbgrader("autograde", assignment, "--student", student, "--force", *options,
                        course_dir=course_dir, timeout=timeout, env=env)
@@ -467,7 +467,8 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
             raise SystemExit(f"handson autograde: the grading sandbox cannot start here: {why}. Without it every "
                              "submission runs as you, with your rights (your files, the gradebook, the others' "
                              "submissions, the network): only with --unsafe.")
-    env = grading_env(site, run_timeout, course_dir)
+    env = grading_env(course_dir)
+    settings = session_settings(site, run_timeout, cell_timeout)
     jobs = jobs or default_jobs()
     handed_in = students_of(course_dir, assignment)
     students = [s for s in handed_in if s in students] if students is not None else handed_in
@@ -495,7 +496,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
         print_fn(f"Autograding {len(to_grade)} submission(s) of {assignment!r}, {jobs} at a time "
                  f"(session {scratch}) ...")
         # The reference is measured once per session.
-        env = {**env, "HANDSON_REFERENCE_CACHE": shared, SESSION_ENV: scratch}
+        settings = settings.but(reference_cache=shared, session=scratch)
         box = None
         if not unsafe:
             launch._lock_file(launch.TIMING_LOCK).close()
@@ -504,7 +505,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
             _measure_references(assignment, shared, print_fn)
         else:
             print_fn("--unsafe: the submissions run as you, outside the grading sandbox")
-        futures = [pool.submit(_autograde_one, course_dir, assignment, s, timeout, cell_timeout, env, scratch, box)
+        futures = [pool.submit(_autograde_one, course_dir, assignment, s, timeout, settings, env, scratch, box)
                    for s in grading_order(to_grade)]
         try:
             for future in as_completed(futures):

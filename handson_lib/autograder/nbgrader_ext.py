@@ -23,7 +23,7 @@ import nbformat
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade
 
-from handson_lib import launch
+from handson_lib import grader_settings, launch
 from handson_lib.autograder import judge
 from handson_lib.messages import tr
 
@@ -88,11 +88,11 @@ def _judged_runs(report):
         yield
         return
     spec = json.loads(os.environ[judge.JUDGE_ENV])
-    moved = ("HANDSON_PROFILE_LOG",)
+    # The grader's log, in its own folder: the kernel's is the kernel's to write.
+    moved = grader_settings.current().but(profile_log=os.path.join(spec["memo"], "profile.jsonl")).to_env()
     saved = tempfile.tempdir, {name: os.environ.get(name) for name in moved}
     tempfile.tempdir = spec["runs"]
-    # The grader's log, in its own folder: the kernel's is the kernel's to write.
-    os.environ["HANDSON_PROFILE_LOG"] = os.path.join(spec["memo"], "profile.jsonl")
+    os.environ.update(moved)
     if spec.get("settings"):
         launch.set_wrapper(lambda cmd, cwd: judge_sandbox_command(spec, cmd, cwd))
     try:
@@ -108,4 +108,4 @@ def _judged_runs(report):
 
 def judge_sandbox_command(spec, cmd, cwd):
     return [sys.executable, "-m", "handson_lib.autograder.sandbox", "run", spec["settings"], spec["own"], spec["runs"],
-            os.environ["HANDSON_GRADING"], str(cwd or Path.cwd()), "--", *cmd]
+            grader_settings.current().submission, str(cwd or Path.cwd()), "--", *cmd]

@@ -12,7 +12,6 @@ Throughput is judged in one of two modes (`against`):
 
 import importlib.util
 import json
-import os
 import re
 import sys
 from dataclasses import asdict, dataclass, field
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import numpy
 
-from handson_lib import COURSE_ROOT, launch
+from handson_lib import COURSE_ROOT, grader_settings, launch
 from handson_lib.checking import evidence
 from handson_lib.checking.runs import run_observed, run_observed_mpi, run_paired_mpi
 from handson_lib.messages import tr
@@ -62,7 +61,7 @@ def site_thresholds(site=None):
 
 def grading_site(site=None):
     """The key of the site whose thresholds apply: `site`, else HANDSON_SITE, else local."""
-    return site_key(site or os.environ.get("HANDSON_SITE") or "local")
+    return site_key(site or grader_settings.current().site or "local")
 
 
 def default_against(reference_name="train_cifar_multi_gpu.py"):
@@ -128,8 +127,8 @@ def locate(script_name):
     the submission's folder (`handson autograde` sets it per student, so that a cell changing
     the working directory cannot point the checks at other scripts), or 1 for the folder the
     kernel works in (nbgrader's own CLI)."""
-    grading = os.environ.get("HANDSON_GRADING")
-    if grading == "1":
+    grading = grader_settings.current().submission
+    if grading == grader_settings.KERNEL_FOLDER:
         candidates = [Path.cwd() / script_name]
     elif grading:
         candidates = [Path(grading) / script_name]
@@ -637,7 +636,7 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     if not paired:  # a run whose speed is shown, never scored (the MNIST conversion)
         # ... except under the autograder: there it shares the machine with other students' runs
         # while the reference ran alone, and a ratio of the two would only measure the neighbours.
-        if not os.environ.get("HANDSON_REFERENCE_CACHE"):
+        if not grader_settings.current().autograding:
             _throughput_check(report, obs, reference[np], min_ratio)
         return report
     if report.failed:

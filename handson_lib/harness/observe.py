@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy
 
-from handson_lib import data
+from handson_lib import data, grader_settings
 from handson_lib.runtime import multigpu
 from handson_lib.messages import tr
 from handson_lib.runtime import phases
@@ -31,8 +31,6 @@ from handson_lib.runtime.throughput import ThroughputMeter
 
 #: Set to 1 by the benchmarks: every rank records its phases for the breakdown table.
 PHASES_ENV = "HANDSON_OBSERVE_PHASES"
-#: Set to 0 by the course's nbgrader configuration: the script's PlotReports draw nothing.
-PLOTS_ENV = "HANDSON_PLOT_REPORTS"
 
 
 def fingerprint(example):
@@ -273,7 +271,7 @@ def install_hooks(recorder):
 
     extensions.Evaluator.evaluate = evaluate
     extensions.Evaluator.__call__ = call
-    if os.environ.get(PLOTS_ENV) == "0":
+    if not grader_settings.current().plot_reports:
         # Registered as the script asks (the rank-0 check reads them), drawn never: nobody looks
         # at an autograded run's PNGs, and drawing two every epoch cost rank 0 about 1.7 s of CPU
         # in a 4-epoch run of Task #2 while the other ranks waited for it.
