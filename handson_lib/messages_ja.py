@@ -226,6 +226,8 @@ MESSAGES = {
         '比のばらつきが配点区分の下限をまたいでいます。もう一度計測します ...',
     'the timing launch on {np} rank(s) did not finish':
         '{np} ランクでの計測用の実行が終わりませんでした',
+    ' (what a launch beside the reference solution writes is not shown)':
+        '（模範解答と並べて実行したときの出力は表示しません）',
     'could not be timed: {why}':
         '計測できませんでした: {why}',
     " (the spread crosses a band's floor even after a second timing: scored by the median)":

@@ -123,6 +123,7 @@ tried = {"gradebook": os.path.join(course, "gradebook.db"),
          "source": os.path.join(course, "source", "setup", "00_setup.ipynb"),
          "another_student": os.path.join(course, "submitted", "correct", "setup", "00_setup.ipynb"),
          "solution_notebook": os.path.join(str(COURSE_ROOT), "solutions", "00_setup.ipynb"),
+         "reference_script": os.path.join(str(COURSE_ROOT), "solutions", "train_cifar_multi_node.py"),
          "answer_helpers": os.path.join(str(COURSE_ROOT), "handson_lib", "autograder", "answers.py"),
          "judge": os.path.join(str(COURSE_ROOT), "handson_lib", "autograder", "judge.py"),
          "checkout": os.path.join(str(COURSE_ROOT), ".git", "config"),
@@ -373,3 +374,53 @@ def test_malformed_submissions_get_a_clear_row_and_the_others_their_scores(tmp_p
     # The instructor's notebook named by the link was never graded as the student's.
     assert not (tmp_path / "autograded" / "linked").exists()
     assert nbgrader_course.read_report(tmp_path, "setup").keys() == set(kinds)
+
+
+# ----------------------------------------------------------------------------- the reference solutions
+
+READS_THE_REFERENCE = """
+import os, sys
+path = sys.argv[1]
+try:
+    print("READ", len(open(path).read()))
+except OSError as error:
+    print("READ", type(error).__name__)
+"""
+
+
+@pytest.mark.system
+def test_only_the_paired_timing_sees_the_reference_solution(tmp_path, monkeypatch):
+    """A kernel and a student's run started by a check cannot read solutions/*.py (a run's output
+    reaches the feedback); the paired timing, which loads the reference's steps, can."""
+    why = sandbox_missing()
+    if why:
+        pytest.skip(why)
+    from handson_lib import grader_settings
+    from handson_lib.autograder import nbgrader_ext
+    session = tmp_path / "session"
+    session.mkdir()
+    os.chmod(tmp_path, 0o755)
+    settings = sandbox.prepare(session)
+    own = session / "student-reader"
+    own.mkdir(mode=0o700)
+    os.chown(own, settings.uid, settings.gid)
+    judged, _ = sandbox.judged_runs(session, "reader")
+    handed_in = tmp_path / "handed-in"
+    handed_in.mkdir()
+    (handed_in / "reader.py").write_text(READS_THE_REFERENCE)
+    os.chmod(handed_in, 0o755)
+    monkeypatch.setenv(grader_settings.VARIABLES["submission"], str(handed_in))
+    spec = {"settings": str(session / "sandbox.json"), "own": str(own), "runs": str(judged)}
+    solution = str(sandbox.COURSE_ROOT / "solutions" / "train_cifar_multi_node.py")
+    seen = {}
+    try:
+        for kind, extra in (("a check's run", []), ("the paired timing", [runs.PAIRED_MODULE])):
+            cmd = nbgrader_ext.judge_sandbox_command(
+                spec, [sys.executable, str(handed_in / "reader.py"), solution, *extra], None)
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            seen[kind] = [line for line in res.stdout.splitlines() if line.startswith("READ")]
+    finally:
+        sandbox.release(settings, own)
+    assert seen["a check's run"] == ["READ FileNotFoundError"], seen
+    assert seen["the paired timing"] and seen["the paired timing"][0] not in ("READ FileNotFoundError",
+                                                                              "READ PermissionError"), seen

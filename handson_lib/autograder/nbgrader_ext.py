@@ -24,7 +24,8 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocess
 from nbgrader.utils import is_grade
 
 from handson_lib import grader_settings, launch
-from handson_lib.autograder import judge
+from handson_lib.autograder import judge, sandbox
+from handson_lib.checking import runs
 from handson_lib.messages import tr
 
 class HideHiddenTests(NbGraderPreprocessor):
@@ -107,5 +108,10 @@ def _judged_runs(report):
 
 
 def judge_sandbox_command(spec, cmd, cwd):
-    return [sys.executable, "-m", "handson_lib.autograder.sandbox", "run", spec["settings"], spec["own"], spec["runs"],
+    """A check's launch in the sandbox: the paired timing (the reference's steps beside the
+    student's) with the reference scripts readable, every other run without them."""
+    settings = spec["settings"]
+    if runs.PAIRED_MODULE in cmd:
+        settings = str(sandbox.paired_settings_path(settings))
+    return [sys.executable, "-m", "handson_lib.autograder.sandbox", "run", settings, spec["own"], spec["runs"],
             grader_settings.current().submission, str(cwd or Path.cwd()), "--", *cmd]

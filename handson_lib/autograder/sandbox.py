@@ -30,7 +30,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
@@ -108,28 +108,40 @@ def account():
 
 
 def course_paths(root=COURSE_ROOT):
-    """What of the course a kernel needs read-only: the course's Python environment and its base
-    interpreter, the library, and the reference scripts (the grade cells still time the
-    reference beside the student's steps in the kernel). Not solutions/'s notebooks (their hidden
-    tests), not the course folder, not the rest of the checkout."""
+    """What of the course a submission needs read-only: the course's Python environment and its
+    base interpreter, the library and the data. Not solutions/ (the reference scripts, the
+    notebooks' hidden tests), not the course folder, not the rest of the checkout."""
     paths = [Path(sys.prefix), Path(sys.base_prefix), Path(root) / "handson_lib"]
-    paths += sorted((Path(root) / "solutions").glob("*.py"))
     data = Path(os.environ.get("HANDSON_DATA_DIR") or Path(root) / "data")
     if data.is_dir():
         paths.append(data)
     return [str(p) for p in paths]
 
 
+def reference_scripts(root=COURSE_ROOT):
+    """The reference solutions' scripts: seen by the paired timing alone (it runs the reference's
+    steps beside the student's), never by a kernel or a student's run on its own."""
+    return [str(p) for p in sorted((Path(root) / "solutions").glob("*.py"))]
+
+
+def paired_settings_path(path):
+    """The settings of the paired timing's sandbox, beside the session's (`path`)."""
+    return Path(path).with_name("sandbox-paired.json")
+
+
 def prepare(session, readable=(), limits=None):
-    """Make the session's sandbox: its settings (root-only) and its kernelspec. Returns what each
-    nbgrader run needs: extra environment and nbgrader options, by student (`for_student`)."""
+    """Make the session's sandbox: its settings (root-only; those of the paired timing beside
+    them, with the reference scripts) and its kernelspec. Returns the settings."""
     uid, gid = account()
     session = Path(session)
     settings = Settings(uid, gid, [*course_paths(), *map(str, readable)],
                         asdict(limits or Limits()), cgroup_prefix=session.name)
     path = session / "sandbox.json"
     path.write_text(json.dumps(asdict(settings)))
-    os.chmod(path, 0o600)
+    paired = paired_settings_path(path)
+    paired.write_text(json.dumps(asdict(replace(settings, readable=[*settings.readable, *reference_scripts()]))))
+    for written in (path, paired):
+        os.chmod(written, 0o600)
     spec = session / "jupyter" / "kernels" / KERNEL_NAME
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps({

@@ -249,13 +249,17 @@ class PairedObservation:
         return [statistics.median(pairs[b * size:(b + 1) * size]) for b in range(blocks)]
 
 
+#: The paired timing's launcher: the one run that loads the reference solution's script.
+PAIRED_MODULE = "handson_lib.harness.paired"
+
+
 def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=None, part=None):
     """Time the training steps of `reference` and `script` in turn in one launch on `np` ranks,
     alone on the machine (the timing slot); a watchdog as in run_observed_mpi."""
     timeout = run_limit(timeout)
     with run_folder("handson-paired-") as tmp:
         outdir = Path(tmp) / "paired"
-        argv = ["-m", "handson_lib.harness.paired", str(outdir), str(steps), str(Path(reference).resolve()),
+        argv = ["-m", PAIRED_MODULE, str(outdir), str(steps), str(Path(reference).resolve()),
                 str(Path(script).resolve()), *args]
         watch = launch.ProgressWatch(outdir, stall)
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=tmp, extra_args=["--output", "tag"],
