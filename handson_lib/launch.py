@@ -162,7 +162,8 @@ def processes_carrying(name, value):
 
 
 #: One lock file for the whole machine: every run whose time is scored holds it alone.
-TIMING_LOCK = Path(os.environ.get("HANDSON_TIMING_LOCK") or Path(tempfile.gettempdir()) / "handson-timing.lock")
+TIMING_LOCK_ENV = "HANDSON_TIMING_LOCK"
+TIMING_LOCK = Path(os.environ.get(TIMING_LOCK_ENV) or Path(tempfile.gettempdir()) / "handson-timing.lock")
 #: Set in the children of a run that holds a slot, so that a run they start does not wait for it.
 SLOT_HELD = "HANDSON_TIMING_SLOT_HELD"
 #: Seconds a run waits for the timing slot at most: any account can lock the file, so a process

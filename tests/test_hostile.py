@@ -13,6 +13,7 @@ edited to pass (`tampered_test`), a grade cell deleted, an endless cell, `sys.ex
 kernel, 200,000 lines of output; there too, Ctrl-C and a failed regrade.
 """
 
+import ast
 import json
 import os
 import shutil
@@ -424,3 +425,60 @@ def test_only_the_paired_timing_sees_the_reference_solution(tmp_path, monkeypatc
     assert seen["a check's run"] == ["READ FileNotFoundError"], seen
     assert seen["the paired timing"] and seen["the paired timing"][0] not in ("READ FileNotFoundError",
                                                                               "READ PermissionError"), seen
+
+
+HOLDS_THE_SLOT = """
+import fcntl, os, sys, time
+from handson_lib import launch
+held = {"named": os.environ.get("HANDSON_TIMING_LOCK")}
+for what, path in (("the grader's", sys.argv[1]), ("its own", str(launch.TIMING_LOCK))):
+    try:
+        lock = launch._lock_file(path)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        held[what] = "held"
+    except OSError as error:
+        held[what] = type(error).__name__
+print("HELD", repr(held), flush=True)
+time.sleep(4)
+"""
+
+
+@pytest.mark.system
+def test_a_submission_cannot_hold_the_machines_timing_slot(tmp_path, monkeypatch, own_lock):
+    """The machine's lock file is not in the sandbox: a run there that locks that path forever
+    locks a file of its own /tmp, and a timed run of the grader takes the slot at once."""
+    why = sandbox_missing()
+    if why:
+        pytest.skip(why)
+    from handson_lib import grader_settings
+    from handson_lib.autograder import nbgrader_ext
+    launch._lock_file(launch.TIMING_LOCK).close()
+    session = tmp_path / "session"
+    session.mkdir()
+    os.chmod(tmp_path, 0o755)
+    settings = sandbox.prepare(session)
+    own = session / "student-holder"
+    own.mkdir(mode=0o700)
+    os.chown(own, settings.uid, settings.gid)
+    judged, _ = sandbox.judged_runs(session, "holder")
+    handed_in = tmp_path / "handed-in"
+    handed_in.mkdir()
+    (handed_in / "holder.py").write_text(HOLDS_THE_SLOT)
+    os.chmod(handed_in, 0o755)
+    monkeypatch.setenv(grader_settings.VARIABLES["submission"], str(handed_in))
+    monkeypatch.setenv(launch.TIMING_LOCK_ENV, str(launch.TIMING_LOCK))   # what would cross without the defence
+    spec = {"settings": str(session / "sandbox.json"), "own": str(own), "runs": str(judged)}
+    cmd = nbgrader_ext.judge_sandbox_command(spec, [sys.executable, str(handed_in / "holder.py"),
+                                                    str(launch.TIMING_LOCK)], None)
+    holder = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        held = holder.stdout.readline()
+        with launch.timing_slot(True) as slot:
+            assert not slot.contended and slot.waited < 1.0, vars(slot)
+    finally:
+        holder.wait(timeout=60)
+        sandbox.release(settings, own)
+    assert held.startswith("HELD "), held
+    held = ast.literal_eval(held[5:])
+    assert held["named"] == sandbox.SANDBOX_TIMING_LOCK and held["its own"] == "held", held
+    assert held["the grader's"] in ("FileNotFoundError", "PermissionError"), held

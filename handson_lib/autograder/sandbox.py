@@ -33,7 +33,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT
+from handson_lib import COURSE_ROOT, launch
 
 ACCOUNT = "handson-grader"
 KERNEL_NAME = "handson-sandbox"
@@ -43,6 +43,8 @@ CGROUPS = Path("/sys/fs/cgroup")
 ALL_SANDBOXES_PROCESSES = 4096
 #: What the sandbox sees of the system (read-only; links where the system has links: merged /usr).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc")
+#: The timing slot's lock file inside a sandbox (its own /tmp).
+SANDBOX_TIMING_LOCK = "/tmp/handson-timing.lock"
 #: Folders of the library a submission never reads: the autograder (the hidden tests' answer
 #: helpers, the judge, the synthetic classes' planted mistakes: the grader runs the grade cells in
 #: its own process) and the authoring tools. Nothing that runs inside imports them (tests/test_layout.py).
@@ -227,7 +229,10 @@ def command(settings, argv, folder, own, fds, cwd=None):
         if name in KEPT_VARIABLES or name.startswith(KEPT_PREFIXES):
             args += ["--setenv", name, value]
     args += ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--setenv", "USER", ACCOUNT,
-             "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib"]
+             "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",
+             # A timing slot of its own, in its own /tmp: a submission can neither hold the
+             # machine's (the grader takes that one for its checks' runs) nor wait for it.
+             "--setenv", launch.TIMING_LOCK_ENV, SANDBOX_TIMING_LOCK]
     for path in SYSTEM:
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
