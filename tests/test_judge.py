@@ -134,7 +134,7 @@ def test_the_grader_runs_the_grade_and_report_cells_only():
             nb_cell.metadata["nbgrader"] = meta
         judged[name] = nbgrader_ext.judged_outside(nb_cell)
     assert judged == {"grade": "q1_test", "answer": None, "report": "task1_report", "forged_report": None,
-                      "in_kernel": None, "plain": None}
+                      "in_kernel": "make_iterator_test", "plain": None}
 
 
 def test_the_report_cells_of_the_solutions_are_locked_and_make_the_reports():
@@ -151,12 +151,41 @@ def test_the_report_cells_of_the_solutions_are_locked_and_make_the_reports():
     assert found == judge.REPORT_CELLS
 
 
-@pytest.mark.parametrize("grade_id", sorted(judge.JUDGED_IN_KERNEL))
-def test_every_cell_judged_in_the_kernel_is_a_grade_cell_of_the_course(grade_id):
-    ids = {cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-           for path in (judge.Path(__file__).parents[1] / "solutions").glob("*.ipynb")
-           for cell in json.loads(path.read_text())["cells"]}
-    assert grade_id in ids
+RAMP = """
+class Ramp:
+    def __init__(self, base_lr, base_batch, batch, warmup_iterations):
+        self.rate = base_lr * batch / base_batch
+    def lr_at(self, iteration):
+        return self.rate
+"""
+
+
+def test_in_kernel_runs_a_course_function_on_the_students_code_in_the_kernel():
+    cell = ("from handson_lib.checking.notebook import in_kernel\n"
+            "from handson_lib.experiments import large_batch as lb\n"
+            "assert in_kernel(lb.rate_at, Ramp, 0.1, 32, 64, 0, 3) == 0.2\n")
+    outputs, kernel = run(RAMP, cell)
+    assert errors(outputs) == []
+    # The call ran in the kernel (the class never left it), its result came back as data.
+    assert any("'handson_lib.experiments.large_batch'), 'rate_at')" in r for r in kernel.requests)
+    # Outside the judge (the student's own notebook) the same cell is a plain call.
+    namespace = {}
+    exec(RAMP, namespace)
+    exec(cell, namespace)
+
+
+def test_in_kernel_calls_only_the_course_functions_and_takes_only_data_back():
+    outputs, _ = run(RAMP, "import os\nfrom handson_lib.checking.notebook import in_kernel\n"
+                           "in_kernel(os.getcwd)\n")
+    assert errors(outputs) == ["KernelAnswerError: in_kernel: <built-in function getcwd> is no function of "
+                               "the course's modules"]
+    # A course function returning an object (here, the student's own instance) gives no object back.
+    outputs, _ = run(RAMP, "from handson_lib.checking.notebook import in_kernel\n"
+                           "from handson_lib.experiments import tuning\n"
+                           "in_kernel(tuning.iterator_facts, Ramp, 8)\n")
+    assert len(errors(outputs)) == 1 and "with your notebook's code" in errors(outputs)[0]
+    from handson_lib.checking import notebook
+    assert notebook._KERNEL_CALL is None   # the hook is the judge's only while a cell runs
 
 
 def _tagged(source, nbgrader=None):

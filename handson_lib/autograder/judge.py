@@ -29,10 +29,6 @@ from pathlib import Path
 
 #: Locked cells (grade_id) that build what grade cells judge: run by the grader, never the kernel.
 REPORT_CELLS = {"task1_job_report", "task1_report", "task2_mnist_report", "task2_job_report", "task2_report"}
-#: Grade cells judged in the student's kernel, and why: their test needs objects that do not
-#: cross as data (course/README.md, "Security model", lists them).
-JUDGED_IN_KERNEL = {"make_iterator_test": "it iterates the student's MultiprocessIterator object",
-                    "warmup_extension_test": "it trains with instances of the student's extension class"}
 #: Set by `handson autograde` for nbgrader (not a HANDSON_ variable: it never crosses into the
 #: sandbox): where the report cells' checks keep their runs, and the sandbox they start them in.
 JUDGE_ENV = "GRADER_JUDGE"
@@ -127,7 +123,7 @@ def judged_by_grader(meta):
     """Whether a cell of this nbgrader metadata is run by the grader (a grade cell not judged in
     the kernel, or a locked report cell)."""
     if meta.get("grade") and not meta.get("solution"):
-        return meta.get("grade_id") not in JUDGED_IN_KERNEL
+        return True
     return is_report_cell(meta)
 
 
@@ -235,6 +231,24 @@ class Judge:
         call.__name__ = name
         return call
 
+    def call_in_kernel(self, function, *args, **kwargs):
+        """checking.notebook.in_kernel under the judge: `function` (a top-level function of a course
+        module) is called in the kernel, the kernel's functions and classes among the arguments by
+        their names there; its result comes back as data."""
+        module, name = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
+        if module not in course_modules() or not name.isidentifier() \
+                or getattr(importlib.import_module(module), name, None) is not function:
+            raise KernelAnswerError(f"in_kernel: {function!r} is no function of the course's modules")
+        payload = json.dumps({"args": encode(list(args)), "kwargs": encode(kwargs)})
+        expression = (f"(lambda _p, _g: getattr(__import__('importlib').import_module({module!r}), {name!r})"
+                      f"(*_handson_decode(_p['args'], None, _g.__getitem__), "
+                      f"**_handson_decode(_p['kwargs'], None, _g.__getitem__)))"
+                      f"(__import__('json').loads({payload!r}), globals())")
+        try:
+            return decode(self._request(expression), _trusted_module, self._proxy)
+        except KernelAnswerError as error:
+            raise KernelAnswerError(f"{name}(...) with your notebook's code: {error}") from None
+
     def fetch(self, name):
         if not name.isidentifier():
             raise ValueError(name)
@@ -266,7 +280,7 @@ class Judge:
                                         "not hold as released (restore it)")
                     namespace[name] = self.fetch(name)
             last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), self._in_kernel_calls():
                 exec(compile(tree, f"<{label}>", "exec"), namespace)
                 value = None if last is None else eval(compile(ast.Expression(last.value), f"<{label}>", "eval"),
                                                        namespace)
@@ -283,6 +297,16 @@ class Judge:
                             "traceback": [f"{label}, line {f.lineno}" for f in frames]
                             + [f"{type(error).__name__}: {error}"]})
         return outputs
+
+
+    @contextlib.contextmanager
+    def _in_kernel_calls(self):
+        from handson_lib.checking import notebook
+        notebook.set_kernel_call(self.call_in_kernel)
+        try:
+            yield
+        finally:
+            notebook.set_kernel_call(None)
 
 
 def report_names(root=None):

@@ -78,6 +78,12 @@ def check_positive(**values):
             raise ValueError(f"{name} must be a positive number, got {value!r}")
 
 
+def rate_at(extension_factory, base_lr, base_batch, batch, warmup_iterations, iteration):
+    """The rate an extension built by ``extension_factory`` gives the update after ``iteration``
+    finished ones (its ``lr_at``), as a float."""
+    return float(extension_factory(base_lr, base_batch, batch, warmup_iterations).lr_at(iteration))
+
+
 def lr_trace(extension_factory, base_lr=0.1, base_batch=32, batch=256, warmup_iterations=10,
              iterations=15):
     """The learning rate of each of the first ``iterations`` updates, as a real trainer applies it.

@@ -265,6 +265,29 @@ def encoded_dataset(dataset="synthetic", n_images=512, source_size=64, out_size=
 
 # ----------------------------------------------------------------------------- the training script
 
+def iterator_facts(make_iterator, batchsize, n_images=16):
+    """What a test checks of a `make_iterator(dataset, batchsize)`, as data: the iterator's class
+    name, whether it is a MultiprocessIterator, its batch size, repeat and worker processes, and
+    the length and example shape of its first batch (a small encoded synthetic set)."""
+    import chainer
+    sample, _ = encoded_dataset("synthetic", n_images=n_images, source_size=40)
+    iterator = make_iterator(sample, batchsize)
+    try:
+        facts = {"class": type(iterator).__name__,
+                 "multiprocess": isinstance(iterator, chainer.iterators.MultiprocessIterator),
+                 "batch_size": getattr(iterator, "batch_size", None), "repeat": bool(getattr(iterator, "repeat", False)),
+                 "n_processes": getattr(iterator, "n_processes", None)}
+        try:
+            batch = iterator.next()
+            facts.update(batch_length=len(batch), example_shape=list(batch[0][0].shape))
+        except Exception as error:   # not an iterator of the dataset: the test's asserts say what is expected
+            facts.update(batch_length=None, example_shape=None, error=f"{type(error).__name__}: {error}"[:300])
+    finally:
+        if hasattr(iterator, "finalize"):
+            iterator.finalize()
+    return facts
+
+
 def default_n_processes():
     """Loader workers: one core is left to the training process."""
     return max(1, (os.cpu_count() or 2) - 1)
