@@ -550,6 +550,8 @@ MESSAGES = {
         '--- {label}（完了、{seconds:.1f} 秒）',
     '--- {label} (did NOT finish, {seconds:.1f} s)':
         '--- {label}（終わりませんでした、{seconds:.1f} 秒）',
+    '... output cut: this cell printed more than {mb} MB; the grader keeps no more of it':
+        '... 出力を打ち切りました: このセルの出力が {mb} MB を超えたため、採点側ではそれ以上を保存しません',
     "(not run by the autograder: this cell only shows runs; the report cells run your scripts themselves)":
         '（自動採点ではこのセルは実行しません。実行結果を見せるだけのセルで、レポートのセルがあなたのスクリプトを自ら実行します）',
     'Fix the errors above (`handson jobscript lint`) before submitting.':

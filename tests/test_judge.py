@@ -231,3 +231,29 @@ def test_no_cell_reads_what_a_cell_not_run_when_grading_makes():
                     read -= judge.report_names()   # the grader's own, never the kernel's
                 assert not read, f"{path.name}: {sorted(read)} made by a cell not run when grading"
     assert tagged_any
+
+
+def _stream(text, msg_id="cell-1"):
+    return {"msg_type": "stream", "parent_header": {"msg_id": msg_id}, "header": {"msg_type": "stream"},
+            "content": {"name": "stdout", "text": text}}
+
+
+def test_a_kernel_cells_output_is_cut_as_it_arrives():
+    executor = nbgrader_ext.JudgedExecute()
+    executor.reset_execution_trackers()
+    executor.clear_before_next_output = False   # as nbclient sets it when a cell starts
+    executor._output_limit, executor._output_used = 1 << 20, {}
+    outs = []
+    line = "x" * 1000 + "\n"
+    for _ in range(5000):   # 5 MB printed, a line at a time
+        executor.output(outs, _stream(line), None, 0)
+    kept = sum(len(o.get("text", "")) for o in outs)
+    assert kept <= (1 << 20) and "output cut" in outs[-1]["text"], (kept, outs[-1])
+    # The cell's error still comes through, shortened.
+    executor.output(outs, {"msg_type": "error", "parent_header": {"msg_id": "cell-1"}, "header": {"msg_type": "error"},
+                           "content": {"ename": "ValueError", "evalue": "e" * 100_000, "traceback": ["t"] * 1000}},
+                    None, 0)
+    assert outs[-1]["output_type"] == "error" and len(outs[-1]["evalue"]) == 2000
+    # Another cell starts with its own allowance.
+    executor.output(outs, _stream("next cell\n"), None, 1)
+    assert outs[-1]["text"] == "next cell\n"
