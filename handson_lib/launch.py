@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -174,12 +175,17 @@ SLOT_PATIENCE = 600.0
 def _lock_file(path):
     """A lock file every account of the machine can lock: the slot is machine-wide (a classroom's
     students and the instructor share it). flock needs no write access, so it is opened for
-    reading, and made readable and writable by all when this process creates it."""
+    reading, and made readable and writable by all when this process creates it. A link, a FIFO
+    or anything but a plain file planted at that path is refused (OSError), never followed or
+    waited on."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
         os.fchmod(fd, 0o666)  # the umask would take the others' rights away
     except FileExistsError:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(f"the timing slot's lock file {path} is not a plain file (remove it)")
     return os.fdopen(fd, "rb")
 
 

@@ -443,6 +443,20 @@ time.sleep(4)
 """
 
 
+@pytest.mark.parametrize("planted", ["fifo", "symlink"])
+def test_a_lock_file_planted_as_a_fifo_or_a_link_is_refused_not_waited_on(tmp_path, planted):
+    path = tmp_path / "handson-timing.lock"
+    if planted == "fifo":
+        os.mkfifo(path)
+    else:
+        (tmp_path / "elsewhere").write_text("")
+        path.symlink_to(tmp_path / "elsewhere")
+    code = ("import sys\nfrom handson_lib import launch\ntry:\n    launch._lock_file(sys.argv[1])\n"
+            "except OSError as error:\n    print('refused', error)\n")
+    res = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=30)
+    assert res.stdout.startswith("refused"), res.stdout + res.stderr
+
+
 @pytest.mark.system
 def test_a_submission_cannot_hold_the_machines_timing_slot(tmp_path, monkeypatch, own_lock):
     """The machine's lock file is not in the sandbox: a run there that locks that path forever
@@ -457,9 +471,9 @@ def test_a_submission_cannot_hold_the_machines_timing_slot(tmp_path, monkeypatch
     session.mkdir()
     os.chmod(tmp_path, 0o755)
     settings = sandbox.prepare(session)
-    own = session / "student-holder"
-    own.mkdir(mode=0o700)
-    os.chown(own, settings.uid, settings.gid)
+    env, _, own = sandbox.for_student(session, settings, "holder")
+    # nbgrader's TMPDIR is the student's folder (the kernel writes it): the grader's slot stays the machine's.
+    assert env["TMPDIR"] == str(own) and env[launch.TIMING_LOCK_ENV] == str(launch.TIMING_LOCK)
     judged, _ = sandbox.judged_runs(session, "holder")
     handed_in = tmp_path / "handed-in"
     handed_in.mkdir()

@@ -115,15 +115,25 @@ class JudgedExecute(Execute):
 
 @contextlib.contextmanager
 def _judged_runs(report):
-    """While a report cell runs: its checks' runs go to the grader's folder of this student (not
-    the kernel's), each in the sandbox when the session has one."""
-    if not (report and os.environ.get(judge.JUDGE_ENV)):
+    """While a cell of the grader's runs: its temporary files in a folder of the grader's (never
+    TMPDIR, the student's folder, which the kernel writes); for a report cell, its checks' runs
+    go to the grader's folder of this student (not the kernel's), each in the sandbox when the
+    session has one."""
+    if not os.environ.get(judge.JUDGE_ENV):
         yield
         return
     spec = json.loads(os.environ[judge.JUDGE_ENV])
+    saved_tempdir = tempfile.tempdir
+    if not report:
+        tempfile.tempdir = spec["memo"]
+        try:
+            yield
+        finally:
+            tempfile.tempdir = saved_tempdir
+        return
     # The grader's log, in its own folder: the kernel's is the kernel's to write.
     moved = grader_settings.current().but(profile_log=os.path.join(spec["memo"], "profile.jsonl")).to_env()
-    saved = tempfile.tempdir, {name: os.environ.get(name) for name in moved}
+    saved = {name: os.environ.get(name) for name in moved}
     tempfile.tempdir = spec["runs"]
     os.environ.update(moved)
     if spec.get("settings"):
@@ -131,8 +141,8 @@ def _judged_runs(report):
     try:
         yield
     finally:
-        tempfile.tempdir = saved[0]
-        for name, value in saved[1].items():
+        tempfile.tempdir = saved_tempdir
+        for name, value in saved.items():
             os.environ.pop(name, None)
             if value is not None:
                 os.environ[name] = value

@@ -163,7 +163,10 @@ def for_student(session, settings, student):
     own.mkdir(mode=0o700)
     os.chown(own, settings.uid, settings.gid)
     jupyter_path = os.pathsep.join(filter(None, [str(Path(session) / "jupyter"), os.environ.get("JUPYTER_PATH")]))
-    env = {"JUPYTER_PATH": jupyter_path, "TMPDIR": str(own)}  # nbgrader writes the connection file in TMPDIR
+    env = {"JUPYTER_PATH": jupyter_path, "TMPDIR": str(own),  # nbgrader writes the connection file in TMPDIR
+           # ... which must not move the grader's timing slot into the student's folder: the
+           # machine's one, named (inside the sandbox the kernel has its own, `command`).
+           launch.TIMING_LOCK_ENV: str(launch.TIMING_LOCK)}
     options = [f"--Execute.kernel_name={KERNEL_NAME}", "--KernelManager.transport=ipc",
                f"--KernelManager.ip={own / 'kernel'}"]
     return env, options, own
