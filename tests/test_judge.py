@@ -103,6 +103,10 @@ def test_a_name_stands_only_for_a_module_the_course_imports():
     assert errors(outputs) == ["KernelAnswerError: fake: a module the grader does not import (student_helpers)"]
     outputs, _ = run("import types\nrunner = types.ModuleType('unittest.__main__')\n", "runner")
     assert errors(outputs) == ["KernelAnswerError: runner: a module the grader does not import (unittest.__main__)"]
+    # The hidden tests' answer helpers: imported by the grade cells themselves, never a kernel's name.
+    outputs, _ = run("from handson_lib.autograder import answers\n", "answers")
+    assert errors(outputs) == ["KernelAnswerError: answers: a module the grader does not import "
+                               "(handson_lib.autograder.answers)"]
     assert {"sqlite3", "numpy", "handson_lib.checking.checks", "handson_lib.profiling"} <= judge.course_modules()
     assert not {"antigravity", "unittest.__main__", "webbrowser"} & judge.course_modules()
 
