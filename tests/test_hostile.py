@@ -14,6 +14,7 @@ kernel, 200,000 lines of output; there too, Ctrl-C and a failed regrade.
 """
 
 import ast
+import contextlib
 import json
 import os
 import shutil
@@ -379,6 +380,33 @@ def test_malformed_submissions_get_a_clear_row_and_the_others_their_scores(tmp_p
 
 # ----------------------------------------------------------------------------- the reference solutions
 
+@contextlib.contextmanager
+def judged_sandbox(tmp_path, monkeypatch, student, script_text):
+    """A session's sandbox with one student's handed-in script, as a report cell's check sees it:
+    yields (what `sandbox.for_student` gives nbgrader, the launch spec, the script's path); the
+    student's cgroups and runs' tmpfs released at the end."""
+    from handson_lib import grader_settings
+    why = sandbox_missing()
+    if why:
+        pytest.skip(why)
+    session = tmp_path / "session"
+    session.mkdir()
+    os.chmod(tmp_path, 0o755)
+    settings = sandbox.prepare(session)
+    env, _, own = sandbox.for_student(session, settings, student)
+    judged, _ = sandbox.judged_runs(session, student)
+    handed_in = tmp_path / "handed-in"
+    handed_in.mkdir()
+    script = handed_in / f"{student}.py"
+    script.write_text(script_text)
+    os.chmod(handed_in, 0o755)
+    monkeypatch.setenv(grader_settings.VARIABLES["submission"], str(handed_in))
+    try:
+        yield env, {"settings": str(session / "sandbox.json"), "own": str(own), "runs": str(judged)}, script
+    finally:
+        sandbox.release(settings, own)
+
+
 READS_THE_REFERENCE = """
 import os, sys
 path = sys.argv[1]
@@ -393,35 +421,14 @@ except OSError as error:
 def test_only_the_paired_timing_sees_the_reference_solution(tmp_path, monkeypatch):
     """A kernel and a student's run started by a check cannot read solutions/*.py (a run's output
     reaches the feedback); the paired timing, which loads the reference's steps, can."""
-    why = sandbox_missing()
-    if why:
-        pytest.skip(why)
-    from handson_lib import grader_settings
     from handson_lib.autograder import nbgrader_ext
-    session = tmp_path / "session"
-    session.mkdir()
-    os.chmod(tmp_path, 0o755)
-    settings = sandbox.prepare(session)
-    own = session / "student-reader"
-    own.mkdir(mode=0o700)
-    os.chown(own, settings.uid, settings.gid)
-    judged, _ = sandbox.judged_runs(session, "reader")
-    handed_in = tmp_path / "handed-in"
-    handed_in.mkdir()
-    (handed_in / "reader.py").write_text(READS_THE_REFERENCE)
-    os.chmod(handed_in, 0o755)
-    monkeypatch.setenv(grader_settings.VARIABLES["submission"], str(handed_in))
-    spec = {"settings": str(session / "sandbox.json"), "own": str(own), "runs": str(judged)}
     solution = str(sandbox.COURSE_ROOT / "solutions" / "train_cifar_multi_node.py")
     seen = {}
-    try:
+    with judged_sandbox(tmp_path, monkeypatch, "reader", READS_THE_REFERENCE) as (_, spec, script):
         for kind, extra in (("a check's run", []), ("the paired timing", [runs.PAIRED_MODULE])):
-            cmd = nbgrader_ext.judge_sandbox_command(
-                spec, [sys.executable, str(handed_in / "reader.py"), solution, *extra], None)
+            cmd = nbgrader_ext.judge_sandbox_command(spec, [sys.executable, str(script), solution, *extra], None)
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             seen[kind] = [line for line in res.stdout.splitlines() if line.startswith("READ")]
-    finally:
-        sandbox.release(settings, own)
     assert seen["a check's run"] == ["READ FileNotFoundError"], seen
     assert seen["the paired timing"] and seen["the paired timing"][0] not in ("READ FileNotFoundError",
                                                                               "READ PermissionError"), seen
@@ -461,37 +468,20 @@ def test_a_lock_file_planted_as_a_fifo_or_a_link_is_refused_not_waited_on(tmp_pa
 def test_a_submission_cannot_hold_the_machines_timing_slot(tmp_path, monkeypatch, own_lock):
     """The machine's lock file is not in the sandbox: a run there that locks that path forever
     locks a file of its own /tmp, and a timed run of the grader takes the slot at once."""
-    why = sandbox_missing()
-    if why:
-        pytest.skip(why)
-    from handson_lib import grader_settings
     from handson_lib.autograder import nbgrader_ext
     launch._lock_file(launch.TIMING_LOCK).close()
-    session = tmp_path / "session"
-    session.mkdir()
-    os.chmod(tmp_path, 0o755)
-    settings = sandbox.prepare(session)
-    env, _, own = sandbox.for_student(session, settings, "holder")
-    # nbgrader's TMPDIR is the student's folder (the kernel writes it): the grader's slot stays the machine's.
-    assert env["TMPDIR"] == str(own) and env[launch.TIMING_LOCK_ENV] == str(launch.TIMING_LOCK)
-    judged, _ = sandbox.judged_runs(session, "holder")
-    handed_in = tmp_path / "handed-in"
-    handed_in.mkdir()
-    (handed_in / "holder.py").write_text(HOLDS_THE_SLOT)
-    os.chmod(handed_in, 0o755)
-    monkeypatch.setenv(grader_settings.VARIABLES["submission"], str(handed_in))
     monkeypatch.setenv(launch.TIMING_LOCK_ENV, str(launch.TIMING_LOCK))   # what would cross without the defence
-    spec = {"settings": str(session / "sandbox.json"), "own": str(own), "runs": str(judged)}
-    cmd = nbgrader_ext.judge_sandbox_command(spec, [sys.executable, str(handed_in / "holder.py"),
-                                                    str(launch.TIMING_LOCK)], None)
-    holder = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    try:
-        held = holder.stdout.readline()
-        with launch.timing_slot(True) as slot:
-            assert not slot.contended and slot.waited < 1.0, vars(slot)
-    finally:
-        holder.wait(timeout=60)
-        sandbox.release(settings, own)
+    with judged_sandbox(tmp_path, monkeypatch, "holder", HOLDS_THE_SLOT) as (env, spec, script):
+        # nbgrader's TMPDIR is the student's folder (the kernel writes it): the grader's slot stays the machine's.
+        assert env["TMPDIR"] == spec["own"] and env[launch.TIMING_LOCK_ENV] == str(launch.TIMING_LOCK)
+        cmd = nbgrader_ext.judge_sandbox_command(spec, [sys.executable, str(script), str(launch.TIMING_LOCK)], None)
+        holder = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        try:
+            held = holder.stdout.readline()
+            with launch.timing_slot(True) as slot:
+                assert not slot.contended and slot.waited < 1.0, vars(slot)
+        finally:
+            holder.wait(timeout=60)
     assert held.startswith("HELD "), held
     held = ast.literal_eval(held[5:])
     assert held["named"] == sandbox.SANDBOX_TIMING_LOCK and held["its own"] == "held", held

@@ -246,7 +246,7 @@ def test_a_kernel_cells_output_is_cut_as_it_arrives():
     executor = nbgrader_ext.JudgedExecute()
     executor.reset_execution_trackers()
     executor.clear_before_next_output = False   # as nbclient sets it when a cell starts
-    executor._output_limit, executor._output_used = 1 << 20, {}
+    executor._output_limit, executor._output_used, executor._output_cut = 1 << 20, {}, set()
     outs = []
     line = "x" * 1000 + "\n"
     for _ in range(5000):   # 5 MB printed, a line at a time

@@ -58,33 +58,33 @@ PROBE_OUTPUT_BYTES = judge.MAX_ANSWER_CHARS + (1 << 20)
 class JudgedExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self._judge = judge.Judge(self._ask_kernel, judge.report_names())
-        self._output_limit, self._output_used = CELL_OUTPUT_BYTES, {}
+        self._output_limit, self._output_used, self._output_cut = CELL_OUTPUT_BYTES, {}, set()
         return super().preprocess(nb, resources, km)
 
     def _ask_kernel(self, code):
         probe = nbformat.v4.new_code_cell(code)
         probe.metadata["nbgrader"] = {"solution": True}   # an answer's time limit (cell_timeout)
         original = self.nb.cells[self._index]
-        self._output_limit, self._output_used = PROBE_OUTPUT_BYTES, {}
+        self._output_limit, self._output_used, self._output_cut = PROBE_OUTPUT_BYTES, {}, set()
         try:
             self.execute_cell(probe, self._index, store_history=False)
         finally:   # nbclient puts the cell it ran at that index
             self.nb.cells[self._index] = original
-            self._output_limit, self._output_used = CELL_OUTPUT_BYTES, {}
+            self._output_limit, self._output_used, self._output_cut = CELL_OUTPUT_BYTES, {}, set()
         return "".join(o.get("text", "") for o in probe.outputs if o.get("output_type") == "stream")
 
     def output(self, outs, msg, display_id, cell_index):
         """nbclient's output handler, with the cell's output capped as it arrives (an error, the
         cell's verdict, is kept, shortened)."""
         limits = getattr(self, "_output_limit", CELL_OUTPUT_BYTES)
-        used = getattr(self, "_output_used", {})
+        used, cut = getattr(self, "_output_used", {}), getattr(self, "_output_cut", set())
         size = len(json.dumps(msg.get("content", {}), default=str))
         total = used.get(cell_index, 0) + size
         used[cell_index] = total
         if total <= limits:
             return super().output(outs, msg, display_id, cell_index)
-        if used.get(("cut", cell_index)) is None:
-            used[("cut", cell_index)] = True
+        if cell_index not in cut:
+            cut.add(cell_index)
             outs.append(nbformat.v4.new_output("stream", name="stderr", text=tr(
                 "... output cut: this cell printed more than {mb} MB; the grader keeps no more of it",
                 mb=limits >> 20) + "\n"))

@@ -101,6 +101,19 @@ def _log_part(part, obs):
     log_part(part, obs.seconds, **obs.progress)
 
 
+#: The launcher that observes a run from inside its processes (`python -m`).
+OBSERVE_MODULE = "handson_lib.harness.observe"
+
+
+def _observed_folders(tmp):
+    """(where the launcher records, where the run works) inside a run's folder."""
+    workdir = Path(tmp) / "run"
+    workdir.mkdir()
+    if launch.wrapped():   # the run, as the grading account, writes its --out there
+        os.chmod(workdir, 0o777)
+    return Path(tmp) / "observed", workdir
+
+
 def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, part=None):
     """Run `python SCRIPT ARGS` under the instrumenting launcher and a watchdog.
 
@@ -109,15 +122,11 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
     `part`: its name in the grading profile (HANDSON_PROFILE_LOG)."""
     timeout = run_limit(timeout)
     with run_folder("handson-observe-") as tmp:
-        outdir = Path(tmp) / "observed"
-        workdir = Path(tmp) / "run"
-        workdir.mkdir()
-        if launch.wrapped():   # the run, as the grading account, writes its --out there
-            os.chmod(workdir, 0o777)
+        outdir, workdir = _observed_folders(tmp)
         full_env = dict(os.environ if env is None else env)
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         full_env.setdefault("MPLBACKEND", "Agg")
-        cmd = [sys.executable, "-m", "handson_lib.harness.observe", str(outdir), str(Path(script).resolve()),
+        cmd = [sys.executable, "-m", OBSERVE_MODULE, str(outdir), str(Path(script).resolve()),
                *args, "--out", str(workdir / "result")]
         watch = launch.ProgressWatch(outdir, stall)
         res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir), timed=timed, progress=watch)
@@ -182,12 +191,8 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
     `timed`, `stall` and `part` as in run_observed."""
     timeout = run_limit(timeout)
     with run_folder("handson-observe-") as tmp:
-        outdir = Path(tmp) / "observed"
-        workdir = Path(tmp) / "run"
-        workdir.mkdir()
-        if launch.wrapped():   # the run, as the grading account, writes its --out there
-            os.chmod(workdir, 0o777)
-        argv = ["-m", "handson_lib.harness.observe", str(outdir), str(Path(script).resolve()), *args,
+        outdir, workdir = _observed_folders(tmp)
+        argv = ["-m", OBSERVE_MODULE, str(outdir), str(Path(script).resolve()), *args,
                 "--out", str(workdir / "result")]
         watch = launch.ProgressWatch(outdir, stall)
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
