@@ -252,6 +252,25 @@ def _flock_before(lock, mode, deadline):
             pause = min(0.2, pause * 2)
 
 
+def tree_cpu(pid):
+    """CPU seconds used so far by process `pid` and every process below it, those that ended and
+    were waited for included (a short-lived child's time lands in its parent's); None once `pid`
+    is gone. Read from outside: whatever runs in the tree cannot change it."""
+    import psutil
+    try:
+        tree = [psutil.Process(pid), *_descendants(pid)]
+    except psutil.Error:
+        return None
+    total = 0.0
+    for proc in tree:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+        except psutil.Error:
+            pass
+    return total
+
+
 class IdleWatch:
     """Is a run idle: for the last `window` seconds no progress mark, and under `cores` cores of
     CPU while at least as many stood free? A deadlocked MPI run is (its ranks yield while they
@@ -263,21 +282,6 @@ class IdleWatch:
         self.pid, self.progress, self.window, self.cores = pid, progress, window, cores
         self.samples = []   # (monotonic time, CPU seconds of the process tree, idle CPU seconds of the machine)
 
-    def _tree_cpu(self):
-        import psutil
-        try:
-            tree = [psutil.Process(self.pid), *_descendants(self.pid)]
-        except psutil.Error:
-            return None
-        total = 0.0
-        for proc in tree:
-            try:
-                times = proc.cpu_times()
-                total += times.user + times.system
-            except psutil.Error:
-                pass
-        return total
-
     @staticmethod
     def _machine_idle():
         import psutil
@@ -287,7 +291,7 @@ class IdleWatch:
     def idle(self):
         """Sample now; True when the last `window` seconds had no progress and the run left the
         free cores unused."""
-        now, cpu = time.monotonic(), self._tree_cpu()
+        now, cpu = time.monotonic(), tree_cpu(self.pid)
         if cpu is None:
             return False
         self.samples = [s for s in self.samples if now - s[0] <= self.window + 1.5]
@@ -363,26 +367,49 @@ def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_0
         return result
 
 
+class Launched:
+    """A command started in its own session (through the wrapper, when one is set), its output
+    gathered as it comes, at most `max_output` characters of it."""
+
+    def __init__(self, cmd, env=None, cwd=None, echo=False, max_output=2_000_000):
+        started_cmd = cmd if _WRAPPER is None else _WRAPPER(list(cmd), cwd)
+        self.max_output, self.echo, self._chunks, self._size = max_output, echo, [], 0
+        self.proc = subprocess.Popen(started_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                     cwd=cwd, start_new_session=True, text=True, errors="replace")
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            if self._size < self.max_output:
+                self._chunks.append(line)
+                self._size += len(line)
+            if self.echo:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+
+    def stop(self):
+        """Kill what is left of it (the whole tree); the pids killed."""
+        killed = kill_tree(self.proc) if self.proc.poll() is None else []
+        for leftover in _descendants(self.proc.pid):
+            leftover.kill()
+        return killed
+
+    def output(self):
+        """Its output so far (all of it once it has ended), said where it was cut."""
+        self._reader.join(timeout=5 if self.proc.poll() is not None else 0)
+        text = "".join(self._chunks)
+        if self._size >= self.max_output:
+            text += "\n[" + tr("output cut at {limit} characters", limit=self.max_output) + "]\n"
+        return text
+
+
 def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None):
     started = time.monotonic()
     if progress is not None:
         progress.start()
-    started_cmd = cmd if _WRAPPER is None else _WRAPPER(list(cmd), cwd)
-    proc = subprocess.Popen(started_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                            start_new_session=True, text=True, errors="replace")
-    chunks, size = [], [0]
-
-    def pump():
-        for line in proc.stdout:
-            if size[0] < max_output:
-                chunks.append(line)
-                size[0] += len(line)
-            if echo:
-                sys.stdout.write(line)
-                sys.stdout.flush()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
+    launched = Launched(cmd, env, cwd, echo, max_output)
+    proc = launched.proc
     # A shared run with a progress watch steps aside from the timing slot once it idles.
     idle = IdleWatch(proc.pid, progress) if progress is not None and slot is not None and slot.can_step_aside else None
     timed_out, stalled, killed = False, False, []
@@ -410,10 +437,7 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None):
         # Ranks that outlive mpiexec (they should not) are cleaned up too.
         for leftover in _descendants(proc.pid):
             leftover.kill()
-    reader.join(timeout=5)
-    output = "".join(chunks)
-    if size[0] >= max_output:
-        output += "\n[" + tr("output cut at {limit} characters", limit=max_output) + "]\n"
+    output = launched.output()
     # The [watchdog] tag stays in English: scripts and tests look for it.
     if stalled:
         output += "\n[watchdog] " + tr(

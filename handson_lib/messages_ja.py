@@ -224,10 +224,32 @@ MESSAGES = {
         'あなたの学習ステップと模範解答の学習ステップを {np} ランクで交互に計測しています ...',
     "The spread of the ratio crosses a band's floor: timing once more ...":
         '比のばらつきが配点区分の下限をまたいでいます。もう一度計測します ...',
-    'the timing launch on {np} rank(s) did not finish':
-        '{np} ランクでの計測用の実行が終わりませんでした',
-    ' (what a launch beside the reference solution writes is not shown)':
-        '（模範解答と並べて実行したときの出力は表示しません）',
+    'the timing on {np} rank(s) did not finish: {error}':
+        '{np} ランクでの計測が終わりませんでした: {error}',
+    "the reference's launch":
+        '模範解答の実行',
+    'your launch':
+        'あなたのスクリプトの実行',
+    '{side}: a training step took more than {limit:.0f} s':
+        '{side}: 学習ステップが {limit:.0f} 秒を超えました',
+    '{side}: a rank stopped answering in the middle of its training steps':
+        '{side}: 学習ステップの途中でランクが応答しなくなりました',
+    '{side} ended before its training steps (exit status {code})':
+        '{side}が学習ステップの前に終了しました（終了ステータス {code}）',
+    '{side}: rank {rank} sees {size} rank(s), not {np}':
+        '{side}: ランク {rank} から見えるランク数が {np} ではなく {size} です',
+    '{side}: rank {rank} trains on {batch} images per step; the timing runs it with --batchsize {asked}':
+        '{side}: ランク {rank} は 1 ステップに {batch} 枚の画像で学習しています（計測では --batchsize {asked} で実行します）',
+    'the launches did not reach their training steps in time':
+        '制限時間内に学習ステップまで到達しませんでした',
+    "the timing's connection to a launch failed: {error}":
+        '計測と実行の間の接続に失敗しました: {error}',
+    '{side}, its last lines:':
+        '{side}の最後の出力:',
+    "your processes used {used:.1f} CPU-seconds while the reference's steps were timed (at most {allowed:.1f} expected; the reference's used {theirs:.1f} during yours): work done outside your own timed steps":
+        'あなたのプロセスは模範解答のステップの計測中に {used:.1f} CPU 秒を使いました（想定は最大 {allowed:.1f}、模範解答があなたのステップの計測中に使ったのは {theirs:.1f}）: 自分の計測ステップの外で処理をしています',
+    "your training steps used {mine:.3f} CPU-seconds each, the reference's {theirs:.3f} for as many images: a step that skips its work":
+        'あなたの学習ステップは 1 回あたり {mine:.3f} CPU 秒、同じ枚数で模範解答は {theirs:.3f} CPU 秒でした: 処理を省いたステップです',
     'could not be timed: {why}':
         '計測できませんでした: {why}',
     " (the spread crosses a band's floor even after a second timing: scored by the median)":
@@ -270,8 +292,6 @@ MESSAGES = {
     '[rank {rank}] {error}; aborting all ranks':
         '[ランク {rank}] {error}。全ランクを中断します',
     # ---- handson_lib/checking/runs.py
-    'no record from rank 0':
-        'ランク 0 の記録がありません',
     # ---- handson_lib/data/cifar.py
     'CIFAR-10 python archive':
         'CIFAR-10 の python 版アーカイブ',

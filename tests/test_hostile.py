@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from handson_lib import launch
-from handson_lib.checking import checks, runs
+from handson_lib.checking import checks, paired, runs
 from handson_lib.autograder import sandbox
 from conftest import sandbox_missing
 from test_kept_runs import _kept_runs
@@ -419,17 +419,20 @@ except OSError as error:
 
 @pytest.mark.system
 def test_only_the_paired_timing_sees_the_reference_solution(tmp_path, monkeypatch):
-    """A kernel and a student's run started by a check cannot read solutions/*.py (a run's output
-    reaches the feedback); the paired timing, which loads the reference's steps, can."""
+    """A kernel, a student's run started by a check and the student's side of the paired timing
+    cannot read solutions/*.py (a run's output reaches the feedback); the reference's side of the
+    paired timing, which runs the reference's steps, can."""
     from handson_lib.autograder import nbgrader_ext
     solution = str(sandbox.COURSE_ROOT / "solutions" / "train_cifar_multi_node.py")
     seen = {}
     with judged_sandbox(tmp_path, monkeypatch, "reader", READS_THE_REFERENCE) as (_, spec, script):
-        for kind, extra in (("a check's run", []), ("the paired timing", [runs.PAIRED_MODULE])):
+        for kind, extra in (("a check's run", []), ("the student's side of the paired timing",
+                                                      [paired.STEPPER_MODULE, "student"]),
+                            ("the paired timing", [paired.STEPPER_MODULE, "reference"])):
             cmd = nbgrader_ext.judge_sandbox_command(spec, [sys.executable, str(script), solution, *extra], None)
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             seen[kind] = [line for line in res.stdout.splitlines() if line.startswith("READ")]
-    assert seen["a check's run"] == ["READ FileNotFoundError"], seen
+    assert seen["a check's run"] == seen["the student's side of the paired timing"] == ["READ FileNotFoundError"], seen
     assert seen["the paired timing"] and seen["the paired timing"][0] not in ("READ FileNotFoundError",
                                                                               "READ PermissionError"), seen
 
@@ -486,3 +489,100 @@ def test_a_submission_cannot_hold_the_machines_timing_slot(tmp_path, monkeypatch
     held = ast.literal_eval(held[5:])
     assert held["named"] == sandbox.SANDBOX_TIMING_LOCK and held["its own"] == "held", held
     assert held["the grader's"] in ("FileNotFoundError", "PermissionError"), held
+
+
+# ------------------------------------------------------------------ the paired timing (Task #2)
+
+TASK2_SOLUTION = sandbox.COURSE_ROOT / "solutions" / "train_cifar_multi_node.py"
+TRAINER_RUN = "    trainer.run()\n"
+
+#: Attacks on the paired timing, each planted just before the student's `trainer.run()`, and the
+#: start of what the grader says of it.
+TIMING_ATTACKS = {
+    # The old harness timed steps inside the student's process: a clock rewritten there and a
+    # record rewritten at exit decided the ratio. The grader's clock is outside.
+    "a forged clock and record": (
+        "    import atexit, glob, json, time\n"
+        "    time.perf_counter = lambda: 0.0\n"
+        "    time.monotonic = lambda: 0.0\n"
+        "    def forge():\n"
+        "        for path in glob.glob('../**/*.json', recursive=True):\n"
+        "            open(path, 'w').write(json.dumps({'steps': {'student': [1e-6] * 16}}))\n"
+        "    atexit.register(forge)\n"
+        "    one_step = updater.update_core\n"
+        "    updater.update_core = lambda: (one_step(), one_step(), one_step())\n", None),
+    # An answer before the work is done: the work runs while the reference is timed.
+    "an answer before the work": (
+        "    import threading\n"
+        "    real_update, pending = updater.update, []\n"
+        "    def early():\n"
+        "        for thread in pending:\n"
+        "            thread.join()\n"
+        "        pending[:] = [threading.Thread(target=real_update)]\n"
+        "        pending[0].start()\n"
+        "    updater.update = early\n", "work done outside your own timed steps"),
+    # Two steps in three skipped.
+    "a step that skips its work": (
+        "    real_update, calls = updater.update, [0]\n"
+        "    def lazy():\n"
+        "        calls[0] += 1\n"
+        "        if calls[0] % 3 == 0:\n"
+        "            real_update()\n"
+        "    updater.update = lazy\n", "a step that skips its work"),
+    # Half the images per step, said as such.
+    "half the batch": (
+        "    train_iter.batch_size = args.batchsize // 2\n", "trains on 16 images per step"),
+    # The reference's ranks impersonated on the reference's socket (seen in the run folder when
+    # there is no sandbox): the token keeps them out.
+    "an impersonated reference rank": (
+        "    import glob, json, socket\n"
+        "    held = []\n"
+        "    for path in glob.glob('../reference/control.sock'):\n"
+        "        for rank in range(comm.size):\n"
+        "            fake = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+        "            fake.connect(path)\n"
+        "            fake.sendall(json.dumps({'token': 'guess', 'rank': rank, 'size': comm.size,\n"
+        "                                     'batch': args.batchsize}).encode() + b'\\n')\n"
+        "            held.append(fake)\n", None),
+}
+
+
+@pytest.fixture(scope="module")
+def timing_attacks(tmp_path_factory):
+    """Each attack's paired timing on 2 ranks beside the reference (once per module)."""
+    from handson_lib.checking import paired
+    seen = {}
+    for name, (planted, _) in TIMING_ATTACKS.items():
+        folder = tmp_path_factory.mktemp("attack")
+        script = folder / TASK2_SOLUTION.name
+        source = TASK2_SOLUTION.read_text()
+        assert TRAINER_RUN in source
+        script.write_text(source.replace(TRAINER_RUN, planted + TRAINER_RUN))
+        seen[name] = paired.run_paired_mpi(TASK2_SOLUTION, script, 2, checks.TIMING_ARGS, steps=12, timeout=240,
+                                           stall=30)
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n, (_, says) in TIMING_ATTACKS.items() if says])
+def test_an_attack_on_the_paired_timing_is_named(timing_attacks, name):
+    obs, says = timing_attacks[name], TIMING_ATTACKS[name][1]
+    said = "\n".join([obs.error, *obs.suspicions])
+    assert says in said, (name, said, obs.cpu)
+
+
+@pytest.mark.slow
+def test_a_forged_clock_and_impersonated_ranks_change_nothing_of_the_graders_timing(timing_attacks):
+    """The clock and the records are the grader's; the socket answers only its own side's ranks."""
+    forged, impersonated = timing_attacks["a forged clock and record"], timing_attacks["an impersonated reference rank"]
+    assert forged.finished and impersonated.finished, (forged.error, impersonated.error)
+    assert len(forged.steps["student"]) == len(impersonated.steps["reference"]) == 12
+    assert not forged.suspicions and not impersonated.suspicions, (forged.suspicions, impersonated.suspicions)
+
+
+@pytest.mark.timed
+def test_a_triple_step_with_a_forged_clock_is_timed_as_three_steps(timing_attacks):
+    """Its every step trains three minibatches and its clock says no time passes: the grader's
+    clock sees a step of about three of the reference's."""
+    forged = timing_attacks["a forged clock and record"]
+    assert 0.2 < forged.ratio < 0.6, forged.steps

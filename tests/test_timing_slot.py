@@ -202,7 +202,7 @@ class FakeClock:
     def __init__(self, monkeypatch, run_cores, free_cores):
         self.now, self.run_cores, self.free_cores = 1000.0, run_cores, free_cores
         monkeypatch.setattr(launch.time, "monotonic", lambda: self.now)
-        monkeypatch.setattr(launch.IdleWatch, "_tree_cpu", lambda watch: self.now * self.run_cores)
+        monkeypatch.setattr(launch, "tree_cpu", lambda pid: self.now * self.run_cores)
         monkeypatch.setattr(launch.IdleWatch, "_machine_idle", staticmethod(lambda: self.now * self.free_cores))
 
     def idle_after(self, watch, seconds):

@@ -25,7 +25,7 @@ from nbgrader.utils import is_grade
 
 from handson_lib import grader_settings, launch
 from handson_lib.autograder import judge, sandbox
-from handson_lib.checking import runs
+from handson_lib.checking import paired
 from handson_lib.messages import tr
 
 class HideHiddenTests(NbGraderPreprocessor):
@@ -150,10 +150,10 @@ def _judged_runs(report):
 
 
 def judge_sandbox_command(spec, cmd, cwd):
-    """A check's launch in the sandbox: the paired timing (the reference's steps beside the
-    student's) with the reference scripts readable, every other run without them."""
+    """A check's launch in the sandbox: the reference's side of the paired timing with the
+    reference scripts readable, every other run (the student's side included) without them."""
     settings = spec["settings"]
-    if runs.PAIRED_MODULE in cmd:
+    if paired.STEPPER_MODULE in cmd and cmd[cmd.index(paired.STEPPER_MODULE) + 1:][:1] == ["reference"]:
         settings = str(sandbox.paired_settings_path(settings))
     return [sys.executable, "-m", "handson_lib.autograder.sandbox", "run", settings, spec["own"], spec["runs"],
             grader_settings.current().submission, str(cwd or Path.cwd()), "--", *cmd]

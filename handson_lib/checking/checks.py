@@ -21,7 +21,8 @@ import numpy
 
 from handson_lib import COURSE_ROOT, grader_settings, launch
 from handson_lib.checking import evidence
-from handson_lib.checking.runs import run_observed, run_observed_mpi, run_paired_mpi
+from handson_lib.checking.paired import run_paired_mpi
+from handson_lib.checking.runs import run_observed, run_observed_mpi
 from handson_lib.messages import tr
 from handson_lib.sites import jobscript
 from handson_lib.sites.table import DEFAULT_SITE, SITES, get_site, ranks_per_node, site_key
@@ -42,7 +43,7 @@ MULTI_GPU_ARGS = ["--epoch", "3", "--train-size", "2000", "--test-size", "500", 
 #: (4 epochs: 0.63-0.70 over 10 runs on 2 ranks; after 3 the accuracy still swings, 0.18-0.68).
 MULTI_NODE_ARGS = ["--epoch", "4", "--train-size", "1280", "--test-size", "256", "--batchsize", "32",
                    "--no-progress"]
-#: Task #2's timing (handson_lib.harness.paired): the training steps of the reference and of the
+#: Task #2's timing (handson_lib.checking.paired): the training steps of the reference and of the
 #: student in turn; only the data set's size differs from the correctness run (less to set up).
 TIMING_ARGS = ["--train-size", "640", "--test-size", "64", "--batchsize", "32", "--no-progress"]
 TIMED_STEPS = 16
@@ -649,12 +650,12 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
 
 
 def _time_in_turn(reference_script, script, np, limit, stall, task, say, earlier=None):
-    """A paired launch on `np` ranks (handson_lib.harness.paired), pooled with an `earlier` one."""
+    """A paired timing on `np` ranks (handson_lib.checking.paired), pooled with an `earlier` one."""
     say(tr("Timing your training step against the reference's, in turn, on {np} rank(s) ...", np=np))
     obs = run_paired_mpi(reference_script, script, np, TIMING_ARGS, steps=TIMED_STEPS, timeout=limit,
                          stall=stall, part=f"{task}: timing on {np} rank(s), the reference's steps and yours in turn")
     if earlier is not None and obs.finished:
-        obs.steps = {who: earlier.steps[who] + obs.steps[who] for who in obs.steps}
+        obs.pooled(earlier)
     return obs
 
 
@@ -686,15 +687,17 @@ def _paired_speed_checks(report, script, reference_script, np, scaling, limit, s
     names = _multi_node_speed_names("reference", np, scaling)
     broken = [n for n in counts if not timed[n].finished]
     if broken:
-        why = tr("the timing launch on {np} rank(s) did not finish", np=broken[0])
-        if grader_settings.current().autograding:
-            # This launch loads the reference solution beside the student's code: nothing it
-            # wrote (an error text is the student's code's to write) reaches the feedback.
-            why += tr(" (what a launch beside the reference solution writes is not shown)")
-        elif timed[broken[0]].error:
-            why = timed[broken[0]].error
+        # The timing's own words and the student's launch's output: never the reference's under
+        # the autograder (handson_lib.checking.paired).
+        why = tr("the timing on {np} rank(s) did not finish: {error}", np=broken[0], error=timed[broken[0]].error)
         for name in names:
             report.add(name, False, tr("could not be timed: {why}", why=why))
+        return
+    suspected = [s for n in counts for s in timed[n].suspicions]
+    if suspected:
+        for name in names:
+            report.add(name, False, tr("tampering suspected, for the instructor to review: ")  # TAMPERING
+                       + "; ".join(dict.fromkeys(suspected)))
         return
     ratio_blocks, scaling_blocks = spreads()
     t = timed[np]

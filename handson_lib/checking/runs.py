@@ -5,7 +5,6 @@ notebooks and the benchmarks all read what these return."""
 import json
 import os
 import stat
-import statistics
 import sys
 import tempfile
 import time
@@ -208,75 +207,6 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
         obs = MPIObservation(np, res.returncode, res.timed_out, res.output, ranks, params, res.seconds,
                              timeout, _progress(res, watch),
                              evidence.measure(ranks.get(0, {}), outdir / "model-rank0.npz"))
-        _log_part(part, obs)
-        return obs
-
-
-@dataclass
-class PairedObservation:
-    """One paired launch (handson_lib.harness.paired): the seconds of each training step of the
-    reference and of the student, taken in turn on `np` ranks."""
-    np: int
-    returncode: int
-    timed_out: bool
-    output: str
-    steps: dict
-    images_per_step: dict
-    error: str
-    seconds: float
-    progress: dict = None
-
-    @property
-    def finished(self):
-        return (self.returncode == 0 and not self.timed_out and not self.error
-                and all(self.steps.get(who) for who in ("reference", "student")))
-
-    def rate(self, who):
-        """Images per second of `who`: images per step over its median step time."""
-        return self.images_per_step[who] / statistics.median(self.steps[who])
-
-    def pair_ratios(self):
-        """The student's rate over the reference's for each pair of steps taken in turn."""
-        scale = self.images_per_step["student"] / self.images_per_step["reference"]
-        return [scale * ref / mine for ref, mine in zip(self.steps["reference"], self.steps["student"])]
-
-    @property
-    def ratio(self):
-        """The student's rate over the reference's: the median over the pairs of steps (a pair
-        shares the machine's state of the moment)."""
-        return statistics.median(self.pair_ratios())
-
-    def block_ratios(self, blocks=4):
-        """The same median in `blocks` consecutive blocks of pairs: its spread within the launch."""
-        pairs = self.pair_ratios()
-        blocks = max(1, min(blocks, len(pairs) // 3))
-        size = len(pairs) // blocks
-        return [statistics.median(pairs[b * size:(b + 1) * size]) for b in range(blocks)]
-
-
-#: The paired timing's launcher: the one run that loads the reference solution's script.
-PAIRED_MODULE = "handson_lib.harness.paired"
-
-
-def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=None, part=None):
-    """Time the training steps of `reference` and `script` in turn in one launch on `np` ranks,
-    alone on the machine (the timing slot); a watchdog as in run_observed_mpi."""
-    timeout = run_limit(timeout)
-    with run_folder("handson-paired-") as tmp:
-        outdir = Path(tmp) / "paired"
-        argv = ["-m", PAIRED_MODULE, str(outdir), str(steps), str(Path(reference).resolve()),
-                str(Path(script).resolve()), *args]
-        watch = launch.ProgressWatch(outdir, stall)
-        res = launch.run_mpi(np, argv, timeout=timeout, cwd=tmp, extra_args=["--output", "tag"],
-                             env={**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE}, timed=True,
-                             progress=watch)
-        defuse(tmp)
-        text = evidence.read_left(outdir / "paired-rank0.json")
-        record = json.loads(text) if text else {}
-        obs = PairedObservation(np, res.returncode, res.timed_out, res.output, record.get("steps", {}),
-                                record.get("images_per_step", {}),
-                                record.get("error") or ("" if record else tr("no record from rank 0")),
-                                res.seconds, _progress(res, watch))
         _log_part(part, obs)
         return obs
 

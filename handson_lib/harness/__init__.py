@@ -2,7 +2,8 @@
 ranks and workers, in the grading sandbox under `handson autograde`).
 
 `observe` starts a training script and records what it did (`python -m
-handson_lib.harness.observe`); `paired` times the reference's steps and the student's in turn.
+handson_lib.harness.observe`); `stepper` runs a script's training steps one at a time on the
+command of the paired timing (handson_lib.checking.paired), which times them from outside.
 Inside the sandbox: it imports the runtime, data and messages only, never the checks, the
 autograder or the authoring tools (tests/test_layout.py holds it to that).
 """

@@ -1,0 +1,344 @@
+"""The paired timing, run and timed from outside (the grader's side): the reference's training step
+and the student's, taken in turn, each on the grader's own clock.
+
+Two launches of the stepper (handson_lib.harness.stepper) on `np` ranks each: the reference's script
+in one, the student's in the other; under `handson autograde`, each in a sandbox of its own, so that
+the student's processes never see the reference's processes, files or script. Both start up side
+by side and wait. This coordinator then tells one launch's ranks to take one training step (forward,
+backward, allreduce, update), A B B A A B ...: the machine's drift and a neighbour's burst weigh on
+both alike. A step's time runs from the order to the last rank's answer. Start-up, evaluation and
+reports are not timed: correctness, reports only on rank 0 included, is judged before
+(handson_lib.checking.checks).
+
+What the launches say is evidence, never a time. The coordinator weighs it against what it sees
+itself, from outside the launches:
+  - the CPU time of each launch's processes (/proc, `launch.tree_cpu`): a student's launch that
+    works while the reference's step is timed (an answer before its work is done, a helper left
+    computing), or whose steps take far less CPU than the reference's for as many images (a step
+    that skips its work), is "tampering suspected", for the instructor to review;
+  - the images of a step: the batch size the timing asks (--batchsize) times the ranks. A rank
+    whose iterator says another batch size stops the timing, with what it said.
+"""
+
+import hmac
+import json
+import os
+import secrets
+import select
+import socket
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from handson_lib import grader_settings, launch
+from handson_lib.checking.runs import YIELD_WHEN_IDLE, defuse, log_part, run_folder, run_limit
+from handson_lib.messages import tr
+
+#: The launcher of each side (`python -m`); its first argument names the side, and the sandbox
+#: lets only the reference's side read the reference scripts.
+STEPPER_MODULE = "handson_lib.harness.stepper"
+WHO = ("reference", "student")
+#: Steps of each side before timing starts (allocation, first calls).
+WARMUP_STEPS = 2
+#: The socket each side's ranks connect to, in the side's folder (their working directory).
+SOCKET_NAME = "control.sock"
+#: The most a rank's introduction may hold.
+HELLO_BYTES = 1024
+#: Seconds a step may take before the timing stops, when the check gives no `stall`.
+STEP_LIMIT = 120.0
+#: CPU a side's processes may use while the other side is timed: this share of its ranks' cores
+#: over the other's steps, plus a floor for MPI's helper threads and the clock's granularity
+#: (10 ms per process and sample). A side blocked on its socket uses next to none (0.00 s over
+#: the 16 steps of a timing on 2 ranks here, for the reference and an honest student alike).
+WAITING_SHARE, WAITING_FLOOR = 0.1, 0.15
+#: The least CPU per image the student's steps may take, as a share of the reference's: both
+#: train the same model on as many images, and an honest step cannot skip half its work.
+WORK_SHARE = 0.6
+
+
+def step_order(step):
+    """Who goes first at `step`: A B, B A, A B, ... (a drift within a pair cancels out)."""
+    return WHO if step % 2 == 0 else WHO[::-1]
+
+
+def batch_size_of(args):
+    """The --batchsize the timing asks of each rank, or None."""
+    args = list(map(str, args))
+    for i, arg in enumerate(args[:-1]):
+        if arg in ("--batchsize", "-b"):
+            return int(args[i + 1])
+    return None
+
+
+@dataclass
+class PairedObservation:
+    """One paired timing: the seconds of each training step of the reference and of the student
+    (the grader's clock), taken in turn on `np` ranks, and what the grader saw of their CPU."""
+    np: int
+    returncode: int
+    timed_out: bool
+    output: str                 # the student's launch's output
+    steps: dict
+    images_per_step: dict
+    error: str
+    seconds: float
+    progress: dict = None
+    cpu: dict = field(default_factory=dict)   # {who: {"own": s, "waiting": s}} over the timed steps
+    suspicions: list = field(default_factory=list)
+
+    @property
+    def finished(self):
+        return not self.error and all(self.steps.get(who) for who in WHO)
+
+    def rate(self, who):
+        """Images per second of `who`: images per step over its median step time."""
+        return self.images_per_step[who] / statistics.median(self.steps[who])
+
+    def pair_ratios(self):
+        """The student's rate over the reference's for each pair of steps taken in turn."""
+        scale = self.images_per_step["student"] / self.images_per_step["reference"]
+        return [scale * ref / mine for ref, mine in zip(self.steps["reference"], self.steps["student"])]
+
+    @property
+    def ratio(self):
+        """The student's rate over the reference's: the median over the pairs of steps (a pair
+        shares the machine's state of the moment)."""
+        return statistics.median(self.pair_ratios())
+
+    def block_ratios(self, blocks=4):
+        """The same median in `blocks` consecutive blocks of pairs: its spread within the launch."""
+        pairs = self.pair_ratios()
+        blocks = max(1, min(blocks, len(pairs) // 3))
+        size = len(pairs) // blocks
+        return [statistics.median(pairs[b * size:(b + 1) * size]) for b in range(blocks)]
+
+    def pooled(self, earlier):
+        """This timing's steps after `earlier`'s (a second timing of an undecided ratio)."""
+        self.steps = {who: earlier.steps[who] + self.steps[who] for who in WHO}
+        self.suspicions = earlier.suspicions + self.suspicions
+        return self
+
+
+class TimingError(Exception):
+    """The timing cannot go on; the message says why (the grader's words, never a launch's)."""
+
+
+class Side:
+    """One launch of the stepper and the grader's end of its ranks' sockets."""
+
+    def __init__(self, who, script, np, args, folder, env):
+        self.who, self.np, self.token = who, np, secrets.token_hex(16)
+        self.ranks, self.batch, self._pending = {}, {}, {}
+        folder.mkdir()
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Bound through the folder's descriptor: the folder's path may pass a socket path's 108 bytes.
+        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            self.listener.bind(f"/proc/self/fd/{folder_fd}/{SOCKET_NAME}")
+        finally:
+            os.close(folder_fd)
+        if launch.wrapped():   # the sandbox's ranks run as the grading account
+            os.chmod(folder, 0o777)
+            os.chmod(folder / SOCKET_NAME, 0o777)
+        self.listener.listen(4 * np)
+        self.listener.setblocking(False)
+        argv = ["-m", STEPPER_MODULE, who, SOCKET_NAME, self.token, str(Path(script).resolve()), *args,
+                "--out", str(folder / "result")]
+        cmd = launch.mpiexec_command(np, argv, extra_args=["--output", "tag"])
+        self.launched = launch.Launched(cmd, launch.local_mpi_env(env), cwd=str(folder))
+
+    @property
+    def ready(self):
+        return len(self.ranks) == self.np
+
+    def ended(self):
+        return self.launched.proc.poll() is not None
+
+    def cpu(self):
+        return launch.tree_cpu(self.launched.proc.pid) or 0.0
+
+    def waiting_on(self):
+        return [self.listener, *self._pending]
+
+    def take(self, ready):
+        """Accept the connections and read the introductions that `ready` (select's) holds."""
+        if self.listener in ready:
+            try:
+                while True:
+                    conn, _ = self.listener.accept()
+                    conn.setblocking(False)
+                    self._pending[conn] = b""
+            except BlockingIOError:
+                pass
+        for conn in [c for c in self._pending if c in ready]:
+            try:
+                data = conn.recv(HELLO_BYTES)
+            except OSError:
+                data = b""
+            buffer = self._pending[conn] + data
+            if not data or len(buffer) > HELLO_BYTES:
+                self._drop(conn)
+            elif b"\n" in buffer:
+                del self._pending[conn]
+                self._introduce(conn, buffer.split(b"\n", 1)[0])
+            else:
+                self._pending[conn] = buffer
+
+    def _drop(self, conn):
+        self._pending.pop(conn, None)
+        conn.close()
+
+    def _introduce(self, conn, line):
+        """Keep a connection that knows this side's token and names a rank not yet seen."""
+        try:
+            hello = json.loads(line)
+            known = hmac.compare_digest(str(hello["token"]).encode(), self.token.encode())
+            rank = hello["rank"]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            known, rank = False, None
+        if not known or not isinstance(rank, int) or not 0 <= rank < self.np or rank in self.ranks:
+            conn.close()
+            return
+        conn.setblocking(True)
+        self.ranks[rank], self.batch[rank] = conn, (hello.get("size"), hello.get("batch"))
+
+    def step(self, limit):
+        """One training step on every rank: the order, then every rank's answer (at most `limit`
+        seconds)."""
+        for conn in self.ranks.values():
+            conn.sendall(b"s")
+        waiting = set(self.ranks.values())
+        deadline = time.monotonic() + limit
+        while waiting:
+            left = deadline - time.monotonic()
+            ready = select.select(list(waiting), [], [], max(0.0, left))[0] if left > 0 else []
+            if not ready:
+                raise TimingError(tr("{side}: a training step took more than {limit:.0f} s", side=side_name(self.who),
+                                     limit=limit))
+            for conn in ready:
+                if conn.recv(1) != b"d":
+                    raise TimingError(tr("{side}: a rank stopped answering in the middle of its training steps",
+                                         side=side_name(self.who)))
+                waiting.discard(conn)
+
+    def close(self):
+        for conn in [*self.ranks.values(), *self._pending]:
+            try:
+                conn.sendall(b"q")
+            except OSError:
+                pass
+            conn.close()
+        self.listener.close()
+
+
+def side_name(who):
+    return tr("the reference's launch") if who == "reference" else tr("your launch")
+
+
+def _connect(sides, np, images_per_rank, deadline):
+    """Wait until every rank of both sides has introduced itself, then check what they said."""
+    while not all(side.ready for side in sides.values()):
+        for side in sides.values():
+            if side.ended() and not side.ready:
+                raise TimingError(tr("{side} ended before its training steps (exit status {code})",
+                                     side=side_name(side.who), code=side.launched.proc.returncode))
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimingError(tr("the launches did not reach their training steps in time"))
+        waiting = [s for side in sides.values() for s in side.waiting_on()]
+        ready = select.select(waiting, [], [], min(0.5, left))[0]
+        for side in sides.values():
+            side.take(ready)
+    for side in sides.values():
+        for rank, (size, batch) in sorted(side.batch.items()):
+            if size != np:
+                raise TimingError(tr("{side}: rank {rank} sees {size} rank(s), not {np}", rank=rank,
+                                     side=side_name(side.who), size=size, np=np))
+            if images_per_rank is not None and batch != images_per_rank:
+                raise TimingError(tr("{side}: rank {rank} trains on {batch} images per step; the timing runs it "
+                                     "with --batchsize {asked}", rank=rank, side=side_name(side.who),
+                                     batch=batch, asked=images_per_rank))
+
+
+def _time_steps(sides, steps, step_limit):
+    """({who: [seconds of each timed step]}, {who: {"own": CPU s, "waiting": CPU s}}, {who: wall s})."""
+    times = {who: [] for who in WHO}
+    cpu = {who: {"own": 0.0, "waiting": 0.0} for who in WHO}
+    for step in range(WARMUP_STEPS + steps):
+        for who in step_order(step):
+            other = WHO[1 - WHO.index(who)]
+            before = {w: sides[w].cpu() for w in WHO}
+            started = time.perf_counter()
+            sides[who].step(step_limit)
+            seconds = time.perf_counter() - started
+            after = {w: sides[w].cpu() for w in WHO}
+            if step >= WARMUP_STEPS:
+                times[who].append(seconds)
+                cpu[who]["own"] += after[who] - before[who]
+                cpu[other]["waiting"] += after[other] - before[other]
+    return times, cpu
+
+
+def suspicions(times, cpu, np):
+    """What the grader's own view of the student's launch contradicts ([] when nothing)."""
+    found = []
+    allowed = WAITING_SHARE * np * sum(times["reference"]) + WAITING_FLOOR
+    if cpu["student"]["waiting"] > allowed:
+        found.append(tr("your processes used {used:.1f} CPU-seconds while the reference's steps were timed (at "
+                        "most {allowed:.1f} expected; the reference's used {theirs:.1f} during yours): work done "
+                        "outside your own timed steps", used=cpu["student"]["waiting"], allowed=allowed,
+                        theirs=cpu["reference"]["waiting"]))
+    per_step = {who: cpu[who]["own"] / max(1, len(times[who])) for who in WHO}
+    if per_step["reference"] > 0 and per_step["student"] < WORK_SHARE * per_step["reference"]:
+        found.append(tr("your training steps used {mine:.3f} CPU-seconds each, the reference's {theirs:.3f} for "
+                        "as many images: a step that skips its work", mine=per_step["student"],
+                        theirs=per_step["reference"]))
+    return found
+
+
+def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=None, part=None):
+    """Time the training steps of `reference` and `script` in turn, each launched on `np` ranks,
+    alone on the machine (the timing slot). `timeout` bounds the whole; `stall` one step."""
+    timeout = run_limit(timeout)
+    images_per_rank = batch_size_of(args)
+    started = time.monotonic()
+    error, times, cpu, sides = "", {}, {}, {}
+    with run_folder("handson-paired-") as tmp, launch.timing_slot(True) as slot:
+        env = {**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE, launch.SLOT_HELD: "1"}
+        try:
+            for who, path in zip(WHO, (reference, script)):
+                sides[who] = Side(who, path, np, args, Path(tmp) / who, env)
+            _connect(sides, np, images_per_rank, started + timeout)
+            times, cpu = _time_steps(sides, steps, stall or STEP_LIMIT)
+        except TimingError as exc:
+            error = str(exc)
+        except OSError as exc:
+            error = tr("the timing's connection to a launch failed: {error}", error=exc)
+        finally:
+            for side in sides.values():
+                side.close()
+            for side in sides.values():
+                if not error:   # told to quit: give them a moment to end on their own
+                    try:
+                        side.launched.proc.wait(timeout=20)
+                    except Exception:
+                        pass
+                side.launched.stop()
+        defuse(tmp)
+    student = sides.get("student")
+    seconds = time.monotonic() - started
+    if error and student is not None:   # the student's own launch: never a line of the reference's
+        error += "\n" + tr("{side}, its last lines:", side=side_name("student")) + "\n" + \
+            student.launched.output()[-1500:].rstrip()
+    if error and "reference" in sides and not grader_settings.current().autograding:
+        error += "\n" + tr("{side}, its last lines:", side=side_name("reference")) + "\n" + \
+            sides["reference"].launched.output()[-1500:].rstrip()
+    obs = PairedObservation(
+        np, student.launched.proc.returncode if student else -1, False,
+        student.launched.output() if student else "", times,
+        {who: (images_per_rank or 0) * np for who in WHO}, error, seconds,
+        {"waited": round(slot.waited, 2), "contended": slot.contended, "stalled": False, "stall": stall},
+        cpu, suspicions(times, cpu, np) if times else [])
+    log_part(part, seconds, waited=obs.progress["waited"], contended=slot.contended)
+    return obs

@@ -1,0 +1,99 @@
+"""Training steps on command: one script's trainer, stepped by a coordinator outside its processes.
+
+    mpiexec -n N python -m handson_lib.harness.stepper SIDE SOCKET TOKEN SCRIPT [ARGS...]
+
+Each rank runs SCRIPT with ARGS until it calls `trainer.run()`. Instead of training, the rank
+connects to the coordinator's Unix socket SOCKET, introduces itself with one JSON line (TOKEN, its
+rank, the world's size, its iterator's batch size) and then runs one `updater.update()` (forward,
+backward, allreduce, update) for each `s` it reads, answering `d` once the step is done; `q`, or
+the socket closing, ends the script. SIDE ("reference" or "student") only names the launch.
+
+The coordinator (handson_lib.checking.paired, the grader's side) steps two such launches in turn,
+the reference's and the student's, and times every step from outside, where neither launch can
+reach its clock. Nothing this process writes is read as a time: it only obeys.
+"""
+
+import json
+import os
+import runpy
+import socket
+import sys
+from pathlib import Path
+
+from handson_lib.harness.observe import mpi_rank, mpi_size
+
+SIDES = ("reference", "student")
+STEP, DONE, QUIT = b"s", b"d", b"q"
+
+
+def batch_size(trainer):
+    try:
+        return int(trainer.updater.get_iterator("main").batch_size)
+    except Exception:   # a trainer without the usual iterator: the coordinator says so
+        return None
+
+
+def synchronize(updater):
+    """Wait for a GPU's queued work, so that a step's answer means its work is done."""
+    device = getattr(updater, "device", None)
+    cuda_device = getattr(device, "device", None)
+    if cuda_device is not None and hasattr(cuda_device, "synchronize"):
+        cuda_device.synchronize()
+
+
+def serve(trainer, control, token):
+    """Introduce this rank on `control` (a connected socket), then step on command."""
+    rank = mpi_rank() or 0
+    hello = {"token": token, "rank": rank, "size": mpi_size(), "batch": batch_size(trainer)}
+    control.sendall(json.dumps(hello).encode() + b"\n")
+    updater = trainer.updater
+    while True:
+        command = control.recv(1)
+        if command != STEP:
+            return
+        updater.update()
+        synchronize(updater)
+        control.sendall(DONE)
+
+
+def install_hook(socket_path, token):
+    """Trainer.run steps on command instead of training."""
+    from chainer import training
+
+    def run(trainer, *args, **kwargs):
+        control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        control.connect(socket_path)
+        try:
+            serve(trainer, control, token)
+        finally:
+            control.close()
+        raise SystemExit(0)   # what the script does after training is not part of the timing
+
+    training.Trainer.run = run
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) < 4 or argv[0] not in SIDES:
+        print(__doc__, file=sys.stderr)
+        return 2
+    _, socket_path, token, script, *args = argv
+    sys.path.insert(0, str(Path(script).resolve().parent))
+    install_hook(socket_path, token)
+    sys.argv = [script, *args]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    print("the script ended without calling trainer.run()", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code and mpi_size() > 1:
+        from mpi4py import MPI
+        MPI.COMM_WORLD.Abort(code)   # the other ranks would wait for this one forever
+    sys.exit(code)
