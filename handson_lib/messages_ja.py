@@ -224,8 +224,10 @@ MESSAGES = {
         'あなたの学習ステップと模範解答の学習ステップを {np} ランクで交互に計測しています ...',
     "The spread of the ratio crosses a band's floor: timing once more ...":
         '比のばらつきが配点区分の下限をまたいでいます。もう一度計測します ...',
-    'the timing on {np} rank(s) did not finish: {error}':
-        '{np} ランクでの計測が終わりませんでした: {error}',
+    'the timing did not finish: {error}':
+        '計測が終わりませんでした: {error}',
+    "Timing your training step against the reference's, in turn, on {n} devices ...":
+        'あなたの学習ステップと模範解答の学習ステップを {n} デバイスで交互に計測しています ...',
     "the reference's launch":
         '模範解答の実行',
     'your launch':

@@ -218,3 +218,19 @@ def test_reference_mode_without_the_solutions_is_refused_clearly(monkeypatch, tm
         checks.check_multi_gpu(SOLUTION, against="reference")
     with pytest.raises(ValueError, match="unknown mode"):
         checks.check_multi_gpu(SOLUTION, against="nobody")
+
+
+@pytest.mark.timed
+def test_a_doubled_training_step_is_timed_as_two_on_the_graders_clock(reference, tmp_path):
+    """Task #1's throughput is the grader's: the student's steps timed in turn with the reference's
+    from outside their process (checking.paired), not the observer's record of a whole run. A
+    correct script whose every step trains two minibatches is timed at about half the reference's
+    rate."""
+    run = "    trainer.run()\n"
+    script = mutant(SOLUTION, tmp_path, run,
+                    "    one_step = updater.update\n"
+                    "    updater.update = lambda: (one_step(), one_step())\n" + run)
+    report = checks.check_multi_gpu(script, reference=reference, site="local")
+    speed = report.speed_checks[0]
+    assert "training steps timed in turn" in speed.message, report.text()
+    assert 0.3 < speed.value < 0.7, report.text()

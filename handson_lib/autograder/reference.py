@@ -1,7 +1,9 @@
 """The reference solutions, measured in the grading session (instructor-only).
 
-`handson check --against reference` and the autograder compare a student's throughput with the
-solution from solutions/ run just before on the same machine. The student edition ships neither
+`handson check --against reference` and the autograder run the solution from solutions/ once per
+session: its run sets the watchdog of a student's run, and its record is shown beside the
+student's (the throughput itself is timed step by step beside it: handson_lib.checking.paired).
+The student edition ships neither
 solutions/ nor this module; there the checks compare a student's runs with each other
 (`--against self`, handson_lib.checking.checks).
 """

@@ -4,8 +4,9 @@ A student's script is run under the instrumenting launcher (handson_lib.harness.
 watchdog; each check reads what the launcher observed, never the script's own printout.
 
 Throughput is judged in one of two modes (`against`):
-  - "reference": a ratio to the reference solution measured in the same session (the instructor's
-    checkout and the autograder; handson_lib.autograder.reference, which the student edition lacks);
+  - "reference": a ratio to the reference solution, their training steps timed in turn by the
+    grader (handson_lib.checking.paired; the instructor's checkout and the autograder: the student
+    edition lacks the reference solutions);
   - "self": the speed-up of the student's N-device run over their own one-device run, against the
     site's `speedup_bands` (the student edition, which has no reference solution).
 """
@@ -21,7 +22,7 @@ import numpy
 
 from handson_lib import COURSE_ROOT, grader_settings, launch
 from handson_lib.checking import evidence
-from handson_lib.checking.paired import run_paired_mpi
+from handson_lib.checking.paired import run_paired, run_paired_mpi
 from handson_lib.checking.runs import run_observed, run_observed_mpi
 from handson_lib.messages import tr
 from handson_lib.sites import jobscript
@@ -417,8 +418,11 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
         baseline = run_observed(script, ["--gpus", "0", *args], timeout, timed=True, part="your 1-device run")
         speed_name = f"throughput: {gpus} devices vs your 1-device run"
     say(tr("Running {script} on {n} devices under the grader's launcher ...", script=script, n=gpus))
-    obs = run_observed(script, run_args, student_limit(baseline, timeout), timed=True,
-                       stall=student_stall(baseline), part=f"your {gpus}-device run")
+    # Against the reference this run decides correctness only (its speed is timed apart, step by
+    # step beside the reference's, below): it shares the machine with other students' runs.
+    limit, stall = student_limit(baseline, timeout), student_stall(baseline)
+    obs = run_observed(script, run_args, limit, timed=against != "reference", stall=stall,
+                       part=f"your {gpus}-device run")
     report = Report("multi-gpu", str(script), observed=obs.record,
                     reference=reference.record if against == "reference" else {},
                     output_tail=_tail(obs.output), against=against)
@@ -468,7 +472,12 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
 
     _accuracy_check(report, record, min_acc, obs.evidence)
     if against == "reference":
-        _throughput_check(report, obs, reference, min_ratio)
+        if report.failed:
+            report.add(speed_name, False, tr("not timed: the run is not correct yet (see the FAIL lines above)"))
+        else:
+            _paired_speed_checks(report, script, _reference_script("train_cifar_multi_gpu.py"), gpus, False, limit,
+                                 stall, credit_bands("reference", site), min_ratio, None, "multi-gpu", say,
+                                 devices=True)
     else:
         _speedup_check(report, speed_name, obs, baseline, tr("{n} workers", n=gpus), tr("1-device run"), site)
     return report
@@ -649,11 +658,18 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     return report
 
 
-def _time_in_turn(reference_script, script, np, limit, stall, task, say, earlier=None):
-    """A paired timing on `np` ranks (handson_lib.checking.paired), pooled with an `earlier` one."""
-    say(tr("Timing your training step against the reference's, in turn, on {np} rank(s) ...", np=np))
-    obs = run_paired_mpi(reference_script, script, np, TIMING_ARGS, steps=TIMED_STEPS, timeout=limit,
-                         stall=stall, part=f"{task}: timing on {np} rank(s), the reference's steps and yours in turn")
+def _time_in_turn(reference_script, script, np, limit, stall, task, say, earlier=None, devices=False):
+    """A paired timing (handson_lib.checking.paired) on `np` ranks, or in one process on `np`
+    devices (Task #1), pooled with an `earlier` one."""
+    if devices:
+        say(tr("Timing your training step against the reference's, in turn, on {n} devices ...", n=np))
+        obs = run_paired(reference_script, script, ["--gpus", *map(str, range(np)), *TIMING_ARGS], devices=np,
+                         steps=TIMED_STEPS, timeout=limit, stall=stall,
+                         part=f"{task}: timing on {np} devices, the reference's steps and yours in turn")
+    else:
+        say(tr("Timing your training step against the reference's, in turn, on {np} rank(s) ...", np=np))
+        obs = run_paired_mpi(reference_script, script, np, TIMING_ARGS, steps=TIMED_STEPS, timeout=limit,
+                             stall=stall, part=f"{task}: timing on {np} rank(s), the reference's steps and yours in turn")
     if earlier is not None and obs.finished:
         obs.pooled(earlier)
     return obs
@@ -665,12 +681,13 @@ def _undecided(values, bands):
 
 
 def _paired_speed_checks(report, script, reference_script, np, scaling, limit, stall, bands, min_ratio,
-                         min_scaling, task, say):
+                         min_scaling, task, say, devices=False):
     """Reference mode: the student's training step timed in turn with the reference's, on `np`
     ranks (the throughput check) and on 1 (the scaling check: the ratio on `np` ranks over the
-    ratio on 1). A spread that crosses a band's floor is measured once more, pooled, and said."""
+    ratio on 1), or on `np` devices of one process (`devices`: Task #1, no scaling check). A
+    spread that crosses a band's floor is measured once more, pooled, and said."""
     counts = [np, 1] if scaling else [np]
-    timed = {n: _time_in_turn(reference_script, script, n, limit, stall, task, say) for n in counts}
+    timed = {n: _time_in_turn(reference_script, script, n, limit, stall, task, say, devices=devices) for n in counts}
 
     def spreads():
         blocks = {n: timed[n].block_ratios() for n in counts}
@@ -682,14 +699,14 @@ def _paired_speed_checks(report, script, reference_script, np, scaling, limit, s
         ratio_blocks, scaling_blocks = spreads()
         if _undecided(ratio_blocks, bands) or (scaling and _undecided(scaling_blocks, bands)):
             say(tr("The spread of the ratio crosses a band's floor: timing once more ..."))
-            timed = {n: _time_in_turn(reference_script, script, n, limit, stall, task, say, timed[n])
+            timed = {n: _time_in_turn(reference_script, script, n, limit, stall, task, say, timed[n], devices)
                      for n in counts}
     names = _multi_node_speed_names("reference", np, scaling)
     broken = [n for n in counts if not timed[n].finished]
     if broken:
         # The timing's own words and the student's launch's output: never the reference's under
         # the autograder (handson_lib.checking.paired).
-        why = tr("the timing on {np} rank(s) did not finish: {error}", np=broken[0], error=timed[broken[0]].error)
+        why = tr("the timing did not finish: {error}", error=timed[broken[0]].error)
         for name in names:
             report.add(name, False, tr("could not be timed: {why}", why=why))
         return
@@ -832,7 +849,7 @@ def add_arguments(parser):
                         help="throughput needed, as a fraction of the reference solution's (reference mode)")
     parser.add_argument("--np", type=int, default=2, help="ranks for multi-node (also run on 1 for scaling)")
     parser.add_argument("--against", choices=AGAINST, default=None,
-                        help="judge throughput against the reference solution run just before, or against "
+                        help="judge throughput against the reference solution's steps timed in turn with yours, or against "
                              "your own 1-device / 1-rank run (default: reference where the solutions are "
                              "installed, self otherwise)")
     parser.add_argument("--json", action="store_true", help="machine-readable report")

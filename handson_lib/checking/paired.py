@@ -1,8 +1,8 @@
 """The paired timing, run and timed from outside (the grader's side): the reference's training step
 and the student's, taken in turn, each on the grader's own clock.
 
-Two launches of the stepper (handson_lib.harness.stepper) on `np` ranks each: the reference's script
-in one, the student's in the other; under `handson autograde`, each in a sandbox of its own, so that
+Two launches of the stepper (handson_lib.harness.stepper), each on `np` MPI ranks (Task #2) or as one
+process with its own workers (Task #1): the reference's script in one, the student's in the other; under `handson autograde`, each in a sandbox of its own, so that
 the student's processes never see the reference's processes, files or script. Both start up side
 by side and wait. This coordinator then tells one launch's ranks to take one training step (forward,
 backward, allreduce, update), A B B A A B ...: the machine's drift and a neighbour's burst weigh on
@@ -27,6 +27,7 @@ import secrets
 import select
 import socket
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +75,7 @@ def batch_size_of(args):
 @dataclass
 class PairedObservation:
     """One paired timing: the seconds of each training step of the reference and of the student
-    (the grader's clock), taken in turn on `np` ranks, and what the grader saw of their CPU."""
+    (the grader's clock), taken in turn on `np` ranks or devices, and what the grader saw of their CPU."""
     np: int
     returncode: int
     timed_out: bool
@@ -125,10 +126,11 @@ class TimingError(Exception):
 
 
 class Side:
-    """One launch of the stepper and the grader's end of its ranks' sockets."""
+    """One launch of the stepper and the grader's end of its ranks' sockets: `ranks` MPI ranks,
+    or one process (None: a script that starts its own workers, Task #1's)."""
 
-    def __init__(self, who, script, np, args, folder, env):
-        self.who, self.np, self.token = who, np, secrets.token_hex(16)
+    def __init__(self, who, script, ranks, args, folder, env):
+        self.who, self.np, self.token = who, ranks or 1, secrets.token_hex(16)
         self.ranks, self.batch, self._pending = {}, {}, {}
         folder.mkdir()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -141,12 +143,15 @@ class Side:
         if launch.wrapped():   # the sandbox's ranks run as the grading account
             os.chmod(folder, 0o777)
             os.chmod(folder / SOCKET_NAME, 0o777)
-        self.listener.listen(4 * np)
+        self.listener.listen(4 * self.np)
         self.listener.setblocking(False)
         argv = ["-m", STEPPER_MODULE, who, SOCKET_NAME, self.token, str(Path(script).resolve()), *args,
                 "--out", str(folder / "result")]
-        cmd = launch.mpiexec_command(np, argv, extra_args=["--output", "tag"])
-        self.launched = launch.Launched(cmd, launch.local_mpi_env(env), cwd=str(folder))
+        if ranks:
+            cmd, env = launch.mpiexec_command(ranks, argv, extra_args=["--output", "tag"]), launch.local_mpi_env(env)
+        else:
+            cmd, env = [sys.executable, *argv], {**env, "PYTHONUNBUFFERED": "1"}
+        self.launched = launch.Launched(cmd, env, cwd=str(folder))
 
     @property
     def ready(self):
@@ -236,7 +241,7 @@ def side_name(who):
     return tr("the reference's launch") if who == "reference" else tr("your launch")
 
 
-def _connect(sides, np, images_per_rank, deadline):
+def _connect(sides, images_per_rank, deadline):
     """Wait until every rank of both sides has introduced itself, then check what they said."""
     while not all(side.ready for side in sides.values()):
         for side in sides.values():
@@ -251,6 +256,7 @@ def _connect(sides, np, images_per_rank, deadline):
         for side in sides.values():
             side.take(ready)
     for side in sides.values():
+        np = side.np
         for rank, (size, batch) in sorted(side.batch.items()):
             if size != np:
                 raise TimingError(tr("{side}: rank {rank} sees {size} rank(s), not {np}", rank=rank,
@@ -281,7 +287,8 @@ def _time_steps(sides, steps, step_limit):
 
 
 def suspicions(times, cpu, np):
-    """What the grader's own view of the student's launch contradicts ([] when nothing)."""
+    """What the grader's own view of the student's launch contradicts ([] when nothing); `np`: the
+    ranks or devices of a step (the cores it keeps busy)."""
     found = []
     allowed = WAITING_SHARE * np * sum(times["reference"]) + WAITING_FLOOR
     if cpu["student"]["waiting"] > allowed:
@@ -300,16 +307,25 @@ def suspicions(times, cpu, np):
 def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=None, part=None):
     """Time the training steps of `reference` and `script` in turn, each launched on `np` ranks,
     alone on the machine (the timing slot). `timeout` bounds the whole; `stall` one step."""
+    return run_paired(reference, script, args, ranks=np, steps=steps, timeout=timeout, stall=stall, part=part)
+
+
+def run_paired(reference, script, args, ranks=None, devices=1, steps=16, timeout=300, stall=None, part=None):
+    """Time the training steps of `reference` and `script` in turn, alone on the machine (the
+    timing slot): each launched on `ranks` MPI ranks, or (None) as one process training on
+    `devices` devices (Task #1: its workers are its own processes). `timeout` bounds the whole;
+    `stall` one step."""
     timeout = run_limit(timeout)
     images_per_rank = batch_size_of(args)
+    width = ranks or devices   # the cores a step keeps busy, and the iterators it draws from
     started = time.monotonic()
     error, times, cpu, sides = "", {}, {}, {}
     with run_folder("handson-paired-") as tmp, launch.timing_slot(True) as slot:
         env = {**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE, launch.SLOT_HELD: "1"}
         try:
             for who, path in zip(WHO, (reference, script)):
-                sides[who] = Side(who, path, np, args, Path(tmp) / who, env)
-            _connect(sides, np, images_per_rank, started + timeout)
+                sides[who] = Side(who, path, ranks, args, Path(tmp) / who, env)
+            _connect(sides, images_per_rank, started + timeout)
             times, cpu = _time_steps(sides, steps, stall or STEP_LIMIT)
         except TimingError as exc:
             error = str(exc)
@@ -335,10 +351,10 @@ def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=Non
         error += "\n" + tr("{side}, its last lines:", side=side_name("reference")) + "\n" + \
             sides["reference"].launched.output()[-1500:].rstrip()
     obs = PairedObservation(
-        np, student.launched.proc.returncode if student else -1, False,
+        width, student.launched.proc.returncode if student else -1, False,
         student.launched.output() if student else "", times,
-        {who: (images_per_rank or 0) * np for who in WHO}, error, seconds,
+        {who: (images_per_rank or 0) * width for who in WHO}, error, seconds,
         {"waited": round(slot.waited, 2), "contended": slot.contended, "stalled": False, "stall": stall},
-        cpu, suspicions(times, cpu, np) if times else [])
+        cpu, suspicions(times, cpu, width) if times else [])
     log_part(part, seconds, waited=obs.progress["waited"], contended=slot.contended)
     return obs
