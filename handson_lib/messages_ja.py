@@ -108,6 +108,8 @@ MESSAGES = {
         '全ワーカーが同じ画像（それぞれ学習データ全体）を受け取っています。chainer.datasets.split_dataset_n_random(train, n) で分割し、各ワーカーに担当分を渡してください',
     '{n} shards of {sizes} images, no image twice':
         'シャード {n} 個（画像 {sizes} 枚）、重複する画像はありません',
+    "{n} shards of {size} images; {twice} image(s) in two shards: the padding of scatter_dataset's force_equal_length=True ({total} images do not split evenly over {n} ranks), no image otherwise twice":
+        'シャード {n} 個（各 {size} 枚）。{twice} 枚の画像が 2 つのシャードに入っています: scatter_dataset の force_equal_length=True による水増しです（{total} 枚は {n} ランクで割り切れません）。それ以外に重複する画像はありません',
     "the script did not load its data with the course's loader (runtime.load_data)":
         'スクリプトがコースのローダー（runtime.load_data）でデータを読み込んでいません',
     '{missing} of {total} training images are in no shard':

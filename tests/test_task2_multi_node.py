@@ -236,3 +236,36 @@ def test_stretch_grade_cell_accepts_only_the_aggregated_metric(tmp_path, monkeyp
     else:
         with pytest.raises(AssertionError, match="returned None" if variant == "skeleton" else "whole test set"):
             exec(test, scope)
+
+
+def _shard_report(shards, train):
+    report = checks.Report("multi-node", "x.py")
+    checks._shard_checks(report, {"shards": shards, "train_fingerprints": train}, what="rank")
+    return {c.name: c for c in report.checks}
+
+
+def test_the_padding_of_equal_length_shards_is_no_overlap_but_more_is():
+    """scatter_dataset's default force_equal_length=True: 10 images on 4 ranks are windows of 3
+    that overlap by 2 images (02 teaches it). Anything more than that padding is an overlap."""
+    train = list(range(10))
+    windows = [[0, 1, 2], [2, 3, 4], [5, 6, 7], [7, 8, 9]]
+    checks_seen = _shard_report(windows, train)
+    assert checks_seen["shards are disjoint"].passed, checks_seen["shards are disjoint"].message
+    assert "2 image(s) in two shards" in checks_seen["shards are disjoint"].message
+    assert checks_seen["shards cover the training set"].passed
+    for wrong in ([[0, 1, 2], [2, 3, 4], [4, 5, 6], [6, 7, 8]],     # overlaps, and image 9 in no shard
+                  [[0, 1, 2], [0, 1, 2], [5, 6, 7], [7, 8, 9]],     # as many twice, but not windows
+                  [list(range(10))] * 4):                          # every rank trains everything
+        assert not _shard_report(wrong, train)["shards are disjoint"].passed, wrong
+    assert _shard_report([[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]], train)["shards are disjoint"].passed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, np, check", [(SOLUTION, 3, checks.check_multi_node),
+                                               (MNIST_SOLUTION, 4, checks.check_mnist_multi_node)])
+def test_the_self_check_passes_the_solution_on_any_number_of_ranks(script, np, check):
+    """The training sets do not split evenly over 3 and 4 ranks: the default equal-length shards
+    overlap by their padding, which the shard check accepts (the student's self-check mode)."""
+    report = check(script, np=np, against="self", scaling=False)   # the self-check's own arguments
+    assert correctness_failures(report) == {}, report.text()
+    assert "the padding of scatter_dataset's force_equal_length=True" in report.checks[1].message, report.text()

@@ -277,6 +277,21 @@ def _why_it_stopped(obs, timeout):
     return tr("exit code {code}", code=obs.returncode)
 
 
+def _equal_length_padding(shards, sizes, train):
+    """The images that scatter_dataset's default force_equal_length=True trains twice, when the
+    shards are exactly that: each of ceil(N / n) images, together covering the N training images,
+    with n * ceil(N / n) - N images more than N (the windows overlap by that much). None otherwise."""
+    if train is None:
+        return None
+    total, n = len(set(train)), len(shards)
+    size = -(-total // n)
+    extra = n * size - total
+    union = set().union(*shards)
+    if extra == 0 or any(s != size for s in sizes) or union != set(train) or sum(sizes) - len(union) != extra:
+        return None
+    return extra
+
+
 def _shard_checks(report, record, what="worker"):
     """The shards of the workers (Task #1) or of the ranks (`what="rank"`, Task #2)."""
     shards = [set(s) for s in record.get("shards", [])]
@@ -289,7 +304,14 @@ def _shard_checks(report, record, what="worker"):
         report.add("shards cover the training set", False, tr("not checked: the data was not split"))
         return
     overlap = set().union(*[a & b for i, a in enumerate(shards) for b in shards[i + 1:]])
-    if overlap:
+    padding = _equal_length_padding(shards, sizes, train) if what == "rank" else None
+    if overlap and padding is not None:
+        report.add("shards are disjoint", True,
+                   tr("{n} shards of {size} images; {twice} image(s) in two shards: the padding of "
+                      "scatter_dataset's force_equal_length=True ({total} images do not split evenly over {n} "
+                      "ranks), no image otherwise twice", n=len(shards), size=sizes[0], twice=padding,
+                      total=len(set(train))))
+    elif overlap:
         share = len(overlap) / max(1, min(sizes))
         msg = tr("{n} training images are in more than one {who}'s shard ({share:.0%} of the smallest shard)",
                  n=len(overlap), who=who, share=share)
