@@ -28,12 +28,8 @@ DATASET=${DATASET:-synthetic}
 GPUS=${GPUS:-0 1}
 
 TASK=train_cifar_multi_gpu.py
-# Your script in the folder you submit from; without one, the course's reference (said loudly).
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
-  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
-  TASK=$COURSE/solutions/$TASK
-fi
-[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
+# Your script, in the folder you submit from: yours is what runs, never a copy of the course's.
+[ -f "$TASK" ] || { echo "no $TASK in $PWD: submit from the folder that holds your $TASK (or copy it here)"; exit 2; }
 
 # Versions first, as the seed's job.sh does.
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"

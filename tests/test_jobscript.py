@@ -347,6 +347,22 @@ def test_run_task1_job_script(run_handson, tmp_path):
     assert (tmp_path / "result" / "multi").is_dir()
 
 
+def test_a_job_without_the_students_script_stops_and_never_runs_another_copy(run_handson, tmp_path):
+    """Submitted from a folder without train_cifar_multi_gpu.py, even with COURSE pointing at a
+    checkout that holds the solutions: the job says where to submit from and runs nothing."""
+    script = _job_folder(tmp_path, SOLUTION_GPU)
+    result = run_handson("jobscript", "run", script, env={**QUICK_ENV, "COURSE": str(ROOT)}, timeout=120)
+    output = _output_file(tmp_path, "multi_gpu").read_text()
+    assert "no train_cifar_multi_gpu.py in" in output and "submit from the folder that holds your" in output, output
+    assert "Throughput:" not in output and result.returncode != 0
+
+
+@pytest.mark.parametrize("path", sorted({*(ROOT / "jobscripts").rglob("*.sh"), *(ROOT / "solutions").glob("*.sh"),
+                                         *(ROOT / "exercises").rglob("*.sh")}), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_job_script_names_the_solutions(path):
+    assert "solutions" not in path.read_text(), path
+
+
 @pytest.mark.slow
 def test_run_task2_job_script_on_four_ranks(run_handson, tmp_path):
     script = _job_folder(tmp_path, SOLUTION_NODE, "train_cifar_multi_node.py")

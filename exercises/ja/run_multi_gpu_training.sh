@@ -31,13 +31,9 @@ DATASET=${DATASET:-synthetic}
 GPUS=${GPUS:-0 1}
 
 TASK=train_cifar_multi_gpu.py
-# ジョブを投入したフォルダーにあるあなたのスクリプトを実行します。なければコースの模範解答
-# を実行します (その旨をはっきり表示します)。
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
-  echo "注意: $PWD に $TASK がありません。コースの模範解答 $COURSE/solutions/$TASK を実行します"
-  TASK=$COURSE/solutions/$TASK
-fi
-[ -f "$TASK" ] || { echo "$PWD にも \$COURSE/solutions にも $TASK がありません"; exit 2; }
+# ジョブを投入したフォルダーにあるあなたのスクリプトを実行します。実行するのはあなたのスク
+# リプトで、コースの別のコピーを実行することはありません。
+[ -f "$TASK" ] || { echo "$PWD に $TASK がありません: あなたの $TASK があるフォルダーから投入してください (またはここにコピーしてください)"; exit 2; }
 
 # シードの job.sh と同じく、最初にバージョンを表示します。
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"

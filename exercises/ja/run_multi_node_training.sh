@@ -28,13 +28,9 @@ DATASET=${DATASET:-synthetic}
 # EXTRA_ARGS: 学習スクリプトに渡す追加のオプションです (例: 手早く試すなら "--epoch 1")。
 
 TASK=train_cifar_multi_node.py
-# ジョブを投入したフォルダーにあるあなたのスクリプトを実行します。なければコースの模範解答
-# を実行します (その旨をはっきり表示します)。
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
-  echo "注意: $PWD に $TASK がありません。コースの模範解答 $COURSE/solutions/$TASK を実行します"
-  TASK=$COURSE/solutions/$TASK
-fi
-[ -f "$TASK" ] || { echo "$PWD にも \$COURSE/solutions にも $TASK がありません"; exit 2; }
+# ジョブを投入したフォルダーにあるあなたのスクリプトを実行します。実行するのはあなたのスク
+# リプトで、コースの別のコピーを実行することはありません。
+[ -f "$TASK" ] || { echo "$PWD に $TASK がありません: あなたの $TASK があるフォルダーから投入してください (またはここにコピーしてください)"; exit 2; }
 
 # ノードファイルの 1 行につき 1 ランクです (select × mpiprocs 個)。ノードファイルがなけれ
 # ば NP を使います (既定は 2)。

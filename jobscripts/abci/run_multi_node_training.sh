@@ -1,7 +1,7 @@
 #!/bin/bash
 # handson-site: abci   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
 # Task #2 (ChainerMN) on ABCI 3.0, one MPI process per GPU: 2 nodes x 8 H200: 16 ranks.
-# Submit from the folder that holds your train_cifar_multi_node.py (else $COURSE/solutions/):
+# Submit from the folder that holds your train_cifar_multi_node.py:
 #     qsub run_multi_node_training.sh
 # Replace the group grpname below with your ABCI group first: `handson jobscript lint` checks.
 #PBS -q rt_HF
@@ -25,12 +25,8 @@ DATASET=${DATASET:-synthetic}
 # EXTRA_ARGS: more flags for the training script, e.g. "--epoch 1" for a quick try.
 
 TASK=train_cifar_multi_node.py
-# Your script in the folder you submit from; without one, the course's reference (said loudly).
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
-  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
-  TASK=$COURSE/solutions/$TASK
-fi
-[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
+# Your script, in the folder you submit from: yours is what runs, never a copy of the course's.
+[ -f "$TASK" ] || { echo "no $TASK in $PWD: submit from the folder that holds your $TASK (or copy it here)"; exit 2; }
 
 # Ranks: one per line of the node file (select x mpiprocs); per node: PPN.
 NODEFILE=${PBS_NODEFILE:?run me with qsub, or with handson jobscript run}

@@ -38,12 +38,8 @@ case "$PROFILE_TASK" in
   multi-gpu) TASK=train_cifar_multi_gpu.py ;;
   *) echo "PROFILE_TASK must be multi-node or multi-gpu, not $PROFILE_TASK"; exit 2 ;;
 esac
-# Your script in the folder you submit from; without one, the course's reference (said loudly).
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
-  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
-  TASK=$COURSE/solutions/$TASK
-fi
-[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
+# Your script, in the folder you submit from: yours is what runs, never a copy of the course's.
+[ -f "$TASK" ] || { echo "no $TASK in $PWD: submit from the folder that holds your $TASK (or copy it here)"; exit 2; }
 
 # Ranks: one per line of the node file (select x mpiprocs); per node: PPN.
 NODEFILE=${PBS_NODEFILE:?run me with qsub, or with handson jobscript run}

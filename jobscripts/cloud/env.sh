@@ -15,7 +15,7 @@ export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local}
 #   pip install --no-build-isolation --no-deps -e "$COURSE"
 # [ -f "$HOME/venv/bin/activate" ] && . "$HOME/venv/bin/activate"
 
-# The course (handson_lib, solutions/), importable by the job's ranks.
+# The course library (handson_lib), importable by the job's ranks.
 export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 

@@ -20,7 +20,7 @@ export PATH=$PYTHONUSERBASE/bin:$PATH
 #   pip install --user --no-build-isolation --no-deps -e "$COURSE"     # handson_lib
 # (P100s on 2018's CUDA 9 need the CuPy of that time, e.g. cupy-cuda91; see README.md.)
 
-# The course (handson_lib, solutions/), importable by the job's ranks.
+# The course library (handson_lib), importable by the job's ranks.
 export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 

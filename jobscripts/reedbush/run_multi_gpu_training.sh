@@ -2,7 +2,7 @@
 # handson-site: reedbush   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
 # Task #1 on Reedbush-H: one node, MultiprocessParallelUpdater on its 2 x P100 (one MPI
 # process: the updater starts one worker process per GPU). Submit from the folder that holds
-# your train_cifar_multi_gpu.py (else $COURSE/solutions/ is used):
+# your train_cifar_multi_gpu.py:
 #     qsub run_multi_gpu_training.sh
 # Replace the group gt00 below with yours (`id -ng`) first: `handson jobscript lint` checks.
 #PBS -q h-debug
@@ -28,12 +28,8 @@ DATASET=${DATASET:-synthetic}
 GPUS=${GPUS:-0 1}
 
 TASK=train_cifar_multi_gpu.py
-# Your script in the folder you submit from; without one, the course's reference (said loudly).
-if [ ! -f "$TASK" ] && [ -n "${COURSE:-}" ]; then
-  echo "note: no $TASK in $PWD: running the course's reference $COURSE/solutions/$TASK"
-  TASK=$COURSE/solutions/$TASK
-fi
-[ -f "$TASK" ] || { echo "no $TASK in $PWD nor in \$COURSE/solutions"; exit 2; }
+# Your script, in the folder you submit from: yours is what runs, never a copy of the course's.
+[ -f "$TASK" ] || { echo "no $TASK in $PWD: submit from the folder that holds your $TASK (or copy it here)"; exit 2; }
 
 # Versions first, as the seed's job.sh does.
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"

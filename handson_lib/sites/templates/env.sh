@@ -6,7 +6,7 @@
 {{MODULES}}
 {{PYTHON}}
 
-# The course (handson_lib, solutions/), importable by the job's ranks.
+# The course library (handson_lib), importable by the job's ranks.
 export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 {{EXTRA}}

@@ -5,7 +5,7 @@
 # handson-site: {{SITE}}   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
 # Task #1 on {{TITLE}}: one node, MultiprocessParallelUpdater on its {{NODE_GPUS}} (one MPI
 # process: the updater starts one worker process per GPU). Submit from the folder that holds
-# your train_cifar_multi_gpu.py (else $COURSE/solutions/ is used):
+# your train_cifar_multi_gpu.py:
 {{USAGE}}
 {{GROUP_HINT}}
 {{DIRECTIVES}}

@@ -4,7 +4,7 @@
 #!/bin/bash
 # handson-site: {{SITE}}   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
 # Task #2 (ChainerMN) on {{TITLE}}, one MPI process per GPU: {{REQUEST}}.
-# Submit from the folder that holds your train_cifar_multi_node.py (else $COURSE/solutions/):
+# Submit from the folder that holds your train_cifar_multi_node.py:
 {{USAGE}}
 {{GROUP_HINT}}
 {{DIRECTIVES}}
