@@ -586,3 +586,42 @@ def test_a_triple_step_with_a_forged_clock_is_timed_as_three_steps(timing_attack
     clock sees a step of about three of the reference's."""
     forged = timing_attacks["a forged clock and record"]
     assert 0.2 < forged.ratio < 0.6, forged.steps
+
+
+# ------------------------------------------------------------------ a hidden test's on_answers call
+
+PROBES_FROM_AN_ANSWER_CELL = """
+import os
+class Probe:
+    def __init__(self, *args):
+        pass
+    def lr_at(self, iteration):
+        try:
+            open({solution!r}).read()
+            read = 0.5
+        except OSError:
+            read = 0.0
+        return os.getuid() + read
+"""
+
+
+@pytest.mark.system
+def test_an_on_answers_call_runs_the_answer_cells_in_the_sandbox(tmp_path, monkeypatch):
+    """A hidden test's call on the student's class runs in a fresh process in the sandbox: as the
+    grading account, without the reference solutions (nothing of the kernel takes part)."""
+    from handson_lib.autograder import judge, nbgrader_ext
+    from handson_lib.experiments import large_batch as lb
+    solution = str(sandbox.COURSE_ROOT / "solutions" / "06_large_batch.ipynb")
+    cell = PROBES_FROM_AN_ANSWER_CELL.format(solution=solution)
+    with judged_sandbox(tmp_path, monkeypatch, "prober", "") as (_, spec, _):
+        memo = tmp_path / "memo"
+        memo.mkdir()
+        monkeypatch.setenv(judge.JUDGE_ENV, json.dumps({**spec, "memo": str(memo)}))
+
+        def Probe():   # what the kernel's answer stands for: the name of the student's class
+            pass
+
+        with nbgrader_ext._judged_runs(False):
+            seen = judge.Judge(lambda code: "", answer_cells=lambda: [cell], call_folder=spec["runs"]) \
+                .call_on_answers(lb.rate_at, Probe, 0.1, 32, 64, 0, 3)
+    assert seen == float(sandbox.account()[0]), seen   # the grading account, and the solution unread

@@ -129,7 +129,7 @@ def test_the_grader_runs_the_grade_and_report_cells_only():
              "answer": {"grade": False, "grade_id": "q1", "solution": True},
              "report": {"grade": False, "grade_id": "task1_report", "locked": True},
              "forged_report": {"grade": False, "grade_id": "task1_report", "locked": False},
-             "in_kernel": {"grade": True, "grade_id": "make_iterator_test", "solution": False},
+             "on_answers": {"grade": True, "grade_id": "make_iterator_test", "solution": False},
              "plain": None}
     judged = {}
     for name, meta in cells.items():
@@ -138,7 +138,7 @@ def test_the_grader_runs_the_grade_and_report_cells_only():
             nb_cell.metadata["nbgrader"] = meta
         judged[name] = nbgrader_ext.judged_outside(nb_cell)
     assert judged == {"grade": "q1_test", "answer": None, "report": "task1_report", "forged_report": None,
-                      "in_kernel": "make_iterator_test", "plain": None}
+                      "on_answers": "make_iterator_test", "plain": None}
 
 
 def test_the_report_cells_of_the_solutions_are_locked_and_make_the_reports():
@@ -164,32 +164,63 @@ class Ramp:
 """
 
 
-def test_in_kernel_runs_a_course_function_on_the_students_code_in_the_kernel():
-    cell = ("from handson_lib.checking.notebook import in_kernel\n"
+def _answer_cell(source):
+    cell = nbgrader_ext.nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade": False, "grade_id": "answer", "solution": True}
+    return cell
+
+
+def test_on_answers_runs_a_course_function_on_the_answer_cells_in_a_fresh_process():
+    cell = ("from handson_lib.checking.notebook import on_answers\n"
             "from handson_lib.experiments import large_batch as lb\n"
-            "assert in_kernel(lb.rate_at, Ramp, 0.1, 32, 64, 0, 3) == 0.2\n")
-    outputs, kernel = run(RAMP, cell)
+            "assert on_answers(lb.rate_at, Ramp, 0.1, 32, 64, 0, 3) == 0.2\n")
+    kernel = StandInKernel(RAMP)
+    outputs = judge.Judge(kernel.ask, answer_cells=lambda: [RAMP]).run(cell, "a_test")
     assert errors(outputs) == []
-    # The call ran in the kernel (the class never left it), its result came back as data.
-    assert any("'handson_lib.experiments.large_batch'), 'rate_at')" in r for r in kernel.requests)
+    # Not in the kernel: the kernel was only asked for the class's name.
+    assert not any("rate_at" in r for r in kernel.requests), kernel.requests
     # Outside the judge (the student's own notebook) the same cell is a plain call.
     namespace = {}
     exec(RAMP, namespace)
     exec(cell, namespace)
 
 
-def test_in_kernel_calls_only_the_course_functions_and_takes_only_data_back():
-    outputs, _ = run(RAMP, "import os\nfrom handson_lib.checking.notebook import in_kernel\n"
-                           "in_kernel(os.getcwd)\n")
-    assert errors(outputs) == ["KernelAnswerError: in_kernel: <built-in function getcwd> is no function of "
+def test_the_kernels_own_cells_and_a_replaced_course_function_decide_nothing_of_on_answers():
+    """What the kernel did beside the answer cells (here: replaced the course function) is not in
+    the fresh process; an answer cell that replaces it runs after the grader took the function."""
+    cells = [nbgrader_ext.nbformat.v4.new_code_cell("from handson_lib.experiments import large_batch as lb\n"
+                                                    "lb.rate_at = lambda *a, **k: 0.2\nnot_an_import = 1"),
+             _answer_cell("class Ramp:\n    def __init__(self, *a):\n        pass\n"
+                          "    def lr_at(self, iteration):\n        return 0.7\n"
+                          "lb.rate_at = lambda *a, **k: 0.2\n")]
+    sources = judge.answer_sources(cells)
+    assert sources == ["from handson_lib.experiments import large_batch as lb", cells[1].source]
+    kernel = StandInKernel(RAMP)   # (in this process: a replacement here would be the grader's own)
+    cell = ("from handson_lib.checking.notebook import on_answers\n"
+            "from handson_lib.experiments import large_batch as lb\n"
+            "assert on_answers(lb.rate_at, Ramp, 0.1, 32, 64, 0, 3) == 0.2, 'forged'\n")
+    outputs = judge.Judge(kernel.ask, answer_cells=lambda: sources).run(cell, "a_test")
+    assert errors(outputs) == ["AssertionError: forged"], outputs
+
+
+def test_on_answers_calls_only_the_course_functions_and_takes_only_data_back():
+    outputs, _ = run(RAMP, "import os\nfrom handson_lib.checking.notebook import on_answers\n"
+                           "on_answers(os.getcwd)\n")
+    assert errors(outputs) == ["KernelAnswerError: on_answers: <built-in function getcwd> is no function of "
                                "the course's modules"]
     # A course function returning an object (here, the student's own instance) gives no object back.
-    outputs, _ = run(RAMP, "from handson_lib.checking.notebook import in_kernel\n"
-                           "from handson_lib.experiments import tuning\n"
-                           "in_kernel(tuning.iterator_facts, Ramp, 8)\n")
-    assert len(errors(outputs)) == 1 and "with your notebook's code" in errors(outputs)[0]
+    kernel = StandInKernel(RAMP)
+    outputs = judge.Judge(kernel.ask, answer_cells=lambda: [RAMP]).run(
+        "from handson_lib.checking.notebook import on_answers\nfrom handson_lib.experiments import tuning\n"
+        "on_answers(tuning.iterator_facts, Ramp, 8)\n", "a_test")
+    assert len(errors(outputs)) == 1 and "with your answer cells" in errors(outputs)[0], errors(outputs)
+    # A name no answer cell makes: said, with the failure of the cell that should have.
+    outputs = judge.Judge(kernel.ask, answer_cells=lambda: ["raise ValueError('half done')"]).run(
+        "from handson_lib.checking.notebook import on_answers\nfrom handson_lib.experiments import large_batch as lb\n"
+        "on_answers(lb.rate_at, Ramp, 0.1, 32, 64, 0, 3)\n", "a_test")
+    assert "'Ramp' is not defined by your answer cells (a cell failed: ValueError: half done)" in errors(outputs)[0]
     from handson_lib.checking import notebook
-    assert notebook._KERNEL_CALL is None   # the hook is the judge's only while a cell runs
+    assert notebook._ANSWER_CALL is None   # the hook is the judge's only while a cell runs
 
 
 def _tagged(source, nbgrader=None):

@@ -5,7 +5,9 @@ cell, which the grader runs in its own process (`Judge`), restored from the sour
 
   - the grade cells: their tests read the student's answers as data, fetched from the kernel
     (numbers, strings, containers, numpy arrays); a function of the student's is called in the
-    kernel, with data in and data out;
+    kernel, with data in and data out; a course function run on the student's code
+    (`checking.notebook.on_answers`) runs in a fresh sandboxed process holding the notebook's
+    imports and answer cells only (`answer_sources`, harness.answer_call);
   - the report cells (`REPORT_CELLS`): they run the checks, which start the submission's scripts
     in the sandbox and judge what comes back from outside.
 
@@ -23,9 +25,14 @@ import importlib
 import importlib.util
 import io
 import json
+import os
 import secrets
+import sys
+import tempfile
 import traceback
 from pathlib import Path
+
+from handson_lib.harness.codec import CODEC, decode, encode
 
 #: Locked cells (grade_id) that build what grade cells judge: run by the grader, never the kernel.
 REPORT_CELLS = {"task1_job_report", "task1_report", "task2_mnist_report", "task2_job_report", "task2_report"}
@@ -34,69 +41,10 @@ REPORT_CELLS = {"task1_job_report", "task1_report", "task2_mnist_report", "task2
 JUDGE_ENV = "GRADER_JUDGE"
 #: The most a kernel answer may weigh (its JSON text).
 MAX_ANSWER_CHARS = 32 << 20
+#: The fresh process of a hidden test's `on_answers` call (`python -m`), and the seconds it may take.
+ANSWER_CALL_MODULE = "handson_lib.harness.answer_call"
+ANSWER_CALL_SECONDS = 120
 
-#: Encoding of answers as JSON, the same text in the kernel (sent with every request) and here.
-CODEC = r'''
-def _handson_encode(value, depth=0):
-    import math, sys, types
-    np = sys.modules.get("numpy")
-    kind = type(value)
-    if depth > 40:
-        return {"__opaque__": "nested too deep"}
-    if value is None or kind in (bool, int, str):
-        return value
-    if kind is float:
-        return value if math.isfinite(value) else {"__float__": repr(value)}
-    if kind is list:
-        return [_handson_encode(v, depth + 1) for v in value]
-    if kind in (tuple, set, frozenset):
-        return {"__" + kind.__name__ + "__": [_handson_encode(v, depth + 1) for v in value]}
-    if kind is dict:
-        return {"__dict__": [[_handson_encode(k, depth + 1), _handson_encode(v, depth + 1)] for k, v in value.items()]}
-    if np is not None and kind is np.ndarray and value.dtype.kind in "biuf":
-        return {"__ndarray__": _handson_encode(value.tolist(), depth + 1), "dtype": str(value.dtype)}
-    if np is not None and isinstance(value, np.generic) and value.dtype.kind in "biuf":
-        return {"__numpy__": _handson_encode(value.item(), depth + 1), "dtype": str(value.dtype)}
-    if kind is types.ModuleType:
-        return {"__module__": value.__name__}
-    if callable(value):
-        return {"__callable__": getattr(value, "__name__", "?")}
-    return {"__opaque__": kind.__name__}
-
-
-def _handson_decode(data, module=None, call=None):
-    import numpy
-    if isinstance(data, list):
-        return [_handson_decode(v, module, call) for v in data]
-    if not isinstance(data, dict):
-        return data
-    if "__float__" in data:
-        return float(data["__float__"])
-    for name, kind in (("__tuple__", tuple), ("__set__", set), ("__frozenset__", frozenset)):
-        if name in data:
-            return kind(_handson_decode(v, module, call) for v in data[name])
-    if "__dict__" in data:
-        return {_handson_decode(k, module, call): _handson_decode(v, module, call) for k, v in data["__dict__"]}
-    if "__ndarray__" in data or "__numpy__" in data:
-        try:
-            dtype = numpy.dtype(str(data.get("dtype")))
-        except (TypeError, ValueError):
-            dtype = None
-        if dtype is None or dtype.kind not in "biuf" or dtype.shape or dtype.fields or dtype.itemsize > 8:
-            raise TypeError("a numpy array of dtype " + str(data.get("dtype"))[:40] + " (numbers only)")
-        if "__numpy__" in data:
-            return dtype.type(data["__numpy__"])
-        return numpy.array(_handson_decode(data["__ndarray__"]), dtype=dtype)
-    if "__module__" in data and module is not None:
-        return module(data["__module__"])
-    if "__callable__" in data and call is not None:
-        return call(data["__callable__"])
-    raise TypeError("a value of type " + str(data.get("__opaque__", "?")) + " (not data: a number, string, "
-                    "list, tuple, set, dict or numpy array)")
-'''
-_codec = {}
-exec(CODEC, _codec)
-encode, decode = _codec["_handson_encode"], _codec["_handson_decode"]
 
 
 def is_report_cell(meta):
@@ -192,9 +140,11 @@ class Judge:
     """The grader's side of one notebook: a namespace of its own, filled by the report cells and
     by the answers it asks the kernel for (`ask(code) -> what the kernel printed`)."""
 
-    def __init__(self, ask, reserved=frozenset()):
+    def __init__(self, ask, reserved=frozenset(), answer_cells=tuple, call_folder=None):
         self.ask = ask
         self.reserved = reserved     # made by the report cells: never asked of the kernel
+        self.answer_cells = answer_cells   # () -> the sources an on_answers call runs (imports, answer cells)
+        self.call_folder = call_folder     # where such a call's folder is made (seen by the sandbox)
         self.namespace = {"__name__": "__judge__", "__builtins__": builtins}
 
     # -- the kernel, as data
@@ -231,23 +181,46 @@ class Judge:
         call.__name__ = name
         return call
 
-    def call_in_kernel(self, function, *args, **kwargs):
-        """checking.notebook.in_kernel under the judge: `function` (a top-level function of a course
-        module) is called in the kernel, the kernel's functions and classes among the arguments by
-        their names there; its result comes back as data."""
+    def call_on_answers(self, function, *args, **kwargs):
+        """checking.notebook.on_answers under the judge: `function` (a top-level function of a course
+        module) is called in a fresh process of its own (in the sandbox when the session has one)
+        that holds the notebook's imports and answer cells (`answer_cells`) and nothing else of the
+        kernel; the submission's functions and classes among the arguments by their names there.
+        Its result comes back as data."""
         module, name = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
-        if module not in course_modules() or module.startswith("handson_lib.autograder") or not name.isidentifier() \
-                or getattr(importlib.import_module(module), name, None) is not function:
-            raise KernelAnswerError(f"in_kernel: {function!r} is no function of the course's modules")
-        payload = json.dumps({"args": encode(list(args)), "kwargs": encode(kwargs)})
-        expression = (f"(lambda _p, _g: getattr(__import__('importlib').import_module({module!r}), {name!r})"
-                      f"(*_handson_decode(_p['args'], None, _g.__getitem__), "
-                      f"**_handson_decode(_p['kwargs'], None, _g.__getitem__)))"
-                      f"(__import__('json').loads({payload!r}), globals())")
+        if module not in course_modules() or module.startswith(("handson_lib.autograder", "handson_lib.authoring")) \
+                or not name.isidentifier() or getattr(importlib.import_module(module), name, None) is not function:
+            raise KernelAnswerError(f"on_answers: {function!r} is no function of the course's modules")
+        request = {"module": module, "function": name, "cells": list(self.answer_cells()),
+                   "args": encode(list(args)), "kwargs": encode(kwargs)}
+        said = f"{name}(...) with your answer cells"
         try:
-            return decode(self._request(expression), _trusted_module, self._proxy)
-        except KernelAnswerError as error:
-            raise KernelAnswerError(f"{name}(...) with your notebook's code: {error}") from None
+            return decode(self._fresh_call(request, said), _trusted_module, None)
+        except TypeError as error:
+            raise KernelAnswerError(f"{said}: {error}") from None
+
+    def _fresh_call(self, request, said):
+        from handson_lib import launch
+        from handson_lib.checking import evidence, runs
+        with tempfile.TemporaryDirectory(prefix="handson-answers-", dir=self.call_folder) as folder:
+            if launch.wrapped():   # the call, as the grading account, writes its answer there
+                os.chmod(folder, 0o777)
+            (Path(folder) / "request.json").write_text(json.dumps(request))
+            res = launch.run_watched([sys.executable, "-m", ANSWER_CALL_MODULE, folder],
+                                     runs.run_limit(ANSWER_CALL_SECONDS), cwd=folder,
+                                     env={**os.environ, "MPLBACKEND": "Agg"})
+            runs.defuse(folder)
+            try:
+                text = evidence.read_left(Path(folder) / "answer.json", MAX_ANSWER_CHARS)
+                answer = json.loads(text) if text is not None else None
+            except ValueError as error:
+                raise KernelAnswerError(f"{said}: {error}") from None
+        if not isinstance(answer, dict) or not ("value" in answer or "error" in answer):
+            how = "ran past its time limit" if res.timed_out else f"ended with exit status {res.returncode}"
+            raise KernelAnswerError(f"{said}: no answer (the call {how}): {res.tail(5)}")
+        if "error" in answer:
+            raise KernelAnswerError(f"{said}: {str(answer['error'])[:600]}")
+        return answer["value"]
 
     def fetch(self, name):
         if not name.isidentifier():
@@ -280,7 +253,7 @@ class Judge:
                                         "not hold as released (restore it)")
                     namespace[name] = self.fetch(name)
             last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), self._in_kernel_calls():
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), self._answer_calls():
                 exec(compile(tree, f"<{label}>", "exec"), namespace)
                 value = None if last is None else eval(compile(ast.Expression(last.value), f"<{label}>", "eval"),
                                                        namespace)
@@ -300,13 +273,37 @@ class Judge:
 
 
     @contextlib.contextmanager
-    def _in_kernel_calls(self):
+    def _answer_calls(self):
         from handson_lib.checking import notebook
-        notebook.set_kernel_call(self.call_in_kernel)
+        notebook.set_answer_call(self.call_on_answers)
         try:
             yield
         finally:
-            notebook.set_kernel_call(None)
+            notebook.set_answer_call(None)
+
+
+def answer_sources(cells):
+    """The sources an on_answers call runs, of `cells` (the notebook's cells before the grade
+    cell), in order: each answer cell whole, and of every other code cell that nbgrader lets the
+    student write (not a grade cell, not a report cell, not one left unrun) its imports only, so
+    that the answer cells find the modules they use. Nothing that the kernel computed."""
+    sources = []
+    for cell in cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") != "code" or not_run_when_grading(cell):
+            continue
+        source = "".join(cell.get("source", ""))
+        if meta.get("solution"):
+            sources.append(source)
+        elif not judged_by_grader(meta):
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:   # IPython's own syntax (a magic): no imports taken from it
+                continue
+            imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+            if imports:
+                sources.append("\n".join(ast.unparse(node) for node in imports))
+    return sources
 
 
 def report_names(root=None):

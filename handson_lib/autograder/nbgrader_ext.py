@@ -57,7 +57,8 @@ PROBE_OUTPUT_BYTES = judge.MAX_ANSWER_CHARS + (1 << 20)
 
 class JudgedExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
-        self._judge = judge.Judge(self._ask_kernel, judge.report_names())
+        spec = json.loads(os.environ.get(judge.JUDGE_ENV) or "{}")
+        self._judge = judge.Judge(self._ask_kernel, judge.report_names(), self._answer_cells, spec.get("runs"))
         self._output_limit, self._output_used, self._output_cut = CELL_OUTPUT_BYTES, {}, set()
         return super().preprocess(nb, resources, km)
 
@@ -72,6 +73,11 @@ class JudgedExecute(Execute):
             self.nb.cells[self._index] = original
             self._output_limit, self._output_used, self._output_cut = CELL_OUTPUT_BYTES, {}, set()
         return "".join(o.get("text", "") for o in probe.outputs if o.get("output_type") == "stream")
+
+    def _answer_cells(self):
+        """What a hidden test's on_answers call runs (judge.answer_sources) of the cells before
+        the grade cell that runs it, as the kernel ran them."""
+        return judge.answer_sources(self.nb.cells[:self._index])
 
     def output(self, outs, msg, display_id, cell_index):
         """nbclient's output handler, with the cell's output capped as it arrives (an error, the
@@ -124,12 +130,15 @@ def _judged_runs(report):
         return
     spec = json.loads(os.environ[judge.JUDGE_ENV])
     saved_tempdir = tempfile.tempdir
-    if not report:
+    if not report:   # its on_answers calls: each a fresh process in the sandbox, its folder in the runs'
         tempfile.tempdir = spec["memo"]
+        if spec.get("settings"):
+            launch.set_wrapper(lambda cmd, cwd: judge_sandbox_command(spec, cmd, cwd))
         try:
             yield
         finally:
             tempfile.tempdir = saved_tempdir
+            launch.set_wrapper(None)
         return
     # The grader's log, in its own folder: the kernel's is the kernel's to write.
     moved = grader_settings.current().but(profile_log=os.path.join(spec["memo"], "profile.jsonl")).to_env()

@@ -78,23 +78,24 @@ def run_mpi_script(script, np, args, label=None, timeout=600, show=12):
     return obs
 
 
-_KERNEL_CALL = None
+_ANSWER_CALL = None
 
 
-def set_kernel_call(call):
-    """The grader's judge (handson_lib.autograder.judge) sends `in_kernel` calls to the student's
-    kernel while it runs a grade cell; None: a plain call."""
-    global _KERNEL_CALL
-    _KERNEL_CALL = call
+def set_answer_call(call):
+    """The grader's judge (handson_lib.autograder.judge) runs `on_answers` calls itself while it
+    runs a grade cell; None: a plain call."""
+    global _ANSWER_CALL
+    _ANSWER_CALL = call
 
 
-def in_kernel(function, *args, **kwargs):
-    """Call a course `function` where the student's code lives, the student's functions and classes
-    among its arguments, and return its result: in a notebook, a plain call; under the autograder,
-    the grader sends the call to the student's kernel and takes the result back as data (numbers,
-    strings, lists, dicts, arrays), so that a hidden test judges it in the grader's own process."""
-    if _KERNEL_CALL is not None:
-        return _KERNEL_CALL(function, *args, **kwargs)
+def on_answers(function, *args, **kwargs):
+    """Call a course `function` on the student's code, the student's functions and classes among
+    its arguments, and return its result: in a notebook, a plain call; under the autograder, the
+    grader runs the call in a fresh sandboxed process that holds the notebook's imports and answer
+    cells only, and takes the result back as data (numbers, strings, lists, dicts, arrays), so that
+    a hidden test judges it in the grader's own process and nothing of the kernel takes part."""
+    if _ANSWER_CALL is not None:
+        return _ANSWER_CALL(function, *args, **kwargs)
     return function(*args, **kwargs)
 
 

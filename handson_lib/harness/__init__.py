@@ -3,7 +3,9 @@ ranks and workers, in the grading sandbox under `handson autograde`).
 
 `observe` starts a training script and records what it did (`python -m
 handson_lib.harness.observe`); `stepper` runs a script's training steps one at a time on the
-command of the paired timing (handson_lib.checking.paired), which times them from outside.
+command of the paired timing (handson_lib.checking.paired), which times them from outside;
+`answer_call` runs a hidden test's call of a course function on the answer cells, in a fresh
+process (`codec`: answers as JSON).
 Inside the sandbox: it imports the runtime, data and messages only, never the checks, the
 autograder or the authoring tools (tests/test_layout.py holds it to that).
 """
