@@ -93,6 +93,9 @@ WRONG = [
     Wrong("q1_ranks_test", "placement = {0: (1, 1), 1: (1, 0), 2: (2, 0), 3: (2, 1), 4: (3, 0), 5: (3, 1)}",
           ("(1, 0)",)),
     Wrong("q1_ranks_test", "placement = {0: (1, 0), 1: (1, 1), 2: (2, 0), 3: (2, 1)}", ("(3, 0)",)),  # the 2x2 job
+    # round-robin over the nodes (--map-by node): the misconception the question is about
+    Wrong("q1_ranks_test", "placement = {0: (1, 0), 1: (2, 0), 2: (3, 0), 3: (1, 1), 4: (2, 1), 5: (3, 1)}",
+          ("(1, 1)", "(2, 1)")),
     Wrong("mnist_conversion", "mnist_report = _report('mnist-multi-node', 'parameters identical on every rank')"),
     Wrong("task2_correctness", "report = _report('multi-node', 'reports only on rank 0')"),
     Wrong("task2_throughput", "report = _report('multi-node', 'reports only on rank 0')"),
