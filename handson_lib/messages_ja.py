@@ -226,6 +226,14 @@ MESSAGES = {
         'あなたの学習ステップと模範解答の学習ステップを {np} ランクで交互に計測しています ...',
     "The spread of the ratio crosses a band's floor: timing once more ...":
         '比のばらつきが配点区分の下限をまたいでいます。もう一度計測します ...',
+    'The summary prints the answers of Questions 1-5: it is shown once they all hold yours (still open: {names}).':
+        '要約には問題 1-5 の答えが出てきます: 5 つすべてにあなたの答えが入ってから表示します（まだ答えていない問題: {names}）。',
+    'not answered yet':
+        'まだ答えていません',
+    'the same as the tool':
+        'ツールと同じ値です',
+    'differs from the tool':
+        'ツールの値と異なります',
     'the timing did not finish: {error}':
         '計測が終わりませんでした: {error}',
     "Timing your training step against the reference's, in turn, on {n} devices ...":

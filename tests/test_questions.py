@@ -357,3 +357,17 @@ def test_released_stubs_fail_every_graded_cell(notebook, skeleton_reports):
             passed.append(grade_id)
     assert not passed, f"graded cells passing with the released stubs: {passed}"
     assert not off_target, f"graded cells failing on something else than the student's answer: {off_target}"
+
+
+@pytest.mark.parametrize("edition", ["notebooks", "notebooks/ja"])
+def test_no_recorded_output_of_04_gives_exercise_2s_answer(edition):
+    """Exercise 2's L (the gradient bytes of the course's model) appears in no markdown cell, the
+    recorded outputs included: a student reading ahead does not find it."""
+    from handson_lib.autograder import answers
+    nb = json.loads((ROOT / edition / "04_scaling.ipynb").read_text())
+    model = re.search(r'model="(\w+)"', "".join("".join(c["source"]) for c in nb["cells"])).group(1)
+    value = answers.gradient_bytes(model)
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            text = "".join(cell["source"])
+            assert str(value) not in text and f"{value:,}" not in text, text[:300]
