@@ -367,6 +367,25 @@ def test_a_failed_regrade_marks_the_old_score_stale_and_resume_grades_it_again(t
 
 
 @pytest.mark.slow
+def test_a_markdown_answer_is_left_to_the_instructor_and_the_status_says_so(tmp_path):
+    """04's explanation (Exercise 4) is a markdown answer graded by a person: the instructor's own
+    notebook handed in earns every automatic point, and its row says one answer awaits manual
+    grading; --resume keeps such a row."""
+    shutil.copy(ROOT / "course" / "nbgrader_config.py", tmp_path)
+    nbgrader_course.assemble(tmp_path, assignments=["scaling"])
+    res = nbgrader_course.nbgrader("generate_assignment", "scaling", "--force", course_dir=tmp_path)
+    assert res.ok, res.output
+    handed_in = tmp_path / "submitted" / "alice" / "scaling"
+    shutil.copytree(tmp_path / "source" / "scaling", handed_in)
+    rows, _ = nbgrader_course.autograde("scaling", tmp_path, jobs=1, print_fn=lambda _: None, unsafe=UNSAFE)
+    [row] = rows
+    assert row["score"] == row["max_score"] - 1 and row["status"] == "graded" + nbgrader_course.AWAITS_MANUAL, row
+    printed = []
+    nbgrader_course.autograde("scaling", tmp_path, jobs=1, resume=True, print_fn=printed.append, unsafe=UNSAFE)
+    assert printed[0].startswith("--resume: 1 student(s) graded earlier are kept"), printed
+
+
+@pytest.mark.slow
 def test_ctrl_c_stops_the_runs_keeps_what_was_graded_and_says_how_to_go_on(tmp_path):
     """Ctrl-C while a student's endless cell runs: the session's processes stop, the student graded
     already stays in the report, and the screen says how to go on."""

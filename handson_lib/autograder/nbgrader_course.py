@@ -282,6 +282,10 @@ def _progress_line(done, total, elapsed, width=24):
             + (f", about {clock(left)} left" if left is not None and done < total else ""))
 
 
+#: Said after "graded" for a submission with an answer that a person grades (a markdown answer).
+AWAITS_MANUAL = "; an answer awaits manual grading (nbgrader formgrader): the score counts it as 0 until then"
+
+
 def scores(course_dir, assignment):
     from nbgrader.api import Gradebook
     db = f"sqlite:///{Path(course_dir) / 'gradebook.db'}"
@@ -378,8 +382,10 @@ def _row(result, graded, course_dir, assignment, before=()):
     if facts["failed_cells"]:
         feedback = f"failed: {', '.join(facts['failed_cells'])}; first error: {feedback}"
     status = result["status"]
-    score, max_score, _ = graded.get(student, (0.0, None, False))
-    if status != "graded" and student in before:
+    score, max_score, manual = graded.get(student, (0.0, None, False))
+    if status == "graded" and manual:
+        status += AWAITS_MANUAL
+    if not status.startswith("graded") and student in before:
         stale = score
         remove_grade(course_dir, assignment, student)
         score = 0.0
@@ -478,7 +484,8 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     earlier = {s: row for s, row in read_report(course_dir, assignment).items() if s in handed_in}
     done_rows = {}
     if resume:
-        done_rows = {s: row for s, row in earlier.items() if s in students and row["status"] == "graded"}
+        done_rows = {s: row for s, row in earlier.items()
+                     if s in students and row["status"] in ("graded", "graded" + AWAITS_MANUAL)}
         print_fn(f"--resume: {len(done_rows)} student(s) graded earlier are kept "
                  f"({report_path(course_dir, assignment).name}), {len(students) - len(done_rows)} to grade")
     to_grade = [s for s in students if s not in done_rows]
