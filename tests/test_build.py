@@ -147,5 +147,6 @@ def test_released_notebooks_keep_grade_cells_locked_with_checksums():
         assert graded, f"{rel} has no graded cell"
         for cell in graded:
             meta = cell["metadata"]["nbgrader"]
-            assert meta["locked"] and meta.get("checksum"), f"{rel}: {meta.get('grade_id')}"
+            # a graded answer cell (a markdown answer a person grades) is the student's to edit
+            assert (meta["locked"] or meta.get("solution")) and meta.get("checksum"), f"{rel}: {meta.get('grade_id')}"
         assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")

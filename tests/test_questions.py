@@ -256,6 +256,7 @@ ASKED = {
     "speedup": ["my_speedup", "my_conclusion"], "scaled_lr": ["scaled_lr"],
     "warmup_extension": ["WarmupScaledLR"], "measure_gain": ["rule_gain", "warmup_gain"],
     "stretch_per_class": ["per_class_accuracy"],
+    "q5_explanation": [],   # a markdown answer, in the student's words
 }
 
 
