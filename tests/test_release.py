@@ -205,6 +205,28 @@ def test_the_edition_holds_no_solution_no_hidden_test_no_answer_helper(released)
     assert not leaks, "\n".join(leaks)
 
 
+#: What the student edition must not point at: what it does not hold, and the instructor's tools.
+POINTS_ELSEWHERE = re.compile(r"solutions/|\btests/|course README|handson bench multi-(gpu|node)|handson build\b"
+                              r"|handson (autograde|course|classroom)\b")
+
+
+@pytest.mark.slow
+def test_what_a_student_reads_points_at_nothing_the_edition_lacks(released):
+    """The notebooks (both languages), the exercises, the job scripts and the README of the edition
+    name no solutions/, no tests/, no course README, no instructor-only command."""
+    found = []
+    for path in _edition_files(released):
+        rel = path.relative_to(released)
+        if rel.parts[0] not in ("notebooks", "exercises", "jobscripts") and rel.name != "README.md" or \
+                rel.parts[0] == "handson_lib" or path.suffix not in (".ipynb", ".py", ".sh", ".md"):
+            continue
+        text = path.read_text()
+        pieces = ["".join(c["source"]) for c in json.loads(text)["cells"]] if path.suffix == ".ipynb" else [text]
+        found += [f"{rel}: {m.group(0)!r} in {line.strip()[:100]!r}" for piece in pieces
+                  for line in piece.splitlines() for m in [POINTS_ELSEWHERE.search(line)] if m]
+    assert not found, "\n".join(found)
+
+
 @pytest.mark.parametrize("site", [s.key for s in generate.script_sites()])
 def test_every_site_ships_its_job_scripts_with_the_task_requests_left_to_write(site):
     """Students get every site's five files; the two task scripts miss exactly their answer (the
