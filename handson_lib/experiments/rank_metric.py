@@ -70,6 +70,32 @@ def load_function(path, name="per_class_accuracy"):
     return getattr(module, name)
 
 
+def run_on_ranks(function, np=2, timeout=180):
+    """Run the student's `function` (the notebook's `per_class_accuracy`) on `np` local ranks, as
+    `python -m handson_lib.experiments.rank_metric`; what the ranks returned, as data:
+    {"ranks", "shard_sizes", "per_rank", "single"} ("single": rank 0's own value over the whole test
+    set, shown in the notebook; a grader computes its own, `whole_test_set`), or None when the run
+    wrote nothing (its output says why)."""
+    import tempfile
+    from handson_lib import launch
+    with tempfile.TemporaryDirectory(prefix="stretch-") as folder:
+        script, out = Path(folder) / "per_class_accuracy.py", Path(folder) / "per_class.json"
+        save_function(function, script)
+        run = launch.run_mpi(np, ["-m", "handson_lib.experiments.rank_metric", str(script), str(out)], timeout=timeout)
+        print(run.output[-3000:])
+        return json.loads(out.read_text()) if out.is_file() else None
+
+
+def whole_test_set():
+    """The per-class accuracy over the whole test set, of the model every rank trains, computed in
+    this process with the course's own `counts` (no student code): what `per_class_accuracy` must
+    return on every rank."""
+    train, test, info = data.get_dataset("digits", announce=False)
+    model = train_model(train, info.n_class)
+    correct, total = counts(model, test, info.n_class)
+    return (correct / numpy.maximum(total, 1)).tolist()
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     student, out = argv[0], argv[1]

@@ -16,6 +16,7 @@ The grader decides from that value; nothing here is a verdict.
 import builtins
 import importlib
 import json
+import linecache
 import sys
 import traceback
 from pathlib import Path
@@ -27,8 +28,10 @@ def call(request):
     function = getattr(importlib.import_module(request["module"]), request["function"])
     answers, failures = {"__name__": "__main__", "__builtins__": builtins}, []   # exec takes a plain dict
     for number, source in enumerate(request["cells"], 1):
+        name = f"<answer cell {number}>"
+        linecache.cache[name] = (len(source), None, source.splitlines(True), name)   # its source, as a kernel keeps it
         try:
-            exec(compile(source, f"<answer cell {number}>", "exec"), answers)
+            exec(compile(source, name, "exec"), answers)
         except BaseException as error:   # the student's cell: it may fail, even exit
             failures.append(f"{type(error).__name__}: {str(error)[:300]}")
 
