@@ -412,7 +412,7 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None):
     proc = launched.proc
     # A shared run with a progress watch steps aside from the timing slot once it idles.
     idle = IdleWatch(proc.pid, progress) if progress is not None and slot is not None and slot.can_step_aside else None
-    timed_out, stalled, killed = False, False, []
+    timed_out, stalled = False, False
     deadline = started + timeout
     try:
         while True:
@@ -428,15 +428,11 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None):
                         idle = None
                     continue
                 timed_out = True
-                killed = kill_tree(proc)
                 break
-    except BaseException:
-        kill_tree(proc)
-        raise
     finally:
-        # Ranks that outlive mpiexec (they should not) are cleaned up too.
-        for leftover in _descendants(proc.pid):
-            leftover.kill()
+        # The whole tree after a time-out or an interruption; ranks that outlive mpiexec (they
+        # should not) in any case.
+        killed = launched.stop()
     output = launched.output()
     # The [watchdog] tag stays in English: scripts and tests look for it.
     if stalled:

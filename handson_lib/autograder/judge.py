@@ -28,7 +28,6 @@ import json
 import os
 import secrets
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 
@@ -202,9 +201,7 @@ class Judge:
     def _fresh_call(self, request, said):
         from handson_lib import launch
         from handson_lib.checking import evidence, runs
-        with tempfile.TemporaryDirectory(prefix="handson-answers-", dir=self.call_folder) as folder:
-            if launch.wrapped():   # the call, as the grading account, writes its answer there
-                os.chmod(folder, 0o777)
+        with runs.run_folder("handson-answers-", dir=self.call_folder) as folder:
             (Path(folder) / "request.json").write_text(json.dumps(request))
             res = launch.run_watched([sys.executable, "-m", ANSWER_CALL_MODULE, folder],
                                      runs.run_limit(ANSWER_CALL_SECONDS), cwd=folder,

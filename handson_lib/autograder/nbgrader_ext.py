@@ -130,20 +130,13 @@ def _judged_runs(report):
         return
     spec = json.loads(os.environ[judge.JUDGE_ENV])
     saved_tempdir = tempfile.tempdir
-    if not report:   # its on_answers calls: each a fresh process in the sandbox, its folder in the runs'
-        tempfile.tempdir = spec["memo"]
-        if spec.get("settings"):
-            launch.set_wrapper(lambda cmd, cwd: judge_sandbox_command(spec, cmd, cwd))
-        try:
-            yield
-        finally:
-            tempfile.tempdir = saved_tempdir
-            launch.set_wrapper(None)
-        return
-    # The grader's log, in its own folder: the kernel's is the kernel's to write.
-    moved = grader_settings.current().but(profile_log=os.path.join(spec["memo"], "profile.jsonl")).to_env()
+    # A report cell's runs in the grader's folder of this student, with the grader's log in its own
+    # folder (the kernel's is the kernel's to write); a grade cell's files in its memo (its
+    # on_answers calls make their folders in the runs' folder themselves).
+    tempfile.tempdir = spec["runs"] if report else spec["memo"]
+    moved = grader_settings.current().but(profile_log=os.path.join(spec["memo"], "profile.jsonl")).to_env() \
+        if report else {}
     saved = {name: os.environ.get(name) for name in moved}
-    tempfile.tempdir = spec["runs"]
     os.environ.update(moved)
     if spec.get("settings"):
         launch.set_wrapper(lambda cmd, cwd: judge_sandbox_command(spec, cmd, cwd))

@@ -22,7 +22,7 @@ import numpy
 
 from handson_lib import COURSE_ROOT, grader_settings, launch
 from handson_lib.checking import evidence
-from handson_lib.checking.paired import run_paired, run_paired_mpi
+from handson_lib.checking.paired import run_paired
 from handson_lib.checking.runs import run_observed, run_observed_mpi
 from handson_lib.messages import tr
 from handson_lib.sites import jobscript
@@ -685,13 +685,12 @@ def _time_in_turn(reference_script, script, np, limit, stall, task, say, earlier
     devices (Task #1), pooled with an `earlier` one."""
     if devices:
         say(tr("Timing your training step against the reference's, in turn, on {n} devices ...", n=np))
-        obs = run_paired(reference_script, script, ["--gpus", *map(str, range(np)), *TIMING_ARGS], devices=np,
-                         steps=TIMED_STEPS, timeout=limit, stall=stall,
-                         part=f"{task}: timing on {np} devices, the reference's steps and yours in turn")
+        args, ranks, unit = ["--gpus", *map(str, range(np)), *TIMING_ARGS], None, "devices"
     else:
         say(tr("Timing your training step against the reference's, in turn, on {np} rank(s) ...", np=np))
-        obs = run_paired_mpi(reference_script, script, np, TIMING_ARGS, steps=TIMED_STEPS, timeout=limit,
-                             stall=stall, part=f"{task}: timing on {np} rank(s), the reference's steps and yours in turn")
+        args, ranks, unit = TIMING_ARGS, np, "rank(s)"
+    obs = run_paired(reference_script, script, args, ranks=ranks, devices=np, steps=TIMED_STEPS, timeout=limit,
+                     stall=stall, part=f"{task}: timing on {np} {unit}, the reference's steps and yours in turn")
     if earlier is not None and obs.finished:
         obs.pooled(earlier)
     return obs

@@ -77,9 +77,6 @@ class PairedObservation:
     """One paired timing: the seconds of each training step of the reference and of the student
     (the grader's clock), taken in turn on `np` ranks or devices, and what the grader saw of their CPU."""
     np: int
-    returncode: int
-    timed_out: bool
-    output: str                 # the student's launch's output
     steps: dict
     images_per_step: dict
     error: str
@@ -268,13 +265,14 @@ def _connect(sides, images_per_rank, deadline):
 
 
 def _time_steps(sides, steps, step_limit):
-    """({who: [seconds of each timed step]}, {who: {"own": CPU s, "waiting": CPU s}}, {who: wall s})."""
+    """({who: [seconds of each timed step]}, {who: {"own": CPU s, "waiting": CPU s}}): each side's
+    CPU read once between two steps, so every moment of the timed steps is counted for one of them."""
     times = {who: [] for who in WHO}
     cpu = {who: {"own": 0.0, "waiting": 0.0} for who in WHO}
+    before = {w: sides[w].cpu() for w in WHO}
     for step in range(WARMUP_STEPS + steps):
         for who in step_order(step):
             other = WHO[1 - WHO.index(who)]
-            before = {w: sides[w].cpu() for w in WHO}
             started = time.perf_counter()
             sides[who].step(step_limit)
             seconds = time.perf_counter() - started
@@ -283,6 +281,7 @@ def _time_steps(sides, steps, step_limit):
                 times[who].append(seconds)
                 cpu[who]["own"] += after[who] - before[who]
                 cpu[other]["waiting"] += after[other] - before[other]
+            before = after
     return times, cpu
 
 
@@ -351,9 +350,7 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=16, timeout
         error += "\n" + tr("{side}, its last lines:", side=side_name("reference")) + "\n" + \
             sides["reference"].launched.output()[-1500:].rstrip()
     obs = PairedObservation(
-        width, student.launched.proc.returncode if student else -1, False,
-        student.launched.output() if student else "", times,
-        {who: (images_per_rank or 0) * width for who in WHO}, error, seconds,
+        width, times, {who: (images_per_rank or 0) * width for who in WHO}, error, seconds,
         {"waited": round(slot.waited, 2), "contended": slot.contended, "stalled": False, "stall": stall},
         cpu, suspicions(times, cpu, width) if times else [])
     log_part(part, seconds, waited=obs.progress["waited"], contended=slot.contended)

@@ -16,17 +16,16 @@ import numpy
 
 from handson_lib import grader_settings, launch
 from handson_lib.checking import evidence
-from handson_lib.messages import tr
 
 
 
 @contextmanager
-def run_folder(prefix):
-    """A temporary folder for one observed run. Under a sandboxing wrapper (the grader's report
-    cells) the run writes it as the grading account; once the run is over, whatever it left that
-    is not a plain file or folder (a link to a file of the grader's, a FIFO) is removed (`defuse`)
-    before the grader reads its records."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+def run_folder(prefix, dir=None):
+    """A temporary folder for one observed run (in `dir`, else the temporary folder). Under a
+    sandboxing wrapper (the grader's cells) the run writes it as the grading account; once the
+    run is over, whatever it left that is not a plain file or folder (a link to a file of the
+    grader's, a FIFO) is removed (`defuse`) before the grader reads its records."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=dir) as tmp:
         if launch.wrapped():
             os.chmod(tmp, 0o777)
         yield tmp

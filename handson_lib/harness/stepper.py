@@ -14,7 +14,6 @@ reach its clock. Nothing this process writes is read as a time: it only obeys.
 """
 
 import json
-import os
 import runpy
 import socket
 import sys
