@@ -22,6 +22,13 @@ MESSAGES = {
         '（ウォッチドッグ）',
     '(stdout and stderr, like -j oe)':
         '（標準出力と標準エラー出力、-j oe と同じ）',
+    # ---- handson_lib/sites/table.py (notebook 07's table)
+    'Task #1 on {gpus} GPUs of one node':
+        'タスク#1 は 1 ノードの GPU {gpus} 台で実行',
+    'Task #1: one GPU per node, no second GPU to add':
+        'タスク#1: ノードあたり GPU 1 台のため、並列化する 2 台目がない',
+    'Task #2 on {ranks} ranks of {nodes} nodes':
+        'タスク#2 は {nodes} ノードの {ranks} ランクで実行',
     # ---- handson_lib/runtime/mpi.py
     'uncaught {error}; aborting all {size} ranks (MPI_Abort) so that none waits forever:':
         '捕捉されない {error} が発生しました。どのランクも待ち続けないよう、全 {size} ランクを中止します（MPI_Abort）:',

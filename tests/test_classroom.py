@@ -221,8 +221,21 @@ def formgrader(page):
     Browser.menu(page, "Nbgrader")
     page.locator("#jp-mainmenu-nbgrader").get_by_text("Formgrader", exact=True).click()
     frame = page.frame_locator("iframe").first
-    expect(frame.get_by_role("heading", name="Manage Assignments")).to_be_visible()
+    try:
+        expect(frame.get_by_role("heading", name="Manage Assignments")).to_be_visible()
+    except AssertionError as error:
+        Browser.shot(page, "formgrader-missing")
+        raise AssertionError(f"{error}\n{instructor_diagnosis()}") from None
     return frame
+
+
+def instructor_diagnosis():
+    """Why the instructor's side may fail: folders on the way to the course it cannot enter, and
+    the last lines of the hub's log (the servers' output lands there)."""
+    lay = layout()
+    access = nbgrader_setup.course_access(accounts.INSTRUCTOR) or "the instructor can reach the course's library"
+    log = lay.hub_log.read_text(errors="replace").splitlines()[-40:] if lay.hub_log.exists() else []
+    return access.strip() + "\nthe hub's log, last lines:\n" + "\n".join(log)
 
 
 def assignment_row(frame, assignment):

@@ -1,5 +1,6 @@
 """The hub's configuration as `handson classroom up` renders it (no hub, no root, no accounts)."""
 
+import os
 from pathlib import Path
 
 from handson_lib.classroom import hub
@@ -59,3 +60,25 @@ def test_bind_moves_only_the_public_address():
     assert values["JupyterHub.hub_bind_url"] == f"http://127.0.0.1:{hub.HUB_API_PORT}"
     assert values["ConfigurableHTTPProxy.api_url"] == f"http://127.0.0.1:{hub.PROXY_API_PORT}"
     assert hub.url({"bind": "10.0.0.5"}) == f"http://10.0.0.5:{hub.PORT}"
+
+
+def test_a_folder_closed_to_an_account_is_named_on_the_way_to_a_path():
+    """The report after an instructor's failed command: which folder on the way is closed to it."""
+    import tempfile
+    from handson_lib.classroom import accounts
+    with tempfile.TemporaryDirectory() as tmp:   # pytest's own tmp_path sits in folders of 0700
+        os.chmod(tmp, 0o755)
+        _closed_and_open(accounts, Path(tmp))
+
+
+def _closed_and_open(accounts, tmp_path):
+    closed = tmp_path / "closed"
+    (closed / "inside").mkdir(parents=True)
+    closed.chmod(0o700)
+    open_too = tmp_path / "open"
+    (open_too / "inside").mkdir(parents=True)
+    open_too.chmod(0o755)
+    blocked = accounts.blocked_on_the_way("nobody", closed / "inside")
+    assert [b.split(" (")[0] for b in blocked] == [str(closed)], blocked
+    assert "0o700" in blocked[0]
+    assert accounts.blocked_on_the_way("nobody", open_too / "inside") == []

@@ -536,3 +536,16 @@ def test_local_cluster_partitions_come_from_the_table(tmp_path):
     assert big == {"h-debug": 4, "h-short": 8, "h-small": 8, "h-regular": 8}
     # The linter of the local site applies Reedbush-H's limits.
     assert jobscript.lint(solution_text(), "local") == []
+
+
+def test_where_the_tasks_run_follows_the_site_table():
+    """Notebook 07's table: Task #1 needs two GPUs of one node (none on Miyabi-G, one GPU per
+    node); Task #2 takes one rank per GPU on the shipped script's nodes."""
+    rows = {row["site"]: row for row in table.where_tasks_run()}
+    assert rows["Miyabi-G"]["task1_gpus"] == 0
+    assert rows["ABCI 3.0"]["task1_gpus"] == 8 and rows["Reedbush-H"]["task1_gpus"] == 2
+    for site in table.SITES.values():
+        if site.scripts:
+            nodes = site.scripts.requests["multi_node"][0]
+            assert rows[site.title]["task2_ranks"] == nodes * site.gpus
+    assert "this machine" not in " ".join(rows)   # the local site ships no job scripts

@@ -16,7 +16,7 @@ from nbclient import NotebookClient
 
 from handson_lib.authoring import build
 from handson_lib.autograder import nbgrader_course
-from conftest import ROOT
+from conftest import READING_ONLY, ROOT
 
 SOURCES = sorted(source for source, kind in build.plan(ROOT).values() if kind == "notebook")
 #: Notebooks run as the `correct` student of a synthetic class (tests/test_autograde.py).
@@ -35,7 +35,8 @@ def test_every_solution_notebook_is_run_once_by_the_tests():
     assert {n: nbgrader_course.ASSIGNMENTS[a][0] for n, a in GRADED_AS_A_CLASS.items()} == \
         {n: n for n in GRADED_AS_A_CLASS}
     executed_here = {s.name for s in SOURCES} - set(GRADED_AS_A_CLASS)
-    assert executed_here == {"03_profiling.ipynb", "04_scaling.ipynb", "05_tuning.ipynb", "06_large_batch.ipynb"}
+    assert executed_here == {"03_profiling.ipynb", "04_scaling.ipynb", "05_tuning.ipynb", "06_large_batch.ipynb",
+                             "07_ending.ipynb"}
 
 
 @pytest.mark.slow
@@ -53,7 +54,7 @@ def test_solution_notebook_executes_on_cpu(source, tmp_path, monkeypatch):
               if o.output_type == "error"]
     assert not errors
     graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
-    assert graded, "an instructor notebook without a graded cell"
+    assert bool(graded) == (source.name not in READING_ONLY), "graded cells where none belong, or none where they do"
 
 
 def _shape(source):
@@ -160,3 +161,21 @@ def test_every_course_name_a_notebook_uses_exists(source):
         except (ImportError, AttributeError) as exc:
             missing.append(f"cell {number}: {dotted} ({exc})")
     assert not missing, missing
+
+
+def test_every_notebook_is_on_the_course_map_and_in_the_schedules():
+    """00's course map (both languages) lists every notebook; the course README's full-day schedule
+    has them all and the half-day one the ending too (07, which closes either session)."""
+    from handson_lib.authoring import translations
+    names = [s.stem for s in SOURCES]
+    course_map = next(c.source for c in nbformat.read(str(ROOT / "solutions" / "00_setup.ipynb"), as_version=4).cells
+                      if c.get("id") == "cell-01")
+    ja_map = translations.translated_notebook(ROOT / "solutions" / "00_setup.ipynb", "ja", ROOT)
+    ja_map = next(c.source for c in ja_map.cells if c.get("id") == "cell-01")
+    for text in (course_map, ja_map):
+        assert all(f"`{name}`" in text for name in names), [n for n in names if f"`{name}`" not in text]
+    readme = (ROOT / "course" / "README.md").read_text()
+    half = readme[readme.index("**Half day"):readme.index("**Full day")]
+    full = readme[readme.index("**Full day"):readme.index("Troubleshooting (a hang")]
+    assert all(f"`{name}`" in full or f"`{name[:2]}`" in full for name in names)
+    assert "`07_ending`" in half and "`07_ending`" in full

@@ -11,6 +11,7 @@ import os
 import pwd
 import secrets
 import subprocess
+from pathlib import Path
 
 from handson_lib.classroom.layout import ClassroomError
 
@@ -41,6 +42,43 @@ def uid_of(name):
 
 def gid_of_group(name):
     return grp.getgrnam(name).gr_gid
+
+
+def groups_of(name):
+    """The account's group ids, its primary group's and those that list it (as login gives them)."""
+    entry = pwd.getpwnam(name)
+    return {entry.pw_gid, *(g.gr_gid for g in grp.getgrall() if name in g.gr_mem)}
+
+
+def group_names(name):
+    return sorted(_name(grp.getgrgid, g) for g in groups_of(name))
+
+
+def blocked_on_the_way(name, path):
+    """The folders from / down to `path` that the account may not enter (no search right for it
+    as owner, group member or other), each as 'PATH (mode, owner:group)'; empty when none."""
+    uid, gids = uid_of(name), groups_of(name)
+    blocked = []
+    for folder in [*reversed(Path(path).parents), Path(path)]:
+        try:
+            info = folder.stat()
+        except OSError as error:
+            blocked.append(f"{folder} ({error.strerror})")
+            continue
+        mode = info.st_mode
+        right = (mode & 0o100 if info.st_uid == uid else mode & 0o010 if info.st_gid in gids else mode & 0o001)
+        if not right:
+            owner = _name(pwd.getpwuid, info.st_uid)
+            group = _name(grp.getgrgid, info.st_gid)
+            blocked.append(f"{folder} ({oct(mode & 0o7777)}, {owner}:{group})")
+    return blocked
+
+
+def _name(lookup, number):
+    try:
+        return lookup(number)[0]
+    except KeyError:
+        return str(number)
 
 
 def _run(cmd, stdin=None):

@@ -32,8 +32,19 @@ def run_as(name, venv, cmd, cwd, timeout=1800, check=True):
     result = subprocess.run(full, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise ClassroomError(f"`{' '.join(map(str, cmd))}` as {name} failed:\n"
-                             + "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:]))
+                             + "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+                             + course_access(name))
     return result
+
+
+def course_access(name):
+    """What keeps the account from the course's library, said after a failure (an import of
+    handson_lib fails as 'could not be imported' when a folder on the way is closed to it)."""
+    blocked = accounts.blocked_on_the_way(name, COURSE_ROOT / "handson_lib")
+    if not blocked:
+        return ""
+    return (f"\n{name} cannot enter {', '.join(blocked)} on the way to the course's library "
+            f"(its groups: {', '.join(accounts.group_names(name))})")
 
 
 def prepare_exchange(lay: Layout):

@@ -366,3 +366,30 @@ def get_site(name=None):
 def script_sites():
     """The sites that get generated job scripts under jobscripts/<site>/."""
     return [site for site in SITES.values() if site.scripts is not None]
+
+
+def where_tasks_run():
+    """Per site with job scripts: what the course's two tasks get there (notebook 07's table).
+    Task #1 needs two GPUs of one node (MultiprocessParallelUpdater); Task #2 is the shipped
+    script's request, one rank per GPU."""
+    rows = []
+    for site in SITES.values():
+        if site.scripts is None:
+            continue
+        nodes = site.scripts.requests["multi_node"][0]
+        rows.append({
+            "site": site.title, "gpus": f"{site.gpus} x {site.gpu_model}", "scheduler": site.scheduler,
+            "task1_gpus": site.gpus if site.gpus >= 2 else 0,
+            "task2_ranks": nodes * ranks_per_node(site, "multi_node"), "task2_nodes": nodes,
+            "profiler": site.profiler, "submit": site.scripts.submit,
+        })
+    return rows
+
+
+def print_where_tasks_run(print_fn=print):
+    for row in where_tasks_run():
+        task1 = (tr("Task #1 on {gpus} GPUs of one node", gpus=row["task1_gpus"]) if row["task1_gpus"]
+                 else tr("Task #1: one GPU per node, no second GPU to add"))
+        print_fn(f"{row['site']}: {row['gpus']}, {row['scheduler']} ({row['submit']}), {row['profiler']}")
+        print_fn(f"  {task1}")
+        print_fn("  " + tr("Task #2 on {ranks} ranks of {nodes} nodes", ranks=row["task2_ranks"], nodes=row["task2_nodes"]))
