@@ -157,3 +157,54 @@ def test_a_figure_with_a_japanese_title_has_every_glyph():
     missing = [str(w.message) for w in caught if "missing from font" in str(w.message)]
     assert not missing, missing
     plt.close(fig)
+
+
+def _japanese_comment_blocks():
+    """(file, [lines]) of every comment block of the Japanese student copies: scripts and code cells."""
+    import re
+    for path in sorted((ROOT / "exercises" / "ja").iterdir()):
+        if path.suffix in (".py", ".sh"):
+            yield from ((path.name, b) for b in _blocks(path.read_text()))
+    for path in sorted((ROOT / "notebooks" / "ja").glob("*.ipynb")):
+        for cell in nbformat.read(str(path), as_version=4).cells:
+            if cell.cell_type == "code":
+                yield from ((path.name, b) for b in _blocks(cell.source))
+
+
+def _blocks(source):
+    import re
+    block = []
+    for line in source.split("\n") + [""]:
+        match = re.match(r"\s*# ?(.*)$", line)
+        if match and not line.lstrip().startswith("#!") and re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", line):
+            block.append(match.group(1))
+        elif block:
+            yield block
+            block = []
+
+
+def test_japanese_comments_break_lines_where_japanese_allows():
+    """No comment line starts with a closing mark or small kana, none ends with an opening mark,
+    and no katakana or kanji word is cut between two lines (ラ/ンク, テス/トデータ)."""
+    kana, kanji = r"[\u30a0-\u30ffー]", r"[\u4e00-\u9fff々]"
+    import re
+    wrong, blocks = [], 0
+    for name, block in _japanese_comment_blocks():
+        blocks += 1
+        for before, after in zip(block, block[1:]):
+            if not before or not after:
+                continue
+            if after[0] in translations.NO_LINE_START or before[-1] in translations.NO_LINE_END:
+                wrong.append((name, before[-12:], after[:12]))
+            for run in (kana, kanji):
+                if re.match(run, before[-1]) and re.match(run, after[0]):
+                    wrong.append((name, before[-12:], after[:12]))
+    assert blocks > 50
+    assert not wrong, wrong
+
+
+def test_japanese_wrapping_keeps_words_and_marks_together():
+    lines = translations.wrap_mixed("同じノードのランクはそのノードの GPU を分け合います（`comm.intra_rank`）。", 30)
+    assert all(translations._columns(line) <= 32 for line in lines), lines
+    assert not any(line[0] in translations.NO_LINE_START for line in lines[1:]), lines
+    assert "ランク" in "".join(lines) and all("ラ" != line[-1] for line in lines), lines

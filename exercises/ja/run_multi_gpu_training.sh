@@ -1,10 +1,10 @@
 #!/bin/bash
-# Reedbush-H (1 ノードに P100 × 2、PBS Pro) 用の、タスク#1 のジョブスクリプトです。投入方
-# 法:
+# Reedbush-H (1 ノードに P100 × 2、PBS Pro) 用の、タスク#1 のジョブスクリプトです。
+# 投入方法:
 # qsub -j oe run_multi_gpu_training.sh
-# (1) 実行環境指定を完成させます: キューは h-debug、1 ノード、MPI プロセス 1 つ、OpenMP ス
-# レッド 1 つです (MultiprocessParallelUpdater が GPU ごとに 1 つずつ、自分でワーカープロ
-# セスを起動します)。
+# (1) 実行環境指定を完成させます: キューは h-debug、1 ノード、MPI プロセス 1 つ、OpenMP
+# スレッド 1 つです (MultiprocessParallelUpdater が GPU ごとに 1 つずつ、自分で
+# ワーカープロセスを起動します)。
 # PUT YOUR CODE HERE
 #PBS -W group_list=gt00
 #PBS -l walltime=00:10:00
@@ -31,8 +31,8 @@ DATASET=${DATASET:-synthetic}
 GPUS=${GPUS:-0 1}
 
 TASK=train_cifar_multi_gpu.py
-# ジョブを投入したフォルダーにあるあなたのスクリプトを実行します。実行するのはあなたのスク
-# リプトで、コースの別のコピーを実行することはありません。
+# ジョブを投入したフォルダーにあるあなたのスクリプトを実行します。実行するのはあなたの
+# スクリプトで、コースの別のコピーを実行することはありません。
 [ -f "$TASK" ] || { echo "$PWD に $TASK がありません: あなたの $TASK があるフォルダーから投入してください (またはここにコピーしてください)"; exit 2; }
 
 # シードの job.sh と同じく、最初にバージョンを表示します。
@@ -41,8 +41,7 @@ TASK=train_cifar_multi_gpu.py
   || echo "cupy: ここでは import できません (CPU 代替実装で実行します)"
 
 "$PYTHON" "$TASK" --gpus 0 --dataset "$DATASET" --no-progress --out result/single ${EXTRA_ARGS:-}
-# GPU が 1 つのノード (Miyabi-G) では分割するものがないので、1 GPU での実行だけを行います
-# 。
+# GPU が 1 つのノード (Miyabi-G) では分割するものがないので、1 GPU での実行だけを行います。
 if [ "$(echo $GPUS | wc -w)" -gt 1 ]; then
   "$PYTHON" "$TASK" --gpus $GPUS --dataset "$DATASET" --no-progress --out result/multi ${EXTRA_ARGS:-}
 fi

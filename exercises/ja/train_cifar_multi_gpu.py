@@ -48,8 +48,8 @@ def main():
     if multi:
         train_iters = devices = updater = None
 
-        # (1) 学習データをデバイスの数だけランダムに分割し、分割したそれぞれについてイテレ
-        # ータを作ります (chainer.datasets.split_dataset_n_random)。
+        # (1) 学習データをデバイスの数だけランダムに分割し、分割したそれぞれについて
+        # イテレータを作ります (chainer.datasets.split_dataset_n_random)。
         # PUT YOUR CODE HERE
 
         # (2) devices の dict: デバイス名 -> GPU ID。メインのデバイスの名前は 'main' にす

@@ -38,8 +38,8 @@ def main():
     # PUT YOUR CODE HERE
     runtime.require_done("Task #2", comm=comm)
 
-    # (2) このランクのデバイス: --gpu ありなら `comm.intra_rank` 番の GPU (同じノードのラ
-    # ンクはそのノードの GPU を分け合います)、なしなら CPU ("@numpy") です。
+    # (2) このランクのデバイス: --gpu ありなら `comm.intra_rank` 番の GPU (同じノードの
+    # ランクはそのノードの GPU を分け合います)、なしなら CPU ("@numpy") です。
     # PUT YOUR CODE HERE
     runtime.require_done("Task #2", device=device)
 

@@ -48,8 +48,8 @@ def main():
     optimizer.setup(model)
 
     train, test, info = runtime.load_data(args)
-    # 各プロセスは学習データのうち自分の担当分で学習し (同じサンプルを二度使わない)、テス
-    # トデータのうち自分の担当分でテストする必要があります。
+    # 各プロセスは学習データのうち自分の担当分で学習し (同じサンプルを二度使わない)、
+    # テストデータのうち自分の担当分でテストする必要があります。
     # PUT YOUR CODE HERE
 
     train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
@@ -75,8 +75,8 @@ def main():
     ]
     if not args.no_progress:
         reports.append(extensions.ProgressBar(update_interval=10))
-    # ログ、グラフ、スループットの行を書いてよいのは 1 つのプロセスだけです (そうしないと
-    # 、ほかのプロセスが同じ内容を繰り返し、同じファイルに同時に書き込みます)。
+    # ログ、グラフ、スループットの行を書いてよいのは 1 つのプロセスだけです (そうしないと、
+    # ほかのプロセスが同じ内容を繰り返し、同じファイルに同時に書き込みます)。
     # PUT YOUR CODE HERE
     for extension in reports:
         trainer.extend(extension)

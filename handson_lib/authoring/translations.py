@@ -103,15 +103,33 @@ def _columns(text):
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
+#: Japanese line-breaking rules (kinsoku): what may not start a line (closing marks, small kana,
+#: the long-vowel mark) and what may not end one (opening marks).
+NO_LINE_START = set("、。，．・：；？！）」』】〉》〕］｝ーぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮヵヶ,.:;?!)]}%")
+NO_LINE_END = set("（「『【〈《〔［｛([{")
+#: A run that is one word for line breaking: ASCII (a word, `code`, a path), katakana (with its
+#: long-vowel mark), kanji.
+_WORD = r"`[^`]*`|[\x21-\x7e]+|[\u30a0-\u30ffー]+|[\u4e00-\u9fff々]+"
+
+
 def wrap_mixed(paragraph, width):
-    """Lines of at most `width` columns; a line may break between any two wide (CJK) characters,
-    but never inside a run of ASCII (a word, `code`, a path)."""
-    tokens = re.findall(r"`[^`]*`|[\x21-\x7e]+|\s+|.", paragraph)
+    """Lines of at most `width` columns (a closing mark may hang one past it). A line breaks
+    between words, never inside one (`_WORD`: ASCII, katakana or kanji runs; a longer run than a
+    line is cut), and never before a closing mark or after an opening one (NO_LINE_START, _END)."""
+    tokens = re.findall(_WORD + r"|\s+|.", paragraph)
     lines, line = [], ""
     for token in tokens:
-        if line and _columns(line + token.rstrip()) > width:
-            lines.append(line.rstrip())
-            line = "" if token.isspace() else token
+        fits = _columns(line + token.rstrip()) <= width
+        hangs = token[0] in NO_LINE_START          # stays on its line, even past the width
+        if line and not fits and not hangs:
+            carried = ""
+            while line and line[-1] in NO_LINE_END:  # an opening mark goes down with what it opens
+                carried, line = line[-1] + carried, line[:-1]
+            if line.strip():
+                lines.append(line.rstrip())
+                line = carried + ("" if token.isspace() else token)
+            else:
+                line = carried + token
         else:
             line += token
     if line.strip():
