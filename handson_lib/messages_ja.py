@@ -60,7 +60,7 @@ MESSAGES = {
     'reports only on rank 0':
         'レポートはランク 0 だけ',
     'accuracy beats chance':
-        '精度がチャンスレートを上回る',
+        '精度がチャンスレベルを上回る',
     'throughput vs the reference':
         '模範解答に対するスループット',
     'throughput: {n} devices vs your 1-device run':
@@ -110,9 +110,9 @@ MESSAGES = {
     "{n} training images are in more than one {who}'s shard ({share:.0%} of the smallest shard)":
         '学習画像 {n} 枚が複数の{who}のシャードに入っています（最小のシャードの {share:.0%}）',
     'every rank trains on the whole training set: give each rank its own part with chainermn.scatter_dataset(train, comm, shuffle=True)':
-        '全ランクが学習データ全体で学習しています。chainermn.scatter_dataset(train, comm, shuffle=True) で各ランクに担当分を渡してください',
+        '全ランクが学習データ全体で学習しています。chainermn.scatter_dataset（train, comm, shuffle=True）で各ランクに担当分を渡してください',
     'every worker gets the same images (the whole training set each): split it with chainer.datasets.split_dataset_n_random(train, n) and give each worker its own part':
-        '全ワーカーが同じ画像（それぞれ学習データ全体）を受け取っています。chainer.datasets.split_dataset_n_random(train, n) で分割し、各ワーカーに担当分を渡してください',
+        '全ワーカーが同じ画像（それぞれ学習データ全体）を受け取っています。chainer.datasets.split_dataset_n_random（train, n）で分割し、各ワーカーに担当分を渡してください',
     '{n} shards of {sizes} images, no image twice':
         'シャード {n} 個（画像 {sizes} 枚）、重複する画像はありません',
     "{n} shards of {size} images; {twice} image(s) in two shards: the padding of scatter_dataset's force_equal_length=True ({total} images do not split evenly over {n} ranks), no image otherwise twice":
@@ -126,7 +126,7 @@ MESSAGES = {
     'no test accuracy could be measured':
         'テスト精度を計測できませんでした',
     'test accuracy {accuracy:.3f} measured by the observer (chance {chance:.2f}, needed {needed:.2f})':
-        '観測側で計測したテスト精度 {accuracy:.3f}（チャンスレート {chance:.2f}、必要 {needed:.2f}）',
+        '観測側で計測したテスト精度 {accuracy:.3f}（チャンスレベル {chance:.2f}、必要 {needed:.2f}）',
     'the grader could not evaluate the trained model itself: {why}':
         '採点側で学習済みモデルを評価できませんでした: {why}',
     'tampering suspected, for the instructor to review: ':
@@ -138,7 +138,7 @@ MESSAGES = {
     "test accuracy {accuracy:.3f} measured by the grader on {images} images the run never trained on (the run's "
     'own: {recorded:.3f}; chance {chance:.2f}, needed {needed:.2f})':
         '採点側が学習に使われていない {images} 枚の画像で計測したテスト精度 {accuracy:.3f}（実行自身の値: '
-        '{recorded:.3f}、チャンスレート {chance:.2f}、必要 {needed:.2f}）',
+        '{recorded:.3f}、チャンスレベル {chance:.2f}、必要 {needed:.2f}）',
     'the reference solution could not be measured in this session':
         'このセッションでは模範解答を計測できませんでした',
     'no timed iteration (run too short?)':
@@ -162,7 +162,7 @@ MESSAGES = {
     'backend: {backend}':
         'バックエンド: {backend}',
     'the trainer ran {updater}: one process did all the work. Build chainer.training.updaters.MultiprocessParallelUpdater(iterators, optimizer, devices)':
-        'トレーナーが {updater} を実行しました。1 つのプロセスがすべての計算をしています。chainer.training.updaters.MultiprocessParallelUpdater(iterators, optimizer, devices) を作ってください',
+        'トレーナーが {updater} を実行しました。1 つのプロセスがすべての計算をしています。chainer.training.updaters.MultiprocessParallelUpdater（iterators, optimizer, devices）を作ってください',
     "{n} iterator(s) for {gpus} GPUs (Chainer's updater starts one process each)":
         'GPU {gpus} 個に対してイテレータが {n} 個（Chainer のアップデータはイテレータごとにプロセスを 1 つ起動します）',
     '{n} process(es) computed gradients, {gpus} expected':
@@ -200,11 +200,11 @@ MESSAGES = {
     'each rank reports its own {key} {reported} instead of the mean over ranks ({mean:.4f}): wrap the Evaluator with chainermn.create_multi_node_evaluator':
         '各ランクがランク全体の平均（{mean:.4f}）ではなく自分の {key} {reported} を報告しています。Evaluator を chainermn.create_multi_node_evaluator で包んでください',
     'no rank averages its gradients with the others (the optimizer is a plain {optimizer}): each rank trains alone; wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)':
-        'どのランクも他のランクと勾配を平均していません（オプティマイザがただの {optimizer} です）。各ランクが単独で学習しています。オプティマイザを chainermn.create_multi_node_optimizer(opt, comm) で包んでください',
+        'どのランクも他のランクと勾配を平均していません（オプティマイザがただの {optimizer} です）。各ランクが単独で学習しています。オプティマイザを chainermn.create_multi_node_optimizer（opt, comm）で包んでください',
     'identical after training':
         '学習後に一致しています',
     "the ranks' parameters differ by up to {worst:.3g} after training: each rank updated alone; wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)":
-        '学習後、ランク間でパラメータが最大 {worst:.3g} 違います。各ランクが単独で更新しています。オプティマイザを chainermn.create_multi_node_optimizer(opt, comm) で包んでください',
+        '学習後、ランク間でパラメータが最大 {worst:.3g} 違います。各ランクが単独で更新しています。オプティマイザを chainermn.create_multi_node_optimizer（opt, comm）で包んでください',
     'parameters of some ranks are missing':
         '一部のランクのパラメータがありません',
     'LogReport/PrintReport on rank 0 only':
@@ -321,7 +321,7 @@ MESSAGES = {
     "missing b'data' or b'labels' (keys: {keys})":
         "b'data' または b'labels' がありません（キー: {keys}）",
     "b'data' must be a uint8 array of shape (N, 3072), found {dtype} {shape}":
-        "b'data' は形状 (N, 3072) の uint8 配列のはずですが、{dtype} {shape} でした",
+        "b'data' は形状（N, 3072）の uint8 配列のはずですが、{dtype} {shape} でした",
     "b'labels' is not a list of integers ({error})":
         "b'labels' が整数のリストではありません（{error}）",
     '{images} images but {labels} labels':
@@ -354,9 +354,9 @@ MESSAGES = {
     "expected a dict with 'train', 'test', 'meta', found {keys}":
         "'train'、'test'、'meta' を持つ dict のはずですが、{keys} でした",
     "'{split}' must be a pair (images, labels)":
-        "'{split}' は (images, labels) の組でなければなりません",
+        "'{split}' は（images, labels）の組でなければなりません",
     "'{split}' images must be uint8 (N, 3, H, W), found {dtype} {shape}":
-        "'{split}' の画像は uint8 (N, 3, H, W) のはずですが、{dtype} {shape} でした",
+        "'{split}' の画像は uint8（N, 3, H, W）のはずですが、{dtype} {shape} でした",
     'train images are {train}, test images {test}':
         '学習画像は {train}、テスト画像は {test} で、形状が違います',
     "'{split}' has {n} images but labels of {dtype} {shape}":
@@ -372,11 +372,11 @@ MESSAGES = {
         "{path} の読み方が分かりません。{tarball}（またはその .tar.gz）、展開した {folder} フォルダー、cifar10_<size>px_<pct>p.pickle.gz、MNIST の idx ファイルがあるフォルダー、または名前 'synthetic'、'digits'、'cifar10'、'mnist' のいずれかを指定してください。",
     # ---- handson_lib/data/errors.py
     'on a machine with internet (on a cluster: the login node; compute nodes are offline)':
-        'インターネットにつながるマシン（クラスターではログインノード。計算ノードはオフラインです）で',
+        'インターネットにつながるマシン（クラスタではログインノード。計算ノードはオフラインです）で',
     "{what} not found at {path}. Fetch {tarball} (the 'CIFAR-10 python version', 163 MB) from {url} {offline}, put it at {target} (or pass --dataset PATH), then run `handson data prepare --cifar {target}` to build the smaller {pickle}. Offline, `--dataset synthetic` (CIFAR-shaped stand-in) or `--dataset digits` (real 8x8 digits) run without any download.":
         '{path} に {what} が見つかりません。{offline} {url} から {tarball}（「CIFAR-10 python version」、163 MB）をダウンロードして {target} に置き（または --dataset PATH を指定し）、`handson data prepare --cifar {target}` を実行して小さな {pickle} を作ってください。オフラインでも `--dataset synthetic`（CIFAR と同じ形の代替データ）か `--dataset digits`（本物の 8x8 の手書き数字）なら、ダウンロードなしで動きます。',
     'CIFAR-10 pickle not found at {path}. Build it on a machine with the official tarball (on a cluster: the login node; compute nodes are offline): fetch {name} from {url}, put it at {tarball}, then run `handson data prepare --cifar {tarball} --out {path}` (add --size/--fraction to match the name), or pass --dataset with the tarball itself.':
-        '{path} に CIFAR-10 の pickle が見つかりません。公式の tarball があるマシン（クラスターではログインノード。計算ノードはオフラインです）で作ってください。{url} から {name} をダウンロードして {tarball} に置き、`handson data prepare --cifar {tarball} --out {path}` を実行します（名前に合わせて --size / --fraction を付けてください）。または --dataset に tarball そのものを指定してください。',
+        '{path} に CIFAR-10 の pickle が見つかりません。公式の tarball があるマシン（クラスタではログインノード。計算ノードはオフラインです）で作ってください。{url} から {name} をダウンロードして {tarball} に置き、`handson data prepare --cifar {tarball} --out {path}` を実行します（名前に合わせて --size / --fraction を付けてください）。または --dataset に tarball そのものを指定してください。',
     ' or ':
         ' または ',
     'MNIST not found at {path} (missing: {missing}). Fetch the four idx files {names} from {urls} {offline} and put them in the folder {path} (gzipped or not), or pass --dataset digits for the real 8x8 digits bundled with scikit-learn.':
@@ -557,7 +557,7 @@ MESSAGES = {
         '{task} はまだ完成していません: {names} が None のままです。これらを設定する `# PUT YOUR CODE HERE` の部分を埋めてください。',
     # ---- handson_lib/runtime/multigpu.py
     'CUDA was initialised before MultiprocessParallelUpdater created its worker processes (Chainer issue 4709): the forked workers would hang or crash. Do not move the model to a GPU, call cupy or chainer.cuda.get_device_from_id(...).use() before the updater is built: the updater moves the model to each device itself.':
-        'MultiprocessParallelUpdater がワーカープロセスを作る前に CUDA が初期化されました（Chainer issue 4709）。このままでは fork されたワーカーが止まるか異常終了します。アップデータを作る前に、モデルを GPU に移したり、cupy や chainer.cuda.get_device_from_id(...).use() を呼んだりしないでください。モデルはアップデータ自身が各デバイスに移します。',
+        'MultiprocessParallelUpdater がワーカープロセスを作る前に CUDA が初期化されました（Chainer issue 4709）。このままでは fork されたワーカーが止まるか異常終了します。アップデータを作る前に、モデルを GPU に移したり、cupy や chainer.cuda.get_device_from_id（...）.use（）を呼んだりしないでください。モデルはアップデータ自身が各デバイスに移します。',
     "the devices dict must name its main device 'main', e.g. {example} (MultiprocessParallelUpdater reports and updates on the 'main' device)":
         "devices の dict では、メインデバイスに 'main' という名前を付けてください（例: {example}）。MultiprocessParallelUpdater は 'main' のデバイスでレポートと更新を行います",
     'MultiprocessParallelUpdater needs one iterator per device: got {iterators} iterator(s) for {devices} device(s)':
@@ -596,7 +596,7 @@ MESSAGES = {
     'Fix the errors above (`handson jobscript lint`) before submitting.':
         '投入する前に上のエラーを直してください（`handson jobscript lint`）。',
     "No scheduler here (no qsub): run the script without one: `handson jobscript run {name}`, or submit it on the cluster's login node.":
-        'ここにはスケジューラーがありません（qsub がありません）。スケジューラーなしで `handson jobscript run {name}` を実行するか、クラスターのログインノードで投入してください。',
+        'ここにはスケジューラがありません（qsub がありません）。スケジューラなしで `handson jobscript run {name}` を実行するか、クラスタのログインノードで投入してください。',
     'qsub refused the job: {error}':
         'qsub がジョブを受け付けませんでした: {error}',
     'job {jobid}; waiting ...':

@@ -208,3 +208,51 @@ def test_japanese_wrapping_keeps_words_and_marks_together():
     assert all(translations._columns(line) <= 32 for line in lines), lines
     assert not any(line[0] in translations.NO_LINE_START for line in lines[1:]), lines
     assert "ランク" in "".join(lines) and all("ラ" != line[-1] for line in lines), lines
+
+
+def _japanese_texts():
+    """(where, text) of every Japanese text a student reads: the catalogues' cells, comments and
+    strings, the library's messages, the glossary above its style section."""
+    from handson_lib import messages_ja
+    for path in sorted((ROOT / "solutions" / "i18n" / "ja").glob("*.json")):
+        data = json.loads(path.read_text())
+        for key, entry in (data.get("cells") or {"file": data["file"]}).items():
+            if entry.get("text"):
+                yield f"{path.name} {key}", entry["text"]
+            for kind in ("comments", "strings"):
+                for english, text in entry.get(kind, {}).items():
+                    yield f"{path.name} {key} {kind}: {english[:40]}", text
+    for english, text in messages_ja.MESSAGES.items():
+        yield f"messages_ja: {english[:40]}", text
+    glossary = (ROOT / "solutions" / "i18n" / "ja" / "README.md").read_text()
+    yield "README.md", glossary.split("## 文体の決まり")[0]
+
+
+_CODE = r"```.*?```|`[^`\n]*`|\$[^$\n]+\$|\]\([^)\s]*\)|\{[^{}\n]*\}"
+_JA_CHAR = r"[\u3040-\u30ff\u4e00-\u9fff\u3000-\u303f\uff01-\uff5e]"
+
+
+def test_the_japanese_edition_keeps_its_style_section():
+    """The glossary's style rules (JA_STYLE: each word the edition does not use, and its
+    replacement) hold in every Japanese text: no such word, full-width parentheses in Japanese
+    prose, no line break inside a paragraph of a Japanese markdown cell (it shows as a space)."""
+    import re
+    glossary = (ROOT / "solutions" / "i18n" / "ja" / "README.md").read_text()
+    style = glossary.split("## 文体の決まり")[1]
+    assert all(word.strip("*: 。") in style for word in translations.JA_STYLE), "a rule missing from the glossary"
+    found, texts = [], 0
+    for where, text in _japanese_texts():
+        if not re.search(_JA_CHAR, text):
+            continue
+        texts += 1
+        found += [(where, word) for word in translations.JA_STYLE if word in text]
+        prose = re.sub(_CODE, "", text, flags=re.S)
+        # (a string of code may be one piece of an f-string: its parentheses pair across pieces)
+        if ("(" in prose or ")" in prose) and " strings" not in where:
+            found.append((where, "half-width parenthesis: " + prose[max(prose.find("("), 0):][:40]))
+        if where.endswith(("README.md",)) or " comments" in where or " strings" in where:
+            continue
+        for before, after in re.findall(rf"({_JA_CHAR})\n(?![-*+|#>`$<\s]|\d+\. )({_JA_CHAR})", prose):
+            found.append((where, f"line break inside a paragraph: {before}/{after}"))
+    assert texts > 300
+    assert not found, found[:40]

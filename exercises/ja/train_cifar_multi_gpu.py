@@ -2,11 +2,11 @@
 """タスク#1: MultiprocessParallelUpdater を使って、1 ノードの複数の GPU で学習します。
 
     python train_cifar_multi_gpu.py --gpus 0 1     # 2 つのデバイスで並列に学習
-    python train_cifar_multi_gpu.py --gpus 0       # 1 つのデバイス: 比較の基準 (ベースライン)
+    python train_cifar_multi_gpu.py --gpus 0       # 1 つのデバイス: 比較の基準（ベースライン）
 
 `# PUT YOUR CODE HERE` をすべて埋めてから、
 `handson check multi-gpu train_cifar_multi_gpu.py` で確認してください。GPU と NCCL のないホストでは、
-同じコードがこのコースの CPU 代替実装 (デバイスごとに 1 つのワーカープロセス) で動きます。そのことは画面に
+同じコードがこのコースの CPU 代替実装（デバイスごとに 1 つのワーカープロセス）で動きます。そのことは画面に
 表示されます。
 """
 
@@ -19,12 +19,12 @@ from chainer.training import extensions
 from handson_lib import runtime  # このコースの CPU 代替実装、オフラインのデータ、モデル、スループットの行
 
 # GPU と NCCL がある環境では Chainer のアップデータを、それ以外では CPU 代替実装を使います
-# (どちらを使うかは画面に表示されます)。
+# （どちらを使うかは画面に表示されます）。
 runtime.install_parallel_updater()
 
 
 def main():
-    parser = argparse.ArgumentParser(description="タスク#1: マルチGPUでの学習 (シード 002)")
+    parser = argparse.ArgumentParser(description="タスク#1: マルチGPUでの学習（シード 002）")
     parser.add_argument("--gpus", "-g", type=int, nargs="+", default=[0, 1],
                         help="デバイスの ID。最初のものがメインのデバイス。ID が 1 つならベースライン")
     runtime.add_common_arguments(parser)
@@ -48,18 +48,18 @@ def main():
     if multi:
         train_iters = devices = updater = None
 
-        # (1) 学習データをデバイスの数だけランダムに分割し、分割したそれぞれについて
-        # イテレータを作ります (chainer.datasets.split_dataset_n_random)。
+        # （1）学習データをデバイスの数だけランダムに分割し、分割したそれぞれについて
+        # イテレータを作ります（chainer.datasets.split_dataset_n_random）。
         # PUT YOUR CODE HERE
 
-        # (2) devices の dict: デバイス名 -> GPU ID。メインのデバイスの名前は 'main' にす
+        # （2）devices の dict: デバイス名 -> GPU ID。メインのデバイスの名前は 'main' にす
         # る必要があります。
         # PUT YOUR CODE HERE
         runtime.require_done("Task #1", train_iters=train_iters, devices=devices)
         print(devices)
 
-        # (3) アップデータ: MultiprocessParallelUpdater (chainer.training.updaters) を使い
-        # ます。
+        # （3）アップデータ: MultiprocessParallelUpdater（chainer.training.updaters）を使
+        # います。
         # PUT YOUR CODE HERE
         runtime.require_done("Task #1", updater=updater)
         device = runtime.evaluation_device(devices["main"])
@@ -70,8 +70,8 @@ def main():
         train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
         updater = training.StandardUpdater(train_iter, optimizer, device=device)
 
-    # HANDSON_PHASES=1 のとき (プロファイル用のジョブスクリプトが設定します)、フェーズごと
-    # の時間と NVTX の範囲を記録します。複数のデバイスではアップデータ自身が forward と
+    # HANDSON_PHASES=1 のとき（プロファイル用のジョブスクリプトが設定します）、フェーズご
+    # との時間と NVTX の範囲を記録します。複数のデバイスではアップデータ自身が forward と
     # backward を実行するので、分けて測れるのは `update` だけです。
     runtime.instrument_phases(updater, out=args.out, warmup=args.warmup_iterations)
     trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)

@@ -19,10 +19,10 @@ from handson_lib import runtime  # このコースのランクの起動処理、
 
 
 def main():
-    parser = argparse.ArgumentParser(description="タスク#2: ChainerMN によるマルチノードでの学習 (シード 002)")
+    parser = argparse.ArgumentParser(description="タスク#2: ChainerMN によるマルチノードでの学習（シード 002）")
     parser.add_argument("--gpu", "-g", action="store_true", help="ランクごとに GPU を 1 つ使う")
     parser.add_argument("--communicator", default=None,
-                        help="ChainerMN のコミュニケータ (既定: --gpu ありなら pure_nccl、なしなら naive)")
+                        help="ChainerMN のコミュニケータ（既定: --gpu ありなら pure_nccl、なしなら naive）")
     runtime.add_common_arguments(parser)
     args = parser.parse_args()
     communicator_name = args.communicator or ("pure_nccl" if args.gpu else "naive")
@@ -33,13 +33,13 @@ def main():
     runtime.seed_everything(args.seed)
 
     comm = device = None
-    # (1) `communicator_name` という名前のコミュニケータを作ります
-    # (chainermn.create_communicator)。
+    # （1）`communicator_name` という名前のコミュニケータを作ります
+    # （chainermn.create_communicator）。
     # PUT YOUR CODE HERE
     runtime.require_done("Task #2", comm=comm)
 
-    # (2) このランクのデバイス: --gpu ありなら `comm.intra_rank` 番の GPU (同じノードの
-    # ランクはそのノードの GPU を分け合います)、なしなら CPU ("@numpy") です。
+    # （2）このランクのデバイス: --gpu ありなら `comm.intra_rank` 番の GPU（同じノードの
+    # ランクはそのノードの GPU を分け合います）、なしなら CPU（"@numpy"）です。
     # PUT YOUR CODE HERE
     runtime.require_done("Task #2", device=device)
 
@@ -58,37 +58,37 @@ def main():
     device.use()
 
     optimizer = None
-    # (3) 毎回の更新の前に全ランクの勾配を平均するオプティマイザ (MomentumSGD(lr=args.lr)
-    # を chainermn.create_multi_node_optimizer でラップします)。
+    # （3）毎回の更新の前に全ランクの勾配を平均するオプティマイザ（MomentumSGD（lr=args.lr）
+    # を chainermn.create_multi_node_optimizer でラップします）。
     # PUT YOUR CODE HERE
     runtime.require_done("Task #2", optimizer=optimizer)
     optimizer.setup(model)
 
-    # (4) 学習データとテストデータを分割して、各ランクにそれぞれの担当分を配ります
-    # (chainermn.scatter_dataset: ランク 0 のデータをシャッフルして分割し、各ランクに送り
-    # ます)。
+    # （4）学習データとテストデータを分割して、各ランクにそれぞれの担当分を配ります
+    # （chainermn.scatter_dataset: ランク 0 のデータをシャッフルして分割し、各ランクに送り
+    # ます）。
     # PUT YOUR CODE HERE
 
     train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
     test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
     updater = training.StandardUpdater(train_iter, optimizer, device=device)
-    # HANDSON_PHASES=1 のとき (プロファイル用のジョブスクリプトが設定します)、フェーズごと
-    # の時間と NVTX の範囲を記録します。
+    # HANDSON_PHASES=1 のとき（プロファイル用のジョブスクリプトが設定します）、フェーズご
+    # との時間と NVTX の範囲を記録します。
     runtime.instrument_phases(updater, out=args.out, warmup=args.warmup_iterations)
     trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
 
     evaluator = None
-    # (5) 結果を全ランクで平均するエバリュエータ (extensions.Evaluator を
-    # chainermn.create_multi_node_evaluator でラップします)。
+    # （5）結果を全ランクで平均するエバリュエータ（extensions.Evaluator を
+    # chainermn.create_multi_node_evaluator でラップします）。
     # PUT YOUR CODE HERE
     runtime.require_done("Task #2", evaluator=evaluator)
     trainer.extend(evaluator)
 
-    # (6) ログ、レポート、グラフ、プログレスバーはランク 0 だけで扱います (そうしないと全
-    # ランクが同じ内容を表示し、同じファイルに書き込みます)。
+    # （6）ログ、レポート、グラフ、プログレスバーはランク 0 だけで扱います（そうしないと全
+    # ランクが同じ内容を表示し、同じファイルに書き込みます）。
     # `if comm.rank == 0:` の下で、trainer に LogReport、PrintReport、2 つの PlotReport、
-    # (--no-progress でなければ) ProgressBar を、train_cifar_multi_gpu.py と同じように追加
-    # します。
+    # （--no-progress でなければ）ProgressBar を、train_cifar_multi_gpu.py と同じように
+    # 追加します。
     # PUT YOUR CODE HERE
 
     trainer.extend(runtime.throughput_extension(args.batchsize * comm.size, warmup=args.warmup_iterations,

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
-"""1 プロセスで動く、"ChainerMN in seconds" (シード 000) の出発点となるスクリプトです。
+"""1 プロセスで動く、"ChainerMN in seconds"（シード 000）の出発点となるスクリプトです。
 
-オフラインの手書き数字データで学習する、Chainer の MNIST 形式の学習スクリプトです (MLP、Chainer の
-サンプルと同じ構成)。`train_mnist_multi_node.py` は、同じスクリプトを ChainerMN に変換したものです。
+オフラインの手書き数字データで学習する、Chainer の MNIST 形式の学習スクリプトです（MLP、Chainer の
+サンプルと同じ構成）。`train_mnist_multi_node.py` は、同じスクリプトを ChainerMN に変換したものです。
 
     python train_mnist.py            # CPU
     python train_mnist.py --gpu 0    # GPU 0
@@ -19,7 +19,7 @@ from handson_lib import runtime  # このコースのオフラインのデータ
 
 def main():
     parser = argparse.ArgumentParser(description="Chainer のサンプル: MNIST 形式の手書き数字")
-    parser.add_argument("--gpu", "-g", type=int, default=-1, help="GPU の ID (負の値なら CPU)")
+    parser.add_argument("--gpu", "-g", type=int, default=-1, help="GPU の ID（負の値なら CPU）")
     parser.add_argument("--unit", "-u", type=int, default=1000, help="隠れ層 1 つあたりのユニット数")
     runtime.add_common_arguments(parser, batchsize=100, epoch=20, model="mlp")
     parser.set_defaults(dataset="digits", lr=0.05)

@@ -103,6 +103,14 @@ def _columns(text):
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
+#: The Japanese edition's style (the glossary's "文体の決まり", solutions/i18n/ja/README.md):
+#: words it does not use, each with the one it uses instead.
+JA_STYLE = {"皆さん": "あなた", "**問 ": "**問題 ", "ゴール": "目標", "**目標。**": "**目標:**", "**目標**:": "**目標:**",
+            "反復": "イテレーション", "リファレンス": "模範解答, 参照用", "参照出力": "参考出力",
+            "スピードアップ": "速度向上", "高速化率": "速度向上", "クラスター": "クラスタ", "スケジューラー": "スケジューラ",
+            "チャンスレート": "チャンスレベル"}
+
+
 #: Japanese line-breaking rules (kinsoku): what may not start a line (closing marks, small kana,
 #: the long-vowel mark) and what may not end one (opening marks).
 NO_LINE_START = set("、。，．・：；？！）」』】〉》〕］｝ーぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮヵヶ,.:;?!)]}%")
