@@ -9,5 +9,5 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
-#: Root of the course checkout (the folder holding solutions/, notebooks/, exercises/).
+#: Root of the course checkout (the folder holding notebooks/ and exercises/).
 COURSE_ROOT = Path(os.environ.get("HANDSON_ROOT", Path(__file__).resolve().parent.parent))

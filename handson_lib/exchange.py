@@ -2,7 +2,7 @@
 
 nbgrader makes a submission in the exchange's inbound/ readable, and its folder writable, by every
 account of the machine: a timestamp and a random string in its name are all that hide it from
-the other students. In the classroom (`handson classroom up`) the students submit through
+the other students. In the course's JupyterHub the students submit through
 `PrivateSubmit` instead (nbgrader's ExchangeFactory.submit): the same submission, whose folder
 then admits its student and the instructor's group only. inbound/ is set-group-ID and belongs to
 the instructor's group, so the folder does too: the instructor still collects and deletes it;

@@ -1,6 +1,6 @@
 """The grader's settings: one typed object, written by the trusted side and read everywhere else.
 
-`handson autograde` (handson_lib.autograder.nbgrader_course) and the course's nbgrader_config.py
+The course's autograding (handson_lib.autograder.nbgrader_course) and the course's nbgrader_config.py
 build a `GraderSettings` and hand it on with `to_env()`: nbgrader, the kernels it starts and every
 process a kernel starts are other processes, and their environment is what reaches them (in the
 grading sandbox too, where only these variables and a few of the system's cross). The library
@@ -45,7 +45,7 @@ class GraderSettings:
     cell_timeout: float = None
     #: the folder of the session's reference measurements (read-only inside the sandbox)
     reference_cache: str = None
-    #: the grading session's folder, set by `handson autograde` in every process of the session
+    #: the grading session's folder, set by the course's autograding in every process of the session
     session: str = None
     #: the file where every observed run of a student appends its part and seconds
     profile_log: str = None
@@ -54,7 +54,7 @@ class GraderSettings:
 
     @property
     def autograding(self):
-        """Whether this process belongs to a `handson autograde` session."""
+        """Whether this process belongs to a session of the course's autograding."""
         return self.session is not None
 
     def to_env(self):

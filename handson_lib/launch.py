@@ -338,7 +338,7 @@ class ProgressWatch:
 
 
 #: A function (cmd, cwd) -> cmd that every watched run goes through: the grader's sandbox while a
-#: report cell of `handson autograde` runs (autograder.nbgrader_ext), else None.
+#: report cell of the course's autograding runs (autograder.nbgrader_ext), else None.
 _WRAPPER = None
 
 

@@ -8,7 +8,7 @@ The language is HANDSON_LANG (`en`, `ja`), else the locale (LC_ALL, LC_MESSAGES,
 is Japanese), else English. The English template is the key of the catalogue
 (handson_lib/messages_<lang>.py: {template: translation}, the same `{fields}` in both); a template missing
 there is shown in English. An unknown HANDSON_LANG falls back to English with a one-line note.
-`handson build --check` reports templates without a translation and translations whose English
+The course's build check reports templates without a translation and translations whose English
 is no longer used (handson_lib.authoring.translations.message_problems).
 """
 

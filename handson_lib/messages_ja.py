@@ -1,7 +1,7 @@
 """Japanese translations of the messages students read (handson_lib.messages): English
-template -> translation, with the same `{fields}`. Kept in step by `handson build --check`.
+template -> translation, with the same `{fields}`. Kept in step by the course's build check.
 
-Terms as in the glossary (solutions/i18n/ja/README.md); API names, code, commands, file names and
+Terms as in the glossary (notebooks/ja/README.md); API names, code, commands, file names and
 numbers stay as they are. Grouped by the module that says the message."""
 
 MESSAGES = {

@@ -206,25 +206,37 @@ def test_the_edition_holds_no_solution_no_hidden_test_no_answer_helper(released)
 
 
 #: What the student edition must not point at: what it does not hold, and the instructor's tools.
-POINTS_ELSEWHERE = re.compile(r"solutions/|\btests/|course README|handson bench multi-(gpu|node)|handson build\b"
+POINTS_ELSEWHERE = re.compile(r"(?<!\w)solutions/|(?<![\w/])tests/|course README|handson bench multi-(gpu|node)|handson build\b"
                               r"|handson (autograde|course|classroom)\b")
 
 
 @pytest.mark.slow
 def test_what_a_student_reads_points_at_nothing_the_edition_lacks(released):
-    """The notebooks (both languages), the exercises, the job scripts and the README of the edition
-    name no solutions/, no tests/, no course README, no instructor-only command."""
+    """The notebooks (both languages), the exercises, the job scripts, the README and the library's
+    own words of the edition name no solutions/, no tests/, no course README, no instructor-only
+    command. (The library's command table, cli.py, lists the instructor's commands that the
+    edition's `handson` leaves out.)"""
     found = []
     for path in _edition_files(released):
         rel = path.relative_to(released)
-        if rel.parts[0] not in ("notebooks", "exercises", "jobscripts") and rel.name != "README.md" or \
-                rel.parts[0] == "handson_lib" or path.suffix not in (".ipynb", ".py", ".sh", ".md"):
+        if rel.parts[0] not in ("notebooks", "exercises", "jobscripts", "handson_lib") and rel.name != "README.md" or \
+                rel == Path("handson_lib/cli.py") or path.suffix not in (".ipynb", ".py", ".sh", ".md"):
             continue
         text = path.read_text()
         pieces = ["".join(c["source"]) for c in json.loads(text)["cells"]] if path.suffix == ".ipynb" else [text]
         found += [f"{rel}: {m.group(0)!r} in {line.strip()[:100]!r}" for piece in pieces
                   for line in piece.splitlines() for m in [POINTS_ELSEWHERE.search(line)] if m]
     assert not found, "\n".join(found)
+
+
+def test_the_edition_readme_says_what_a_student_needs_in_both_languages():
+    """Each language's README: the system (Linux, Python 3.11 and what to do where python3 is
+    another), the GPU packages, every notebook up to the ending, the schedule, how to hand in."""
+    for lang, text in release.READMES.items():
+        for needed in ("Linux", "3.11", "PYTHON=/path/to/python3.11", "cupy-cuda12x>=13.5,<14", "nvidia-nccl-cu12",
+                       "handson doctor", "07", "00_setup", "Submit", "Fetch"):
+            assert needed in text, (lang, needed)
+        assert ("## Hand in" if lang == "en" else "## 提出") in text
 
 
 @pytest.mark.parametrize("site", [s.key for s in generate.script_sites()])

@@ -64,6 +64,9 @@ OPTIONAL_IMPORTS = {"handson_lib.autograder.reference"}
 NOT_FOR_STUDENTS = ("nbgrader", "playwright", "pytest-xdist", "jupyterhub", "batchspawner")
 
 SKIP = {"__pycache__", ".ipynb_checkpoints", ".DS_Store"}
+#: Data folders of shipped packages that the edition leaves out: the job-script templates (the
+#: edition gets the rendered scripts in jobscripts/; no shipped module reads the templates).
+NOT_SHIPPED_DATA = {Path("handson_lib/sites/templates")}
 
 
 class ReleaseError(Exception):
@@ -183,7 +186,8 @@ def _copy_library(out, shipped, root=COURSE_ROOT):
             for data in sorted(source.parent.rglob("*")):
                 rel = data.relative_to(source.parent)
                 if data.is_file() and data.suffix not in (".py", ".pyc") and not SKIP & set(rel.parts) \
-                        and not (source.parent / rel.parts[0] / "__init__.py").exists():
+                        and not (source.parent / rel.parts[0] / "__init__.py").exists() \
+                        and not any(p in NOT_SHIPPED_DATA for p in data.relative_to(root).parents):
                     (out / data.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(data, out / data.relative_to(root))
     return written
@@ -233,8 +237,10 @@ README = """# Distributed deep learning hands-on (student edition)
 
 ## What is here
 
-- `notebooks/`: the course, one notebook per part (00 set-up ... 06 large batches). Work through them
-  in order; the cells marked `# PUT YOUR CODE HERE` are yours.
+- `notebooks/`: the course, one notebook per part (00 set-up ... 06 large batches, 07 the ending).
+  Work through them in order; the cells marked `# PUT YOUR CODE HERE` are yours. The course map at
+  the top of `00_setup` gives each notebook's time: a half-day session covers 00, 01, 02 and 07, a
+  full day all of them; the optional parts are reading or homework.
 - `exercises/`: the training scripts and job scripts you complete (`train_cifar_multi_gpu.py`,
   `train_cifar_multi_node.py`, `train_mnist_multi_node.py`, `run_multi_gpu_training.sh`,
   `run_multi_node_training.sh`).
@@ -243,6 +249,19 @@ README = """# Distributed deep learning hands-on (student edition)
   `exercises/` does (the exercises are written for Reedbush-H; take these at another site).
 - `handson_lib/`: the course's library (the CPU stand-in of MultiprocessParallelUpdater, offline
   data, the self-check). You do not need to change it.
+
+## What you need
+
+- Linux (tested on Debian 12; on Windows, WSL 2) with `make`, a C compiler and Python **3.11**:
+  Chainer 7.8.1 builds with
+  `numpy.distutils`, which Python 3.12 no longer has. Where `python3` is another version, install
+  3.11 beside it (your distribution's `python3.11` and `python3.11-venv`, conda, or
+  `uv python install 3.11`) and run `make setup PYTHON=/path/to/python3.11`.
+- No GPU: every exercise runs on a CPU; where the real thing needs GPUs the course runs a CPU
+  stand-in and says so on screen.
+- On a machine with NVIDIA GPUs, add CuPy and NCCL after `make setup`:
+  `.venv/bin/pip install 'cupy-cuda12x>=13.5,<14' nvidia-nccl-cu12` (CuPy 13 is the newest that
+  works with Chainer 7.8.1), then `.venv/bin/handson doctor` says what it found.
 
 ## Two commands
 
@@ -275,6 +294,14 @@ script (the job runs there):
 
 Replace the group placeholder (`-W group_list=...`) with your group first. Without a scheduler,
 `handson jobscript run exercises/run_multi_gpu_training.sh` runs it here with the `#PBS` settings.
+
+## Hand in
+
+In the course's JupyterHub: Nbgrader > Assignment List, Fetch an assignment (its notebook and the
+scripts it asks for arrive in a folder of your home), work there, and Submit. You may submit again:
+the latest submission is graded. The grader runs your notebook and the scripts next to it, and your
+instructor releases the feedback in the same list. Where the course runs without a hub, your
+instructor says where to hand in the same files.
 """
 
 
@@ -282,8 +309,7 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
 
 ## 中身
 
-- `notebooks/`: 講義ノートブック（00 セットアップ から 06 ラージバッチ まで）。順に進めてください。
-  `# PUT YOUR CODE HERE` のセルがあなたの書く部分です。用語集は `notebooks/README.md` にあります。
+- `notebooks/`: 講義ノートブック（00 セットアップから 06 ラージバッチ、07 まとめまで）。順に進めてください。`# PUT YOUR CODE HERE` のセルがあなたの書く部分です。用語集は `notebooks/README.md` にあります。`00_setup` の冒頭のコースの全体像に、各ノートブックの時間があります。半日のコースでは 00、01、02、07 を、1 日のコースではすべてを扱います。オプションの部分は読み物か宿題です。
 - `exercises/`: 完成させる学習スクリプトとジョブスクリプト（`train_cifar_multi_gpu.py`、
   `train_cifar_multi_node.py`、`train_mnist_multi_node.py`、`run_multi_gpu_training.sh`、
   `run_multi_node_training.sh`）。
@@ -292,6 +318,12 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
   書く形になっています。
 - `handson_lib/`: 講義のライブラリ（MultiprocessParallelUpdater の CPU 代替実装、オフラインのデータ、
   セルフチェック）。変更する必要はありません。
+
+## 必要なもの
+
+- `make`、C コンパイラ、Python **3.11** のある Linux（Debian 12 で確認しています。Windows では WSL 2）。Chainer 7.8.1 は `numpy.distutils` でビルドしますが、Python 3.12 にはこれがありません。`python3` が別のバージョンなら、3.11 を並べてインストールし（ディストリビューションの `python3.11` と `python3.11-venv`、conda、または `uv python install 3.11`）、`make setup PYTHON=/path/to/python3.11` を実行してください。
+- GPU は不要です。どの演習も CPU で動きます。本来 GPU が必要な部分では、コースが CPU 代替実装で実行し、そのことを画面に表示します。
+- NVIDIA GPU のあるマシンでは、`make setup` の後に CuPy と NCCL を追加します: `.venv/bin/pip install 'cupy-cuda12x>=13.5,<14' nvidia-nccl-cu12`（Chainer 7.8.1 で動く最新の CuPy は 13 です）。その後 `.venv/bin/handson doctor` が、見つかったものを表示します。
 
 ## 2 つのコマンド
 
@@ -321,6 +353,10 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
 
 グループのプレースホルダー（`-W group_list=...`）は先に自分のグループに書き換えてください。スケジューラの
 ない環境では `handson jobscript run exercises/run_multi_gpu_training.sh` が `#PBS` の設定でここで実行します。
+
+## 提出
+
+コースの JupyterHub で、Nbgrader > Assignment List から課題を取得（Fetch）します。ノートブックと、その課題で求められるスクリプトが、ホームのフォルダーに届きます。そこで作業し、提出（Submit）してください。何度でも提出でき、採点されるのは最後の提出です。採点ではノートブックと、その隣のスクリプトを実行します。フィードバックは講師が同じ一覧に返却します。JupyterHub を使わないコースでは、同じファイルをどこに提出するかを講師が伝えます。
 """
 
 #: The README of each language's edition.

@@ -34,7 +34,7 @@ AGAINST = ("reference", "self")
 #: Names of the checks that judge speed (scored in bands by `throughput_credit`) start with these.
 SPEED_CHECKS = ("throughput", "scaling")
 
-#: Marks the line that `handson autograde` reads back from the graded notebooks.
+#: Marks the line that the course's grader reads back from the graded notebooks.
 RATIO_TAG = "handson-throughput-ratios:"
 
 #: Small, quick runs on the offline synthetic data.
@@ -51,7 +51,7 @@ TIMED_STEPS = 16
 MNIST_ARGS = ["--epoch", "2", "--no-progress"]  # accuracy 0.88-0.92 already: the rest is start-up
 
 #: How a check begins where the run's records contradict what the grader measured itself: no
-#: points, and `handson autograde` names the check in the student's status.
+#: points, and the course's grader names the check in the student's status.
 TAMPERING = "tampering suspected, for the instructor to review: "
 
 def site_thresholds(site=None):
@@ -68,7 +68,7 @@ def grading_site(site=None):
 
 def default_against(reference_name="train_cifar_multi_gpu.py"):
     """"reference" where the reference solution can be measured (the instructor's checkout and the
-    autograder: handson_lib.autograder.reference installed and solutions/ present), else "self"."""
+    grader, which hold the reference and its measuring code), else "self"."""
     try:
         if importlib.util.find_spec("handson_lib.autograder.reference") is None:
             return "self"
@@ -126,7 +126,7 @@ def locate(script_name):
     """Where a task script is: next to the notebook, else in ../exercises (student release).
 
     Under the autograder only the file handed in next to the notebook counts: HANDSON_GRADING is
-    the submission's folder (`handson autograde` sets it per student, so that a cell changing
+    the submission's folder (the grader sets it per student, so that a cell changing
     the working directory cannot point the checks at other scripts), or 1 for the folder the
     kernel works in (nbgrader's own CLI)."""
     grading = grader_settings.current().submission
@@ -776,7 +776,7 @@ JOBSCRIPTS = {"multi-gpu": ("run_multi_gpu_training.sh", "multi_gpu"),
 
 def check_jobscript(script, task, site=None):
     """Grade a task's job script with `handson jobscript lint` at the exercise's site (the one
-    solutions/run_*.sh are written for, DEFAULT_SITE), and its request against the task's layout.
+    the exercises' job scripts are written for, DEFAULT_SITE), and its request against the task's layout.
 
     The group line is the one exception: the course's placeholder (gt00) is a warning, as with
     `--template`, because a grader cannot know each student's group; a student replaces it before

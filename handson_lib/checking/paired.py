@@ -2,7 +2,7 @@
 and the student's, taken in turn, each on the grader's own clock.
 
 Two launches of the stepper (handson_lib.harness.stepper), each on `np` MPI ranks (Task #2) or as one
-process with its own workers (Task #1): the reference's script in one, the student's in the other; under `handson autograde`, each in a sandbox of its own, so that
+process with its own workers (Task #1): the reference's script in one, the student's in the other; under the course's grader, each in a sandbox of its own, so that
 the student's processes never see the reference's processes, files or script. Both start up side
 by side and wait. This coordinator then tells one launch's ranks to take one training step (forward,
 backward, allreduce, update), A B B A A B ...: the machine's drift and a neighbour's burst weigh on

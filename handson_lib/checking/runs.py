@@ -88,7 +88,7 @@ def _progress(res, watch):
 
 def log_part(part, seconds, **extra):
     """Append one part of a student's grading to HANDSON_PROFILE_LOG (set per student by
-    `handson autograde`)."""
+    the course's grader)."""
     log = grader_settings.current().profile_log
     if log and part:
         with open(log, "a") as f:

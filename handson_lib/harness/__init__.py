@@ -1,5 +1,5 @@
 """The observed-run harness: what runs inside every process of an observed run (the student's
-ranks and workers, in the grading sandbox under `handson autograde`).
+ranks and workers, in the grading sandbox of the course's grader).
 
 `observe` starts a training script and records what it did (`python -m
 handson_lib.harness.observe`); `stepper` runs a script's training steps one at a time on the
@@ -7,5 +7,5 @@ command of the paired timing (handson_lib.checking.paired), which times them fro
 `answer_call` runs a hidden test's call of a course function on the answer cells, in a fresh
 process (`codec`: answers as JSON).
 Inside the sandbox: it imports the runtime, data and messages only, never the checks, the
-autograder or the authoring tools (tests/test_layout.py holds it to that).
+autograder or the authoring tools (a test of the course holds it to that).
 """

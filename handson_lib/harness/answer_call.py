@@ -1,5 +1,5 @@
 """One call of a course function on a submission's answer cells, in a fresh process of its own
-(under `handson autograde`, in the grading sandbox): a hidden test's `on_answers` call.
+(under the course's grader, in the grading sandbox): a hidden test's `on_answers` call.
 
     python -m handson_lib.harness.answer_call FOLDER
 

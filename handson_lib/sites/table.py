@@ -6,13 +6,13 @@ cluster, and `local` (this machine, or the local Slurm cluster of `handson clust
 mirror Reedbush-H's). Its users:
 
 - the job-script linter (`handson jobscript lint --site NAME`): queues, GPUs, group, MPI rules;
-- the local Slurm cluster (`handson cluster up`): the `local` site's queues become partitions;
-- the generated job scripts under jobscripts/<site>/ (`handson build`, handson_lib.sites.generate);
-- the graders (`handson check --site`, `handson autograde --site`, HANDSON_SITE): thresholds.
+- the course's local Slurm cluster: the `local` site's queues become partitions;
+- the generated job scripts under jobscripts/<site>/ (written by the course's build, handson_lib.sites.generate);
+- the graders (`handson check --site`, the course's autograding, HANDSON_SITE): thresholds.
 
 The numbers are the course's assumptions from the sites' public user guides (Reedbush-H retired in
 2021; queue limits change every fiscal year and differ per contract): check `qstat -Q` or the
-site's guide and edit this table, then run `handson build` to regenerate the job scripts.
+site's guide and edit this table, then regenerate the job scripts with the course's build.
 """
 
 import re
