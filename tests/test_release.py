@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from handson_lib import cli
-from handson_lib.authoring import build, release
+from handson_lib.authoring import build, recording, release
 from handson_lib.sites import generate, jobscript
 from conftest import ROOT
 
@@ -74,32 +74,12 @@ def edition(released):
     return out
 
 
-def _without_markers(text):
-    """A solved file: the solution regions kept, hidden tests and the marker lines removed."""
-    text = re.sub(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[^\n]*\n?", "", text, flags=re.S)
-    return "".join(line for line in text.splitlines(keepends=True)
-                   if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
-
-
 @pytest.fixture(scope="module")
 def solved(edition, tmp_path_factory):
     """A copy of the edition with the instructor's answers filled in (scripts and answer cells)."""
     copy = tmp_path_factory.mktemp("solved") / "course"
     shutil.copytree(edition, copy, ignore=shutil.ignore_patterns(".venv"))
-    for source in sorted((ROOT / "solutions").glob("*")):
-        if source.suffix in (".py", ".sh"):
-            (copy / "exercises" / source.name).write_text(_without_markers(source.read_text()))
-        elif source.suffix == ".ipynb":
-            answers = {c["metadata"]["nbgrader"]["grade_id"]: _without_markers("".join(c["source"]))
-                       for c in json.loads(source.read_text())["cells"]
-                       if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
-            target = copy / "notebooks" / source.name
-            nb = json.loads(target.read_text())
-            for cell in nb["cells"]:
-                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-                if grade_id in answers:
-                    cell["source"] = answers[grade_id]
-            target.write_text(json.dumps(nb))
+    recording.fill_answers(copy, ROOT)
     return copy
 
 

@@ -58,7 +58,7 @@ def main():
     device.use()
 
     optimizer = None
-    # （3）毎回の更新の前に全ランクの勾配を平均するオプティマイザ（MomentumSGD（lr=args.lr）
+    # （3）毎回の更新の前に全ランクの勾配を平均するオプティマイザ（MomentumSGD(lr=args.lr)
     # を chainermn.create_multi_node_optimizer でラップします）。
     # PUT YOUR CODE HERE
     runtime.require_done("Task #2", optimizer=optimizer)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
-from handson_lib.authoring import teaching_figures, translations
+from handson_lib.authoring import recording, teaching_figures, translations
 from handson_lib.sites import generate as jobscripts
 
 STUB = "# PUT YOUR CODE HERE"
@@ -84,8 +84,11 @@ def release_script(text: str) -> str:
 
 
 def _source_files(src: Path):
+    """The files of solutions/ that student files are made from (not the recorded outputs'
+    records: the notebooks' ref cells are rendered from them)."""
     for path in sorted(src.rglob("*")):
-        if path.is_file() and not (SKIP_NAMES & set(path.relative_to(src).parts)):
+        rel = path.relative_to(src)
+        if path.is_file() and not (SKIP_NAMES & set(rel.parts)) and rel.parts[0] != recording.RECORDED:
             yield path
 
 
@@ -323,6 +326,8 @@ def check_tree(root: Path = COURSE_ROOT) -> Report:
                 report.problems.append(Problem(rel.as_posix(), "has no source in solutions/"))
     for rel, why in [*jobscripts.stale(root), *teaching_figures.stale(root)]:
         report.problems.append(Problem(rel.as_posix(), why))
+    for where, why in recording.problems(root):
+        report.problems.append(Problem(where, why))
     for problem in translations.problems(root):
         path, _, what = problem.partition(": ")
         where = path if path.startswith("handson_lib/") else f"solutions/{path}"
@@ -334,10 +339,22 @@ def check_tree(root: Path = COURSE_ROOT) -> Report:
 def add_arguments(parser):
     parser.add_argument("--check", action="store_true",
                         help="do not write; exit 1 when the committed student copies or job scripts "
-                        "are stale, or a student copy leaks")
+                        "are stale, a recorded output is not its record's, or a student copy leaks")
+    parser.add_argument("--record", nargs="*", metavar="NOTEBOOK",
+                        help="first run the notebooks (default: every one with recorded cells) in the student "
+                        "edition of each language on this machine and record what their long cells print "
+                        "(solutions/recorded/); run it on a quiet machine")
+    parser.add_argument("--lang", action="append", choices=recording.LANGUAGES,
+                        help="with --record: only this language (repeatable; default: all)")
 
 
 def main(args, root: Path = COURSE_ROOT):
+    if getattr(args, "record", None) is not None and not args.check:
+        try:
+            recording.record(root, notebooks=args.record, languages=tuple(args.lang or recording.LANGUAGES))
+        except recording.RecordingError as error:
+            print(f"handson build --record: {error}", file=sys.stderr)
+            return 1
     if not args.check:
         written, removed = build(root)
         print(f"Built {len(written)} student files from solutions/ (and the job scripts from "

@@ -108,7 +108,7 @@ def _columns(text):
 JA_STYLE = {"皆さん": "あなた", "**問 ": "**問題 ", "ゴール": "目標", "**目標。**": "**目標:**", "**目標**:": "**目標:**",
             "反復": "イテレーション", "リファレンス": "模範解答, 参照用", "参照出力": "参考出力",
             "スピードアップ": "速度向上", "高速化率": "速度向上", "クラスター": "クラスタ", "スケジューラー": "スケジューラ",
-            "チャンスレート": "チャンスレベル"}
+            "チャンスレート": "チャンスレベル", "包む": "ラップする", "包ん": "ラップし"}
 
 
 #: Japanese line-breaking rules (kinsoku): what may not start a line (closing marks, small kana,
@@ -216,10 +216,13 @@ def translate_notebook(nb, catalogue, lang):
 
 
 def translated_notebook(source: Path, lang, root: Path = COURSE_ROOT):
+    """The notebook in `lang`: its catalogue's texts, and its recorded outputs in that language."""
     import nbformat
+    from handson_lib.authoring import recording
     nb = nbformat.read(str(source), as_version=4)
     rel = source.relative_to(Path(root) / "solutions")
-    return translate_notebook(nb, load(root, lang, rel), lang)
+    translate_notebook(nb, load(root, lang, rel), lang)
+    return recording.apply(nb, root, lang, rel.name)
 
 
 def translated_script(source: Path, lang, root: Path = COURSE_ROOT):
@@ -265,9 +268,13 @@ def notebook_problems(source: Path, lang, root: Path = COURSE_ROOT):
     nb = json.loads(source.read_text())
     cells = catalogue.get("cells", {})
     problems, ids = [], set()
+    recorded = set(_recorded_refs(nb["cells"]))
     for cell in nb["cells"]:
         cid = cell.get("id")
         ids.add(cid)
+        if cid in recorded:
+            ids.discard(cid)    # rendered from its record (handson_lib.authoring.recording)
+            continue
         text = "".join(cell["source"])
         entry = cells.get(cid)
         where = f"{rel} cell {cid}"
@@ -282,6 +289,12 @@ def notebook_problems(source: Path, lang, root: Path = COURSE_ROOT):
     for cid in set(cells) - ids:
         problems.append(f"{rel} cell {cid}: stale: no such cell in the English source any more")
     return problems
+
+
+def _recorded_refs(cells):
+    """Ids of the ref cells whose text comes from a recording, not a catalogue."""
+    from handson_lib.authoring import recording
+    return recording.recorded_cells(cells).values()
 
 
 def script_problems(source: Path, lang, root: Path = COURSE_ROOT):
@@ -303,7 +316,11 @@ def template(source: Path, lang, root: Path = COURSE_ROOT):
     catalogue = load(root, lang, rel) or {"language": lang, "source": rel.as_posix()}
     if source.suffix == ".ipynb":
         cells = catalogue.setdefault("cells", {})
-        for cell in json.loads(source.read_text())["cells"]:
+        notebook_cells = json.loads(source.read_text())["cells"]
+        recorded = set(_recorded_refs(notebook_cells))
+        for cell in notebook_cells:
+            if cell.get("id") in recorded:
+                continue
             text = "".join(cell["source"])
             entry = cells.get(cell.get("id"))
             if cell["cell_type"] == "markdown":

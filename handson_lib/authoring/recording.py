@@ -1,0 +1,300 @@
+"""Recorded outputs: what a long cell printed, shown below it (its `ref-<cell id>` markdown cell)
+so that a student can read ahead while their own run goes, made by one command:
+
+    handson build --record [NOTEBOOK ...]
+
+For each language, the recording writes the student edition into a temporary folder, fills in the
+instructor's answers (solution regions, the solved scripts), and runs each notebook that has
+recorded cells there with the course's Python and the edition's library first on the path: the
+edition's own mode (no reference solution: the self-checks' lines a student gets) and its
+language (HANDSON_LANG). One run per notebook and language: every number of a notebook's recorded
+cells comes from that run. It keeps what each recorded cell printed in
+solutions/recorded/<lang>/<notebook>.json, with the machine, its load when the run started and
+the date; every `ref-` cell is rendered from that file (the English ones written into
+solutions/, the others by `handson build`). `handson build --check` fails when a `ref-` cell is
+not the rendering of its record or its code cell changed since it was recorded.
+"""
+
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from handson_lib import COURSE_ROOT
+
+#: Folder of solutions/ that holds the records (one per language and notebook).
+RECORDED = "recorded"
+#: A recorded cell's output shows in the markdown cell of this id prefix right after it.
+REF_PREFIX = "ref-"
+LANGUAGES = ("en", "ja")
+#: How a recorded output shows the folder of the student edition it ran in.
+STUDENT_FOLDER = "~/course"
+#: Seconds one cell of a recording may run (02's Task #2 runs and self-check are the longest).
+CELL_TIMEOUT = 1200
+
+LABELS = {
+    "en": "Reference output, recorded on {date} in the student edition on {machine}. Yours will differ:",
+    "ja": "参考出力（{date} に受講者版で記録。マシン: {machine}。あなたの結果は異なります）:",
+}
+MACHINE = {
+    "en": "a {cores}-core CPU machine {gpu} ({system}, Python {python}; load average {load:.1f} when the "
+          "notebook started)",
+    "ja": "{cores} コアの CPU、{gpu}、{system}、Python {python}、ノートブック開始時のロードアベレージ {load:.1f}",
+}
+GPU = {"en": ("without a GPU", "with {gpus}"), "ja": ("GPU なし", "{gpus}")}
+#: Said below the label when a recorded output had a question's answer hidden (HIDE).
+HIDDEN_NOTE = {"en": "(A number that answers one of this notebook's questions shows as {mark}.)",
+               "ja": "（このノートブックの問題の答えになる数値は {mark} と表示しています。）"}
+HIDDEN_MARK = "…"
+
+
+def _gradient_bytes_of_04(cells):
+    """Exercise 2 of 04: L, the gradient bytes of the notebook's model (its allreduce benchmark
+    prints it, and a student reading ahead must not find it)."""
+    from handson_lib.autograder import answers
+    model = re.search(r'model="(\w+)"', "".join("".join(c["source"]) for c in cells)).group(1)
+    value = answers.gradient_bytes(model)
+    return [f"{value:,}", str(value)]
+
+
+#: notebook -> the texts of answers that a recorded output must not show (the grader's values).
+HIDE = {"04_scaling.ipynb": _gradient_bytes_of_04}
+
+
+class RecordingError(RuntimeError):
+    pass
+
+
+def record_path(root, lang, notebook):
+    return Path(root) / "solutions" / RECORDED / lang / (Path(notebook).stem + ".json")
+
+
+def load(root, lang, notebook):
+    path = record_path(root, lang, notebook)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def recorded_cells(cells):
+    """{code cell id: its ref cell's id} for each code cell followed by a `ref-<id>` markdown cell."""
+    found = {}
+    for cell, following in zip(cells, cells[1:]):
+        cid = cell.get("id")
+        if cell.get("cell_type") == "code" and following.get("cell_type") == "markdown" \
+                and following.get("id") == REF_PREFIX + str(cid):
+            found[cid] = following["id"]
+    return found
+
+
+def source_hash(text):
+    from handson_lib.authoring import translations
+    return translations.en_hash(text)
+
+
+def machine_text(machine, lang):
+    gpus = machine.get("gpus") or []
+    gpu = GPU[lang][0] if not gpus else GPU[lang][1].format(gpus=", ".join(gpus))
+    return MACHINE[lang].format(gpu=gpu, **{k: v for k, v in machine.items() if k != "gpus"})
+
+
+def render(record, cid, lang):
+    """The markdown of the ref cell of code cell `cid` from its notebook's `record`."""
+    label = LABELS[lang].format(date=record["date"], machine=machine_text(record["machine"], lang))
+    entry = record["cells"][cid]
+    if entry.get("hidden"):
+        label += " " + HIDDEN_NOTE[lang].format(mark=HIDDEN_MARK)
+    output = entry["output"].rstrip("\n")
+    fence = "````" if "```" in output else "```"
+    return f"{label}\n\n{fence}\n{output}\n{fence}"
+
+
+def apply(nb, root, lang, notebook):
+    """Put the rendering of each record into its ref cell of `nb` (nbformat, in place). A cell
+    without a record keeps its text (build --check names it)."""
+    record = load(root, lang, notebook)
+    if not record:
+        return nb
+    cells = {c.get("id"): c for c in nb.cells}
+    for cid, ref in recorded_cells(nb.cells).items():
+        if cid in record["cells"]:
+            cells[ref].source = render(record, cid, lang)
+    return nb
+
+
+def _notebooks_with_records(root):
+    src = Path(root) / "solutions"
+    for path in sorted(src.glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        found = recorded_cells(cells)
+        if found:
+            yield path, cells, found
+
+
+def problems(root=COURSE_ROOT):
+    """Why a recorded output is not what the recording command made: a record missing, a code
+    cell changed since it was recorded, an English ref cell that is not its record's rendering."""
+    found = []
+    for path, cells, refs in _notebooks_with_records(root):
+        by_id = {c.get("id"): c for c in cells}
+        for lang in LANGUAGES:
+            record = load(root, lang, path.name)
+            where = f"solutions/{RECORDED}/{lang}/{path.stem}.json"
+            if record is None:
+                found.append((where, f"missing: `handson build --record {path.name}`"))
+                continue
+            for cid, ref in refs.items():
+                entry = record["cells"].get(cid)
+                if entry is None:
+                    found.append((where, f"cell {cid} was not recorded: `handson build --record {path.name}`"))
+                elif entry["source_hash"] != source_hash("".join(by_id[cid]["source"])):
+                    found.append((where, f"cell {cid} changed since it was recorded: "
+                                         f"`handson build --record {path.name}`"))
+                elif lang == "en" and "".join(by_id[ref]["source"]) != render(record, cid, lang):
+                    found.append((f"solutions/{path.name}", f"cell {ref} is not the rendering of its record "
+                                                            f"({where}): `handson build --record {path.name}`"))
+            for cid in set(record["cells"]) - set(refs):
+                found.append((where, f"cell {cid} has no ref cell any more: `handson build --record {path.name}`"))
+    return found
+
+
+# ----------------------------------------------------------------------------- recording
+
+def _without_markers(text):
+    """A solved piece: the solution regions kept, hidden tests and the marker lines removed."""
+    text = re.sub(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[^\n]*\n?", "", text, flags=re.S)
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
+
+
+def fill_answers(edition, root=COURSE_ROOT):
+    """The instructor's answers in a copy of the student edition: the solved scripts in
+    exercises/, each answer cell of notebooks/ by its grade id."""
+    edition = Path(edition)
+    for source in sorted((Path(root) / "solutions").glob("*")):
+        if source.suffix in (".py", ".sh"):
+            (edition / "exercises" / source.name).write_text(_without_markers(source.read_text()))
+        elif source.suffix == ".ipynb":
+            answers = {c["metadata"]["nbgrader"]["grade_id"]: _without_markers("".join(c["source"]))
+                       for c in json.loads(source.read_text())["cells"]
+                       if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+            target = edition / "notebooks" / source.name
+            nb = json.loads(target.read_text())
+            for cell in nb["cells"]:
+                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                if grade_id in answers:
+                    cell["source"] = answers[grade_id]
+            target.write_text(json.dumps(nb))
+
+
+def this_machine():
+    """What the labels say of the machine the recording runs on."""
+    gpus = []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+        gpus = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    try:
+        system = platform.freedesktop_os_release().get("PRETTY_NAME", platform.system())
+    except OSError:
+        system = platform.system()
+    return {"cores": len(os.sched_getaffinity(0)), "gpus": gpus, "system": system.split(" (")[0],
+            "python": platform.python_version(), "load": round(os.getloadavg()[0], 1)}
+
+
+#: Runs one notebook in the edition (argv: notebook, cell ids); prints {id: output} as JSON.
+_EXECUTE = r"""
+import json, re, sys
+import nbformat
+from nbclient import NotebookClient
+path, ids, timeout = sys.argv[1], set(sys.argv[3:]), int(sys.argv[2])
+nb = nbformat.read(path, as_version=4)
+NotebookClient(nb, timeout=timeout, kernel_name="python3",
+               resources={"metadata": {"path": str(__import__("pathlib").Path(path).parent)}}).execute()
+ansi = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+out = {}
+for cell in nb.cells:
+    if cell.get("id") in ids:
+        pieces = []
+        for o in cell.get("outputs", []):
+            if o.output_type == "stream":
+                pieces.append(o.text)
+            elif o.output_type in ("execute_result", "display_data") and "text/plain" in o.get("data", {}) \
+                    and "image/png" not in o["data"] and "image/svg+xml" not in o["data"]:
+                pieces.append(o["data"]["text/plain"] + "\n")
+        lines = ansi.sub("", "".join(pieces)).split("\n")
+        out[cell["id"]] = "\n".join(line.split("\r")[-1].rstrip() for line in lines).strip("\n")
+print("RECORDED " + json.dumps(out))
+"""
+
+
+def record(root=COURSE_ROOT, notebooks=None, languages=LANGUAGES, out=print):
+    """Record the notebooks (names; default: every notebook with recorded cells) in each
+    language; write the records and the English ref cells. Returns the records' paths."""
+    from handson_lib.authoring import release
+    chosen = [(p, cells, refs) for p, cells, refs in _notebooks_with_records(root)
+              if not notebooks or p.name in notebooks or p.stem in notebooks]
+    if notebooks and len(chosen) != len(set(notebooks)):
+        known = [p.name for p, _, _ in _notebooks_with_records(root)]
+        raise RecordingError(f"notebooks with recorded cells: {', '.join(known)}")
+    written = []
+    for lang in languages:
+        with tempfile.TemporaryDirectory(prefix=f"handson-record-{lang}-") as tmp:
+            edition = Path(tmp) / "edition"
+            release.release_student(edition, root=root, lang=lang)
+            fill_answers(edition, root)
+            env = {k: v for k, v in os.environ.items() if k not in ("HANDSON_ROOT", "VIRTUAL_ENV")}
+            env.update(PYTHONPATH=str(edition), HANDSON_LANG=lang, HANDSON_SITE="local", MPLBACKEND="Agg",
+                       # no local cluster: the notebooks' ranks run on this machine
+                       HANDSON_CLUSTER_DIR=str(Path(tmp) / "no-cluster"))
+            for path, cells, refs in chosen:
+                machine = this_machine()
+                out(f"recording {path.name} ({lang}) on {machine_text(machine, 'en')} ...")
+                started = datetime.datetime.now()
+                res = subprocess.run([sys.executable, "-c", _EXECUTE, str(edition / "notebooks" / path.name),
+                                      str(CELL_TIMEOUT), *refs], cwd=edition / "notebooks", env=env,
+                                     capture_output=True, text=True)
+                line = next((l for l in res.stdout.splitlines() if l.startswith("RECORDED ")), None)
+                if res.returncode != 0 or line is None:
+                    raise RecordingError(f"{path.name} ({lang}) did not run to the end:\n{res.stderr[-3000:]}")
+                # the temporary edition's folder reads as the student's own course folder
+                outputs = {cid: text.replace(str(edition), STUDENT_FOLDER)
+                           for cid, text in json.loads(line[len("RECORDED "):]).items()}
+                by_id = {c.get("id"): c for c in cells}
+                secrets = HIDE[path.name](cells) if path.name in HIDE else []
+                hidden = {}
+                for cid, text in outputs.items():
+                    for secret in secrets:
+                        if secret in text:
+                            text, hidden[cid] = text.replace(secret, HIDDEN_MARK), True
+                    outputs[cid] = text
+                data = {"notebook": path.name, "lang": lang, "date": started.date().isoformat(),
+                        "seconds": round((datetime.datetime.now() - started).total_seconds()),
+                        "machine": machine,
+                        "cells": {cid: {"source_hash": source_hash("".join(by_id[cid]["source"])),
+                                        "output": outputs.get(cid, ""), **({"hidden": True} if hidden.get(cid) else {})}
+                                  for cid in refs}}
+                target = record_path(root, lang, path.name)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+                written.append(target)
+                out(f"  {target.relative_to(root)} ({data['seconds']} s)")
+                if lang == "en":
+                    _write_english_ref_cells(path, data)
+    return written
+
+
+def _write_english_ref_cells(path, record_data):
+    nb = json.loads(path.read_text())
+    cells = {c.get("id"): c for c in nb["cells"]}
+    for cid, ref in recorded_cells(nb["cells"]).items():
+        text = render(record_data, cid, "en")
+        lines = text.split("\n")
+        cells[ref]["source"] = [line + "\n" for line in lines[:-1]] + [lines[-1]]
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
