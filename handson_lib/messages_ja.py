@@ -813,4 +813,95 @@ MESSAGES = {
         'CPU での実行に使うオフラインのデータセット。これがないと、演習には CIFAR-10 のファイルが必要です（`handson data prepare`）。`pip install scikit-learn` を実行してください',
     'only the JupyterLab screenshot test (headless browser)':
         'JupyterLab のスクリーンショットのテストだけ（ヘッドレスブラウザ）',
+    # ---- handson_lib/data/dataset.py (the line that says which data a run uses)
+    'Using synthetic CIFAR-shaped data (offline stand-in, NOT CIFAR-10): {n_train} train / {n_test} test, {shape}, {n_class} classes':
+        'CIFAR と同じ形の合成データを使います（オフラインの代替データで、CIFAR-10 ではありません）: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、{shape}、{n_class} クラス',
+    'Using scikit-learn digits (real 8x8 handwritten digits, offline; NOT MNIST): {n_train} train / {n_test} test, {shape}, {n_class} classes':
+        'scikit-learn の digits を使います（本物の 8x8 の手書き数字、オフライン。MNIST ではありません）: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、{shape}、{n_class} クラス',
+    'Using scikit-learn digits (real 8x8 handwritten digits, offline; NOT MNIST): {n_train} train / {n_test} test, {shape}, {n_class} classes (subset: {n_train} train / {n_test} test, seed {seed})':
+        'scikit-learn の digits を使います（本物の 8x8 の手書き数字、オフライン。MNIST ではありません）: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、{shape}、{n_class} クラス（部分集合: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、シード {seed}）',
+    # ---- handson_lib/experiments/allreduce.py (format_table: the lines around the table)
+    'allreduce benchmark: {ranks} rank(s) on {n_hosts} host(s) ({hosts}), communicator {communicator}, {iterations} timed iterations after {warmup} warm-up':
+        '通信（allreduce）のベンチマーク: {n_hosts} ホスト（{hosts}）上の {ranks} ランク、コミュニケータ {communicator}、ウォームアップ {warmup} イテレーションの後に {iterations} イテレーションを計測',
+    'gradients of {model}: L = {bytes:,} bytes ({size})':
+        '{model} の勾配: L = {bytes:,} バイト（{size}）',
+    'gradients of {model}: L = {bytes:,} bytes ({size}); allreduce traffic per rank = {traffic:,.0f} bytes':
+        '{model} の勾配: L = {bytes:,} バイト（{size}）。ランクあたりの allreduce の通信量 = {traffic:,.0f} バイト',
+    'link between nodes: {profile} ({note}), shaped to {gbit:g} Gbit/s = {rate:.3f} GB/s each way per node; busbw / link = the share of that limit the path reached':
+        'ノード間のリンク: {profile}（{note}）。ノードあたり片方向 {gbit:g} Gbit/s = {rate:.3f} GB/s に制限しています。busbw / link = その上限のうち各経路が達した割合',
+    'all ranks share one host: the bytes move through shared memory, not a network':
+        'すべてのランクが 1 つのホストを共有しています: データはネットワークではなく共有メモリを通って移動します',
+    'load average {start:.2f} at the start, {end:.2f} at the end, on {cpus} CPU(s): a load above the CPU count means other processes shared them and the times are noisy':
+        'ロードアベレージは開始時 {start:.2f}、終了時 {end:.2f} です（CPU {cpus} 個）。CPU の数を超える負荷は、ほかのプロセスが CPU を共有していて、時間にばらつきがあることを意味します',
+    'load average {start:.2f} at the start, on {cpus} CPU(s): a load above the CPU count means other processes shared them and the times are noisy':
+        'ロードアベレージは開始時 {start:.2f} です（CPU {cpus} 個）。CPU の数を超える負荷は、ほかのプロセスが CPU を共有していて、時間にばらつきがあることを意味します',
+    'point to point between ranks {first} and {second}: busbw = algbw = bytes / (round trip / 2); calls = MPI_Allreduce calls per iteration (ChainerMN: one per parameter array)':
+        'ランク {first} と {second} の間の 1 対 1 通信（point to point）: busbw = algbw = バイト数 / 片道の時間（往復時間の半分）。calls = 1 イテレーションあたりの MPI_Allreduce の呼び出し回数（ChainerMN ではパラメータ配列ごとに 1 回）',
+    'no busbw: measure(..., traffic_rule=...) adds it; calls = MPI_Allreduce calls per iteration (ChainerMN: one per parameter array)':
+        'busbw はありません: measure(..., traffic_rule=...) で追加されます。calls = 1 イテレーションあたりの MPI_Allreduce の呼び出し回数（ChainerMN ではパラメータ配列ごとに 1 回）',
+    '{size:>10s}: ChainerMN busbw / raw MPI busbw = {mpi}; busbw / P2P: ChainerMN {chainermn_p2p}, raw MPI {mpi_p2p}':
+        '{size:>10s}: ChainerMN の busbw / 生の MPI の busbw = {mpi}。busbw / P2P: ChainerMN {chainermn_p2p}、生の MPI {mpi_p2p}',
+    '{size:>10s}: ChainerMN busbw / raw MPI busbw = {mpi}; busbw / P2P: ChainerMN {chainermn_p2p}, raw MPI {mpi_p2p}; ChainerMN / raw MPI IN_PLACE = {inplace}':
+        '{size:>10s}: ChainerMN の busbw / 生の MPI の busbw = {mpi}。busbw / P2P: ChainerMN {chainermn_p2p}、生の MPI {mpi_p2p}。ChainerMN / 生の MPI の IN_PLACE = {inplace}',
+    'ERROR: {path} at {bytes} bytes gave a wrong result in {failed} of {checks} checks (max error {error:g})':
+        'ERROR: {path} の {bytes} バイトでの結果が、{checks} 回の確認のうち {failed} 回で誤っていました（最大誤差 {error:g}）',
+    # ---- handson_lib/experiments/breakdown.py (sweep, the TimerHook and phase tables)
+    "ranks: jobs (qsub) across the local cluster's nodes {nodes}, linked at {gbit:g} Gbit/s ({profile}); p = {counts}":
+        'ランク: ローカルクラスタのノード {nodes} にまたがるジョブ（qsub）、{gbit:g} Gbit/s のリンクで接続（{profile}）。p = {counts}',
+    'ranks: local processes on this machine, p = {counts}: they share memory, no network is involved (with `handson cluster up --link 1gbe`, run by an admin as root, the same call runs them as jobs across nodes)':
+        'ランク: このマシン上のローカルプロセス、p = {counts}。ランクはメモリを共有し、ネットワークは使いません（管理者が root で `handson cluster up --link 1gbe` を実行しておけば、同じ呼び出しでランクがノードをまたぐジョブとして実行されます）',
+    'same share of the cores at every p: {busy} processes busy in every run ({busy} ranks share {cores} cores at the largest p; smaller runs get spinning fillers), so that compute per rank does not grow with p on this machine':
+        'どの p でもコアの取り分を同じにします: どの実行でも {busy} 個のプロセスが動きます（最大の p では {busy} ランクが {cores} コアを共有し、それより小さい実行には空回りするだけの穴埋めプロセスを加えます）。こうして、このマシンでもランクあたりの計算時間が p とともに増えないようにします',
+    'measuring {model} on {np} rank(s) ...':
+        '{model} を {np} ランクで計測しています ...',
+    "TimerHook on rank 0 of {np}, {iterations} iterations, {total:.1f} ms in functions (forward and backward; a backward's inner functions count in their own row too, so shares may add up to more than 100%):":
+        'TimerHook（{np} ランク中のランク 0、{iterations} イテレーション）: 関数の時間の合計 {total:.1f} ms（forward と backward。backward の内部の関数はそれ自身の行にも数えられるため、割合の合計が 100% を超えることがあります）:',
+    'median ms per iteration (mean over ranks)':
+        '1 イテレーションあたりの時間の中央値（ms、ランクの平均）',
+    # ---- handson_lib/experiments/tuning.py (table, effects)
+    'measured here':
+        'このマシンでの計測',
+    '{source}: {device}, {model}; median of {repeats} runs, warm-up excluded':
+        '{source}: {device}、{model}。{repeats} 回の実行の中央値（ウォームアップを除く）',
+    'needs a GPU: not applied':
+        'GPU が必要: 適用していません',
+    'measured; not carried into the later CPU steps (NumPy float16 has no BLAS)':
+        '計測済み。以降の CPU のステップには引き継ぎません（NumPy の float16 には BLAS がないため）',
+    'static schedule in use':
+        '静的スケジュールを使用中',
+    'params {dtype}':
+        'パラメータ {dtype}',
+    'TensorCore: needs a GPU: not applied (NumPy computes float16 on the CPU)':
+        'TensorCore: GPU が必要: 適用していません（NumPy は CPU で float16 を計算します）',
+    'TensorCore: compute capability {capability} < 7.0: not applied':
+        'TensorCore: compute capability {capability} < 7.0 のため適用していません',
+    'slower: fp16 preprocessing in NumPy':
+        '遅くなった: fp16 の前処理を NumPy で行うため',
+    'the fix: preprocess in float32':
+        '対策: float32 で前処理する',
+    'FP32 reference: {rate}':
+        'FP32 での参考値: {rate}',
+    '{times}x the baseline':
+        'ベースラインの {times} 倍',
+    'FP32 batch x4: {rate} it/s':
+        'FP32、バッチサイズ 4 倍: {rate} it/s',
+    "x base: images/sec over the baseline's; x lever: over the same configuration without this step's lever; data: share of the time spent waiting for the next batch":
+        'x base: ベースラインに対する images/sec の比。x lever: このステップのレバーを除いた同じ構成に対する比。data: 次のバッチを待っていた時間の割合',
+    '{label}: x{gain:.2f} images/sec vs {other} (faster in every run)':
+        '{label}: {other} に対して images/sec が x{gain:.2f}（どの実行でも速くなりました）',
+    '{label}: x{gain:.2f} images/sec vs {other} (slower in every run)':
+        '{label}: {other} に対して images/sec が x{gain:.2f}（どの実行でも遅くなりました）',
+    '{label}: x{gain:.2f} images/sec vs {other} (no clear difference: the runs overlap)':
+        '{label}: {other} に対して images/sec が x{gain:.2f}（はっきりした差はありません: 実行の結果が重なっています）',
+    # ---- handson_lib/experiments/large_batch.py (run, format_table, simulate_gpu_options)
+    '{dataset}; model {model}; {epochs} epochs; base lr {base_lr} at batch {base_batch}; warmup {warmup} epoch(s); seeds {seeds}':
+        '{dataset}。モデル {model}、{epochs} エポック、バッチサイズ {base_batch} での基準の学習率 {base_lr}、ウォームアップ {warmup} エポック、シード {seeds}',
+    'test accuracy in %, mean over {n} seed(s)':
+        'テスト精度（%）、{n} 個のシードの平均',
+    'test accuracy in %, mean over {n} seed(s) (min-max)':
+        'テスト精度（%）、{n} 個のシードの平均（括弧内は最小-最大）',
+    '; ! = some runs diverged (NaN weights count as 0 %)':
+        '。! = 発散した実行があります（重みが NaN になった実行は 0 % と数えます）',
+    'CPU stand-in: the arithmetic of FP16 allreduce and double buffering simulated in one process (not the pure_nccl code path; no communication, no speed)':
+        'CPU 代替実装: FP16 の通信（allreduce）とダブルバッファリングの計算を 1 つのプロセスで模擬します（pure_nccl のコードは通りません。通信はなく、速度は分かりません）',
 }

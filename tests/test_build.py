@@ -206,3 +206,19 @@ def test_the_numbers_of_one_recording_agree_across_its_cells():
                 assert any(abs(value - p) <= 0.15 for p in printed), (lang, name, value, printed)
                 checked += 1
     assert checked >= 8
+
+
+def test_the_japanese_recordings_hold_no_english_prose():
+    """What the Japanese edition's long cells printed is Japanese, but for tables (columns apart by
+    runs of spaces), commands and Chainer's own warnings."""
+    import re
+    from handson_lib.authoring import recording
+    english = []
+    for name in sorted({p.name for p, _, _ in recording._notebooks_with_records(ROOT)}):
+        for cid, entry in recording.load(ROOT, "ja", name)["cells"].items():
+            for line in entry["output"].split("\n"):
+                prose = len(re.findall(r"\b[a-z]{3,}\b", line)) >= 5 and line.count("  ") < 2
+                if prose and not re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", line) \
+                        and not line.startswith("handson ") and "Warning:" not in line:
+                    english.append((name, cid, line[:100]))
+    assert not english, english

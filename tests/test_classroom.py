@@ -79,13 +79,15 @@ def test_up_twice_is_idempotent_and_shows_no_password_again(classroom):
     again = handson("classroom", "up", "--students", 2)
     assert again.returncode == 0, again.stderr
     assert "already up" in again.stdout
-    assert "new passwords" not in again.stdout
+    assert "new accounts or passwords" not in again.stdout
     assert accounts.read_passwords(classroom.layout.passwords) == classroom.passwords
     assert f"{hub.url({'bind': hub.DEFAULT_BIND})}/hub/login" in again.stdout
 
 
 def test_secrets_are_made_per_install_and_root_only(classroom):
     lay = classroom.layout
+    # The screen names the accounts and the root-only file, never a password.
+    assert not any(password in classroom.stdout for password in classroom.passwords.values())
     for path in (lay.cookie_secret, lay.proxy_token, lay.admin_token, lay.passwords):
         info = path.stat()
         assert info.st_uid == 0 and stat.S_IMODE(info.st_mode) == 0o600, (path, oct(info.st_mode))
@@ -125,6 +127,39 @@ def test_a_student_cannot_read_what_is_not_theirs(classroom):
     assert "BEGIN HIDDEN TESTS" in (lay.course / "source" / "task2" / "02_multi_node.ipynb").read_text()
     released = (lay.exchange / COURSE_ID / "outbound" / "task2" / "02_multi_node.ipynb").read_text()
     assert "BEGIN HIDDEN TESTS" not in released and "BEGIN SOLUTION" not in released
+
+
+def test_a_student_cannot_take_the_exchange_over(classroom):
+    """The exchange root is sticky: a student cannot rename the course's folder and put one of
+    their own in its place (nbgrader issue 1225); a course folder the instructor does not own
+    makes `up` refuse, saying why, before it changes anything."""
+    lay = classroom.layout
+    assert stat.S_IMODE(lay.exchange.stat().st_mode) == 0o1777
+    course = lay.exchange / COURSE_ID
+    moved = as_student("student01", "mv", course, lay.exchange / "taken")
+    assert moved.returncode != 0 and "not permitted" in moved.stderr, moved
+    assert course.is_dir() and not (lay.exchange / "taken").exists()
+    os.chown(course, accounts.uid_of("student01"), -1)   # as if the rename had happened earlier
+    try:
+        refused = handson("classroom", "up")
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "belongs to student01, not to the instructor" in refused.stderr, refused.stderr
+    finally:
+        os.chown(course, accounts.uid_of(accounts.INSTRUCTOR), -1)
+    assert handson("classroom", "up").returncode == 0
+
+
+def test_up_refuses_an_account_it_did_not_make(classroom):
+    """An account named like the class's that someone made is taken over only when asked."""
+    subprocess.run(["useradd", "--create-home", "student03"], check=True)
+    try:
+        refused = handson("classroom", "up", "--students", 3)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "student03" in refused.stderr and "--adopt-accounts" in refused.stderr, refused.stderr
+        assert "student03" not in accounts.read_passwords(classroom.layout.passwords)
+    finally:
+        subprocess.run(["userdel", "--remove", "student03"], capture_output=True)
+    assert handson("classroom", "up", "--students", 2).returncode == 0
 
 
 # ----------------------------------------------------------------------------- the class, in a browser
@@ -556,5 +591,8 @@ def test_down_stops_everything_and_keeps_the_class(classroom):
     assert not left, left
     for kept in (lay.course / "gradebook.db", lay.hub / "jupyterhub.sqlite", lay.exchange / COURSE_ID):
         assert kept.exists(), kept
+    # No one logs in with a password of the class until the next `up`.
+    assert all(accounts.is_locked(name) for name in users), [(n, accounts.is_locked(n)) for n in users]
+    assert "account(s) locked until the next `up`" in result.stdout
     after = COURSE_ROOT.stat()
     assert (stat.S_IMODE(after.st_mode), after.st_gid) == classroom.course_root_before

@@ -220,3 +220,53 @@ def test_an_uncaught_error_aborts_the_ranks_with_a_japanese_line(env, capsys):
     err = capsys.readouterr().err
     assert "[rank 1] 捕捉されない RuntimeError が発生しました。どのランクも待ち続けないよう、全 2 ランクを中止します" in err, err
     assert "RuntimeError: planted" in err and aborted == [1]
+
+
+def test_benchmark_outputs_speak_japanese_and_keep_their_english_records(env):
+    """The prose around a benchmark's numbers (notebooks 04 to 06) in Japanese; the table rows, the
+    numbers (the hidden answer `2,180,000` of notebook 04 included), the result dicts, the dataset's
+    English description (what records keep) and the English edition's lines unchanged."""
+    from handson_lib.experiments import allreduce, tuning
+
+    def row(path):
+        return {"path": path, "bytes": 2180000, "calls": 3, "iterations": 5, "time_s": 0.0012, "min_s": 0.001,
+                "max_s": 0.002, "algbw_GBps": 1.5, "busbw_GBps": 1.2, "busbw_Gibps": 8.9,
+                "traffic_bytes": 2180000.0, "correct": True}
+    result = {"ranks": 2, "hosts": ["vm"], "communicator": "naive", "iterations": 5, "warmup": 2, "model": "cnn",
+              "bytes": 2180000, "load_average": [1.71], "cpu_count": 2, "link": {},
+              "results": [row("chainermn"), row("mpi4py"), row("p2p")]}
+    english = allreduce.format_table(result).splitlines()
+    assert english[:4] == [
+        "allreduce benchmark: 2 rank(s) on 1 host(s) (vm), communicator naive, 5 timed iterations after 2 warm-up",
+        "gradients of cnn: L = 2,180,000 bytes (2.079 MiB); allreduce traffic per rank = 2,180,000 bytes",
+        "all ranks share one host: the bytes move through shared memory, not a network",
+        "load average 1.71 at the start, on 2 CPU(s): a load above the CPU count means other processes shared "
+        "them and the times are noisy"]
+    assert english[-1] == " 2.079 MiB: ChainerMN busbw / raw MPI busbw = 1.00; busbw / P2P: ChainerMN 1.00, raw MPI 1.00"
+    steps = tuning.plan_steps(["cudnn"], gpu=False)
+    runs = {0: [{"iterations_per_sec": r / 32, "images_per_sec": r, "data_fraction": 0.1, "batchsize": 32}
+                for r in (100, 110)]}
+    measured = tuning._assemble(steps, runs, {"source": "measured here", "repeats": 2, "device": "CPU", "model": "cnn"})
+    tuning_english = tuning.table(measured)
+    _, _, info = data.get_dataset("synthetic", n_train=40, n_test=20, announce=False)
+    assert info.announcement == info.description == ("Using synthetic CIFAR-shaped data (offline stand-in, "
+                                                     "NOT CIFAR-10): 40 train / 20 test, 3x32x32, 10 classes")
+
+    env.setenv("HANDSON_LANG", "ja")
+    japanese = allreduce.format_table(result).splitlines()
+    assert japanese[0] == ("通信（allreduce）のベンチマーク: 1 ホスト（vm）上の 2 ランク、コミュニケータ naive、"
+                           "ウォームアップ 2 イテレーションの後に 5 イテレーションを計測"), japanese[0]
+    assert japanese[1].startswith("cnn の勾配: L = 2,180,000 バイト（2.079 MiB）。"), japanese[1]
+    assert all(any(ord(ch) > 0x2FFF for ch in line) for line in japanese[:4] + japanese[-2:]), japanese
+    assert japanese[4:-2] == english[4:-2]          # the header and the rows: code-like words and numbers
+    lines = tuning.table(measured).splitlines()
+    assert lines[0] == "このマシンでの計測: CPU、cnn。2 回の実行の中央値（ウォームアップを除く）", lines[0]
+    assert lines[-2].endswith("  GPU が必要: 適用していません") and lines[-1].startswith("x base: ベースラインに対する")
+    assert measured["steps"][1]["status"] == "needs a GPU: not applied"    # the result (its JSON) stays English
+    out = []
+    _, _, info = data.get_dataset("synthetic", n_train=40, n_test=20, print_fn=out.append)
+    assert out == [info.announcement] and info.announcement.startswith("CIFAR と同じ形の合成データを使います（")
+    assert info.description.startswith("Using synthetic CIFAR-shaped data (offline stand-in, NOT CIFAR-10): 40 train")
+
+    env.delenv("HANDSON_LANG")
+    assert allreduce.format_table(result).splitlines() == english and tuning.table(measured) == tuning_english

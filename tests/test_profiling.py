@@ -398,3 +398,27 @@ def test_notebook_03_shows_no_answer_of_questions_1_to_5_before_they_are_answere
     shown = capsys.readouterr().out
     assert shown.count("the same as the tool") == 5
     assert all(summary.text() in shown for summary in summaries.values())
+
+
+def test_the_h100_training_loop_sample_has_what_notebook_03_asks_about():
+    """The second sample: a real Nsight Systems export with many kernel names on two compute
+    streams whose kernels overlap (the union differs from the sum), a copy stream, and a kernel with
+    the most time that is not the most launched; `handson profile summarize sample-mlp` reads it."""
+    path = profiling.sample_profile("mlp")
+    with sqlite3.connect(path.as_uri() + "?mode=ro", uri=True) as con:
+        names, streams = con.execute("SELECT COUNT(DISTINCT shortName), COUNT(DISTINCT streamId) "
+                                     "FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+        by_time = con.execute("SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY shortName "
+                              "ORDER BY SUM(end - start) DESC LIMIT 1").fetchone()[0]
+        by_count = con.execute("SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY shortName "
+                               "ORDER BY COUNT(*) DESC LIMIT 1").fetchone()[0]
+        kernels = sorted(con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL"))
+        copy_streams = {s for (s,) in con.execute("SELECT DISTINCT streamId FROM CUPTI_ACTIVITY_KIND_MEMCPY")}
+    assert names >= 10 and streams >= 2 and by_time != by_count
+    assert any(b[0] < a[1] for a, b in zip(kernels, kernels[1:])), "no two kernels overlap"
+    assert len(copy_streams) >= 2   # the copy stream of the batches, and the loss read back
+    res = subprocess.run([str(VENV_BIN / "handson"), "profile", "summarize", "sample-mlp"], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0 and "NVIDIA H100" in res.stdout and "the GPU waits for the host" in res.stdout, res
+    with pytest.raises(ValueError, match="no sample profile"):
+        profiling.sample_profile("resnet")

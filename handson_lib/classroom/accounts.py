@@ -123,19 +123,42 @@ def write_passwords(path, passwords):
     path.write_text("".join(f"{name}:{pw}\n" for name, pw in sorted(passwords.items())))
 
 
-def ensure_accounts(password_file, students):
-    """The instructor and the students; {name: password} of the accounts given a new password
-    (made now, or without a stored password). Existing accounts keep theirs."""
+def ensure_accounts(password_file, students, adopt=False):
+    """The instructor and the students, unlocked (`down` locks them); {name: password} of the
+    accounts given a new password (made now, or adopted). Existing accounts keep theirs."""
     stored = read_passwords(password_file)
     new = {}
     wanted = [(INSTRUCTOR, STAFF_GROUP)] + [(name, STUDENT_GROUP) for name in student_names(students)]
+    # An account the classroom did not make (its name is not in the password file) is someone's own.
+    strangers = [name for name, _ in wanted if exists(name) and name not in stored]
+    if strangers and not adopt:
+        raise ClassroomError(f"account(s) {', '.join(strangers)} exist and were not made by `handson classroom up`: "
+                             f"they may be people's own. Rename them, or pass --adopt-accounts to take them over "
+                             f"(their passwords are then replaced)")
     for name, group in wanted:
         made = ensure_user(name, group)
         if made or name not in stored:
             new[name] = secrets.token_urlsafe(9)
             _run(["chpasswd"], stdin=f"{name}:{new[name]}\n")
+        else:
+            _run(["usermod", "--unlock", name])
     write_passwords(password_file, {**stored, **new})
     return new
+
+
+def lock_accounts(password_file):
+    """Lock the password of every account the classroom made (`down`): no one logs in to the hub
+    or the machine with it until the next `up` unlocks it; the accounts' files stay."""
+    locked = []
+    for name in read_passwords(password_file):
+        if exists(name):
+            _run(["usermod", "--lock", name])
+            locked.append(name)
+    return locked
+
+
+def is_locked(name):
+    return _run(["passwd", "--status", name]).stdout.split()[1] == "L"
 
 
 def classroom_users(password_file):

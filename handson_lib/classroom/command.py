@@ -52,7 +52,7 @@ def restore_course_root(settings):
         os.chmod(saved["path"], saved["mode"])
 
 
-def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=print):
+def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=print, adopt=False):
     """Bring the classroom up, or bring it in line with what is asked; what is not given is kept
     from the last `up` (first time: 2 students, local servers, loopback, setup and task2)."""
     lay = layout()
@@ -70,7 +70,8 @@ def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=p
     os.chmod(lay.root, 0o755)
     started = time.monotonic()
     out("accounts ...")
-    new = accounts.ensure_accounts(lay.passwords, students)
+    nbgrader_setup.check_exchange(lay)
+    new = accounts.ensure_accounts(lay.passwords, students, adopt)
     show_passwords(lay, new, out)
     names = accounts.student_names(students)
     course_id = nbgrader_course.COURSE_ID
@@ -101,11 +102,11 @@ def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=p
 
 
 def show_passwords(lay, new_passwords, out=print):
-    """The passwords of the accounts made now: shown once, as soon as they exist."""
+    """Which accounts got a password now, and where root reads them: never the passwords
+    themselves (a terminal is scrolled back, logged and looked over)."""
     if new_passwords:
-        out(f"  new passwords (shown once; root can read them in {lay.passwords}):")
-        for name, password in sorted(new_passwords.items()):
-            out(f"    {name}: {password}")
+        out(f"  new accounts or passwords: {', '.join(sorted(new_passwords))}; their passwords are in "
+            f"{lay.passwords} (root only: hand each person theirs)")
 
 
 def summary(lay, settings, out=print):
@@ -155,6 +156,7 @@ def down(out=print, timeout=20):
         for name in accounts.classroom_users(lay.passwords):
             cluster.slurm(["scancel", "--user", name])
     procs = terminate_all(classroom_processes(lay), timeout)
+    locked = accounts.lock_accounts(lay.passwords)
     restore_course_root(settings)
     if lay.root.exists():
         save_settings(lay, settings)
@@ -163,7 +165,8 @@ def down(out=print, timeout=20):
         raise ClassroomError("still running after down: " + ", ".join(f"{p.pid} {p.name()}" for p in left))
     lay.proxy_pid.unlink(missing_ok=True)  # left behind when the hub was killed; its proxy is stopped
     out(f"classroom down: {'the hub and ' if stopped else ''}{len(procs)} process(es) stopped; "
-        f"accounts, exchange, gradebook and hub database kept in {lay.root}")
+        f"{len(locked)} account(s) locked until the next `up`; exchange, gradebook and hub database kept "
+        f"in {lay.root}")
     return 0
 
 
@@ -199,6 +202,9 @@ def add_arguments(parser):
     parser.add_argument("--assignments", nargs="+", default=None,
                         choices=list(nbgrader_course.ASSIGNMENTS),
                         help=f"up: assignments to release (the first default: {' '.join(DEFAULT_ASSIGNMENTS)})")
+    parser.add_argument("--adopt-accounts", action="store_true",
+                        help="up: take over existing accounts named instructor or studentNN that the classroom "
+                             "did not make (their passwords are replaced); without it `up` refuses them")
     parser.add_argument("--due", default=None, help="up: due date of the released assignments "
                         "('2026-12-01 17:00:00 JST'); a later submission is marked late")
 
@@ -207,7 +213,8 @@ def main(args):
     action = args.action
     try:
         if action == "up":
-            return up(args.students, args.spawner, args.bind, args.assignments, args.due)
+            return up(args.students, args.spawner, args.bind, args.assignments, args.due,
+                      adopt=args.adopt_accounts)
         if action == "down":
             if os.geteuid() != 0:
                 raise ClassroomError("`handson classroom down` needs root")

@@ -8,7 +8,7 @@
       edition/                   the student edition (`handson release student`), its .venv: the
                                  students' servers run there: no solutions, no hidden tests
       venv-instructor/           root:handson-staff 0750: the whole course (instructor servers)
-      exchange/                  nbgrader's exchange, 0777 as nbgrader asks; nbgrader sets the
+      exchange/                  nbgrader's exchange, 1777 (sticky, as /tmp); nbgrader sets the
                                  permissions inside (students write inbound/, cannot list it)
       course/                    instructor 0700: nbgrader's course folder, gradebook.db
 """

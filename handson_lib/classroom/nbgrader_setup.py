@@ -1,7 +1,7 @@
 """nbgrader in the classroom: the exchange, the instructor's course folder, released assignments.
 
-The exchange is a folder every account may write (0777, as nbgrader's documentation asks); inside
-it nbgrader sets the permissions itself: `outbound/` readable by all, `inbound/` and `feedback/`
+The exchange is a folder every account may write (1777: nbgrader asks for 0777; sticky keeps the
+course's folder the instructor's); inside it nbgrader sets the permissions itself: `outbound/` readable by all, `inbound/` and `feedback/`
 writable but not listable, submissions named with the student, a timestamp and a random part.
 The course folder (source/, release/, submitted/, autograded/, feedback/, gradebook.db) belongs to
 the instructor alone (0700). Its nbgrader_config.py loads the course's own (course/nbgrader_config.py:
@@ -48,8 +48,31 @@ def course_access(name):
 
 
 def prepare_exchange(lay: Layout):
+    """The exchange root: every account may create in it, sticky (1777, as /tmp) so that no one
+    renames or removes what another made there: the course's folder is the instructor's."""
     lay.exchange.mkdir(parents=True, exist_ok=True)
-    os.chmod(lay.exchange, 0o777)
+    os.chmod(lay.exchange, 0o1777)
+
+
+def check_exchange(lay: Layout):
+    """Refuse a course folder in the exchange that the instructor does not own: someone put it
+    there (before the root was sticky, a student could rename the course's folder and put their
+    own in its place, nbgrader issue 1225), and releasing or collecting through it would hand
+    the class a student's files or the submissions to a student."""
+    folder = lay.exchange / nbgrader_course.COURSE_ID
+    if not folder.exists() and not folder.is_symlink():
+        return
+    info = os.lstat(folder)
+    owner = accounts.uid_of(accounts.INSTRUCTOR) if accounts.exists(accounts.INSTRUCTOR) else None
+    if folder.is_symlink() or info.st_uid not in (owner, 0):
+        import pwd
+        try:
+            who = pwd.getpwuid(info.st_uid).pw_name
+        except KeyError:
+            who = str(info.st_uid)
+        raise ClassroomError(f"the exchange's course folder {folder} belongs to {who}, not to the instructor"
+                             f"{' (it is a link)' if folder.is_symlink() else ''}: someone replaced it. Move it "
+                             f"aside (the class's submissions may be inside), then run `handson classroom up` again")
 
 
 def course_config(lay: Layout):

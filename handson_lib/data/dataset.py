@@ -26,7 +26,8 @@ _DIGIT_CLASSES = tuple(str(i) for i in range(10))
 
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:
-    """What :func:`get_dataset` loaded. ``description`` is the line it announces."""
+    """What :func:`get_dataset` loaded. ``announcement`` is the line it announces, in the reader's
+    language (HANDSON_LANG); ``description`` is the same line in English, what records keep."""
 
     name: str                 # 'synthetic', 'digits', 'cifar10', 'mnist'
     description: str
@@ -37,6 +38,11 @@ class DatasetInfo:
     is_real: bool             # False only for the synthetic stand-in
     source: str | None = None  # the file or folder read, None for generated data
     class_names: tuple = ()
+    announcement: str | None = None   # None: the description
+
+    def __post_init__(self):
+        if self.announcement is None:
+            object.__setattr__(self, "announcement", self.description)
 
     def __str__(self):
         return self.description
@@ -79,19 +85,20 @@ def get_dataset(name_or_path=None, *, ndim=None, n_train=None, n_test=None, seed
         path, kind, shown = _locate(spec, key)
         train, test, name, class_names = _load_real(path, kind, ndim, dtype)
         source = str(path)
-    subset_note = ""
+    subset_seed = None
     if name != "synthetic":   # n_train / n_test pick a stratified subset of real data
         n_full = (len(train), len(test))
         train, test = stratified_subset(train, n_train, seed), stratified_subset(test, n_test, seed)
         if (len(train), len(test)) != n_full:
-            subset_note = f" (subset: {len(train)} train / {len(test)} test, seed {seed})"
+            subset_seed = seed
     shape = tuple(train._datasets[0].shape[1:])
-    info = DatasetInfo(name=name, description=_announcement(name, train, test, shape, class_names,
-                                                            shown, subset_note),
+    line = (name, train, test, shape, class_names, shown, subset_seed)
+    info = DatasetInfo(name=name, description=_announcement(*line, tr=_english),
                        n_train=len(train), n_test=len(test), shape=shape, n_class=len(class_names),
-                       is_real=name != "synthetic", source=source, class_names=tuple(class_names))
+                       is_real=name != "synthetic", source=source, class_names=tuple(class_names),
+                       announcement=_announcement(*line))
     if announce:
-        announcer(print_fn)(info.description)
+        announcer(print_fn)(info.announcement)
     return train, test, info
 
 
@@ -160,14 +167,30 @@ def _load_real(path, kind, ndim, dtype):
     return train, test, "mnist", _DIGIT_CLASSES
 
 
-def _announcement(name, train, test, shape, class_names, shown, subset_note):
-    """The line a training script prints; real CIFAR-10 keeps the seed's `Using CIFAR10 dataset`."""
-    sizes = f"{len(train)} train / {len(test)} test, {'x'.join(map(str, shape))}, {len(class_names)} classes"
+def _english(template, **fields):
+    """`tr` without the catalogue: the English line, what records keep."""
+    return template.format(**fields)
+
+
+def _announcement(name, train, test, shape, class_names, shown, subset_seed, tr=tr):
+    """The line a training script prints, in the reader's language (`tr`; `_english` for the
+    English); real CIFAR-10 and MNIST keep the seed's `Using CIFAR10 dataset` in every language.
+    `subset_seed`: the seed of the stratified subset taken, None for the whole dataset."""
+    sizes = dict(n_train=len(train), n_test=len(test), shape='x'.join(map(str, shape)),
+                 n_class=len(class_names))
+    subset_note = ""
+    if subset_seed is not None:
+        subset_note = f" (subset: {len(train)} train / {len(test)} test, seed {subset_seed})"
     if name == "synthetic":
-        return f"Using synthetic CIFAR-shaped data (offline stand-in, NOT CIFAR-10): {sizes}"
+        return tr("Using synthetic CIFAR-shaped data (offline stand-in, NOT CIFAR-10): {n_train} train / "
+                  "{n_test} test, {shape}, {n_class} classes", **sizes)
     if name == "digits":
-        return (f"Using scikit-learn digits (real 8x8 handwritten digits, offline; NOT MNIST): "
-                f"{sizes}{subset_note}")
+        if subset_seed is not None:
+            return tr("Using scikit-learn digits (real 8x8 handwritten digits, offline; NOT MNIST): "
+                      "{n_train} train / {n_test} test, {shape}, {n_class} classes (subset: {n_train} "
+                      "train / {n_test} test, seed {seed})", seed=subset_seed, **sizes)
+        return tr("Using scikit-learn digits (real 8x8 handwritten digits, offline; NOT MNIST): "
+                  "{n_train} train / {n_test} test, {shape}, {n_class} classes", **sizes)
     if name == "cifar10":
         return f"Using CIFAR10 dataset: {shown}{subset_note}"
     return f"Using MNIST dataset: {shown}{subset_note}"

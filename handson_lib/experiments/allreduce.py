@@ -39,6 +39,7 @@ import tempfile
 from pathlib import Path
 
 from handson_lib.experiments import stats
+from handson_lib.messages import tr
 from handson_lib.runtime.models import MODELS, get_model
 from handson_lib.runtime.mpi import prepare_rank
 from handson_lib.runtime.phases import gradient_bytes_of
@@ -521,32 +522,42 @@ def _fmt_ratio(value):
 
 
 def format_table(result):
-    """The nccl-tests-like table, then the ratios, as one string."""
+    """The nccl-tests-like table, then the ratios, as one string (its prose in the reader's
+    language, HANDSON_LANG; the column headers and numbers as they are)."""
     hosts = result.get("hosts") or []
-    lines = [(f"allreduce benchmark: {result['ranks']} rank(s) on {len(hosts)} host(s) "
-              f"({', '.join(hosts)}), communicator {result.get('communicator', 'naive')}, "
-              f"{result['iterations']} timed iterations after {result['warmup']} warm-up")]
+    lines = [tr("allreduce benchmark: {ranks} rank(s) on {n_hosts} host(s) ({hosts}), communicator "
+                "{communicator}, {iterations} timed iterations after {warmup} warm-up",
+                ranks=result['ranks'], n_hosts=len(hosts), hosts=', '.join(hosts),
+                communicator=result.get('communicator', 'naive'), iterations=result['iterations'],
+                warmup=result['warmup'])]
     bus = _has_busbw(result)
     if result.get("model"):
         traffic = next((r["traffic_bytes"] for r in result["results"] if r["path"] != "p2p"), None) \
             if bus else None
-        lines.append(f"gradients of {result['model']}: L = {result['bytes']:,} bytes "
-                     f"({human_bytes(result['bytes'])})"
-                     + (f"; allreduce traffic per rank = {traffic:,.0f} bytes" if traffic is not None
-                        else ""))
+        if traffic is not None:
+            lines.append(tr("gradients of {model}: L = {bytes:,} bytes ({size}); allreduce traffic per "
+                            "rank = {traffic:,.0f} bytes", model=result['model'], bytes=result['bytes'],
+                            size=human_bytes(result['bytes']), traffic=traffic))
+        else:
+            lines.append(tr("gradients of {model}: L = {bytes:,} bytes ({size})", model=result['model'],
+                            bytes=result['bytes'], size=human_bytes(result['bytes'])))
     link = result.get("link") or {}
     if link.get("rate_bps"):
-        lines.append(f"link between nodes: {link['profile']} ({link.get('note')}), shaped to "
-                     f"{link['rate_bps'] / 1e9:g} Gbit/s = {link_rate_GBps(result):.3f} GB/s each way "
-                     f"per node; busbw / link = the share of that limit the path reached")
+        lines.append(tr("link between nodes: {profile} ({note}), shaped to {gbit:g} Gbit/s = {rate:.3f} "
+                        "GB/s each way per node; busbw / link = the share of that limit the path reached",
+                        profile=link['profile'], note=link.get('note'), gbit=link['rate_bps'] / 1e9,
+                        rate=link_rate_GBps(result)))
     if len(hosts) == 1:
-        lines.append("all ranks share one host: the bytes move through shared memory, not a network")
+        lines.append(tr("all ranks share one host: the bytes move through shared memory, not a network"))
     load, load_end = result.get("load_average"), result.get("load_average_end")
-    if load:
-        end = f", {load_end[0]:.2f} at the end" if load_end else ""
-        lines.append(f"load average {load[0]:.2f} at the start{end}, on {result.get('cpu_count')} "
-                     f"CPU(s): a load above the CPU count means other processes shared them and "
-                     f"the times are noisy")
+    if load and load_end:
+        lines.append(tr("load average {start:.2f} at the start, {end:.2f} at the end, on {cpus} CPU(s): a "
+                        "load above the CPU count means other processes shared them and the times are "
+                        "noisy", start=load[0], end=load_end[0], cpus=result.get('cpu_count')))
+    elif load:
+        lines.append(tr("load average {start:.2f} at the start, on {cpus} CPU(s): a load above the CPU "
+                        "count means other processes shared them and the times are noisy",
+                        start=load[0], cpus=result.get('cpu_count')))
     header = (f"{'path':14s} {'bytes':>12s} {'calls':>5s} {'iters':>5s} {'median ms':>10s} "
               f"{'min ms':>9s} {'max ms':>9s} {'algbw GB/s':>10s}"
               + (f" {'busbw GB/s':>10s} {'busbw Gibit/s':>13s}" if bus else "")
@@ -561,22 +572,29 @@ def format_table(result):
             + (f" {_fmt_ratio(r.get('busbw_over_link')):>10s}" if bus and link_rate_GBps(result) else "")
             + f" {'yes' if r['correct'] else 'NO':>7s}")
     pair = result.get("p2p_pair") or [0, 1]
-    lines.append((f"point to point between ranks {pair[0]} and {pair[1]}: busbw = algbw = bytes / "
-                  f"(round trip / 2)" if bus else
-                  "no busbw: measure(..., traffic_rule=...) adds it")
-                 + "; calls = MPI_Allreduce calls per iteration (ChainerMN: one per parameter array)")
+    if bus:
+        lines.append(tr("point to point between ranks {first} and {second}: busbw = algbw = bytes / "
+                        "(round trip / 2); calls = MPI_Allreduce calls per iteration (ChainerMN: one per "
+                        "parameter array)", first=pair[0], second=pair[1]))
+    else:
+        lines.append(tr("no busbw: measure(..., traffic_rule=...) adds it; calls = MPI_Allreduce calls per "
+                        "iteration (ChainerMN: one per parameter array)"))
     for row in result.get("ratios") or (ratios(result) if bus else []):
-        lines.append(f"{human_bytes(row['bytes']):>10s}: ChainerMN busbw / raw MPI busbw = "
-                     f"{_fmt_ratio(row['chainermn_over_mpi4py'])}; busbw / P2P: ChainerMN "
-                     f"{_fmt_ratio(row['chainermn_over_p2p'])}, raw MPI "
-                     f"{_fmt_ratio(row['mpi4py_over_p2p'])}"
-                     + (f"; ChainerMN / raw MPI IN_PLACE = "
-                        f"{_fmt_ratio(row['chainermn_over_mpi4py_inplace'])}"
-                        if row.get("chainermn_over_mpi4py_inplace") is not None else ""))
+        fields = dict(size=human_bytes(row['bytes']), mpi=_fmt_ratio(row['chainermn_over_mpi4py']),
+                      chainermn_p2p=_fmt_ratio(row['chainermn_over_p2p']),
+                      mpi_p2p=_fmt_ratio(row['mpi4py_over_p2p']))
+        if row.get("chainermn_over_mpi4py_inplace") is not None:
+            lines.append(tr("{size:>10s}: ChainerMN busbw / raw MPI busbw = {mpi}; busbw / P2P: ChainerMN "
+                            "{chainermn_p2p}, raw MPI {mpi_p2p}; ChainerMN / raw MPI IN_PLACE = {inplace}",
+                            inplace=_fmt_ratio(row['chainermn_over_mpi4py_inplace']), **fields))
+        else:
+            lines.append(tr("{size:>10s}: ChainerMN busbw / raw MPI busbw = {mpi}; busbw / P2P: ChainerMN "
+                            "{chainermn_p2p}, raw MPI {mpi_p2p}", **fields))
     for r in result["results"]:
         if not r["correct"]:
-            lines.append(f"ERROR: {r['path']} at {r['bytes']} bytes gave a wrong result in "
-                         f"{r['failed_checks']} of {r['checks']} checks (max error {r['max_error']:g})")
+            lines.append(tr("ERROR: {path} at {bytes} bytes gave a wrong result in {failed} of {checks} "
+                            "checks (max error {error:g})", path=r['path'], bytes=r['bytes'],
+                            failed=r['failed_checks'], checks=r['checks'], error=r['max_error']))
     return "\n".join(lines)
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from handson_lib import data, launch
 from handson_lib.experiments.figures import scaling_plot
+from handson_lib.messages import tr
 from handson_lib.profiling import cpu_timeline
 from handson_lib.runtime import models, mpi, training
 from handson_lib.sites import jobs
@@ -328,7 +329,7 @@ def format_phase_table(results_by_np, efficiency=None):
     eff = efficiency or {}
     head = (f"{'ranks':>5s} " + " ".join(f"{n:>9s}" for n in names)
             + f" {'iteration':>9s}   {'images/s':>9s}" + (f" {'efficiency':>10s}" if eff else ""))
-    lines = ["median ms per iteration (mean over ranks)", head]
+    lines = [tr("median ms per iteration (mean over ranks)"), head]
     for p in sorted(results_by_np):
         r = results_by_np[p]
         cells = " ".join(f"{r['phases_s'].get(n, 0.0) * 1e3:9.2f}" for n in names)
@@ -340,9 +341,10 @@ def format_phase_table(results_by_np, efficiency=None):
 
 def format_timer_table(result, top=10):
     hook = result["timer_hook"]
-    lines = [f"TimerHook on rank 0 of {result['np']}, {hook['iterations']} iterations, "
-             f"{hook['total_ms']:.1f} ms in functions (forward and backward; a backward's inner "
-             f"functions count in their own row too, so shares may add up to more than 100%):",
+    lines = [tr("TimerHook on rank 0 of {np}, {iterations} iterations, {total:.1f} ms in functions "
+                "(forward and backward; a backward's inner functions count in their own row too, so "
+                "shares may add up to more than 100%):", np=result['np'], iterations=hook['iterations'],
+                total=hook['total_ms']),
              f"{'function':32s} {'count':>7s} {'total ms':>10s} {'ms/iter':>9s} {'share':>7s}"]
     for row in hook["rows"][:top]:
         lines.append(f"{row['function']:32s} {row['count']:7d} {row['total_ms']:10.2f} "
@@ -417,20 +419,22 @@ def sweep(counts=None, where="auto", same_cpu_share=None, print_fn=print, **sett
     busy = busy_processes(counts) if same_cpu_share else None
     if state:
         profile = state["profile"]
-        print_fn(f"ranks: jobs (qsub) across the local cluster's nodes {', '.join(state['nodes'])}, "
-                 f"linked at {profile['rate_bps'] / 1e9:g} Gbit/s ({profile['name']}); p = "
-                 f"{', '.join(map(str, counts))}")
+        print_fn(tr("ranks: jobs (qsub) across the local cluster's nodes {nodes}, linked at {gbit:g} "
+                    "Gbit/s ({profile}); p = {counts}", nodes=', '.join(state['nodes']),
+                    gbit=profile['rate_bps'] / 1e9, profile=profile['name'],
+                    counts=', '.join(map(str, counts))))
     else:
-        print_fn(f"ranks: local processes on this machine, p = {', '.join(map(str, counts))}: they "
-                 f"share memory, no network is involved (with `handson cluster up --link 1gbe`, "
-                 f"run by an admin as root, the same call runs them as jobs across nodes)")
+        print_fn(tr("ranks: local processes on this machine, p = {counts}: they share memory, no network "
+                    "is involved (with `handson cluster up --link 1gbe`, run by an admin as root, the same "
+                    "call runs them as jobs across nodes)", counts=', '.join(map(str, counts))))
     if busy:
-        print_fn(f"same share of the cores at every p: {busy} processes busy in every run ({busy} "
-                 f"ranks share {launch.cpu_count()} cores at the largest p; smaller runs get "
-                 f"spinning fillers), so that compute per rank does not grow with p on this machine")
+        print_fn(tr("same share of the cores at every p: {busy} processes busy in every run ({busy} ranks "
+                    "share {cores} cores at the largest p; smaller runs get spinning fillers), so that "
+                    "compute per rank does not grow with p on this machine", busy=busy,
+                    cores=launch.cpu_count()))
     results = {}
     for p in counts:
-        print_fn(f"measuring {settings.get('model', 'cnn')} on {p} rank(s) ...")
+        print_fn(tr("measuring {model} on {np} rank(s) ...", model=settings.get('model', 'cnn'), np=p))
         results[p] = measure(np=p, where="cluster" if state else "local", busy=busy, **settings)
     return results
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from handson_lib import data, launch
+from handson_lib.messages import tr
 from handson_lib.runtime import devices, models
 from handson_lib.runtime.mpi import prepare_rank, start_multi_node
 from handson_lib.runtime.training import seed_everything
@@ -270,8 +271,9 @@ def run(batches=DEFAULT_BATCHES, schedules=SCHEDULES, epochs=10, dataset="digits
     check_positive(base_lr=base_lr, base_batch=base_batch)
 
     train, test, info = data.get_dataset(dataset, ndim=1 if model == "mlp" else 3, announce=False)
-    say(f"{info.description}; model {model}; {epochs} epochs; base lr {base_lr} at batch "
-        f"{base_batch}; warmup {warmup_epochs} epoch(s); seeds {seeds}")
+    say(tr("{dataset}; model {model}; {epochs} epochs; base lr {base_lr} at batch {base_batch}; warmup "
+           "{warmup} epoch(s); seeds {seeds}", dataset=info.announcement, model=model, epochs=epochs,
+           base_lr=base_lr, base_batch=base_batch, warmup=warmup_epochs, seeds=seeds))
     runs = []
     started = time.perf_counter()
 
@@ -335,9 +337,9 @@ def format_table(result):
             cells.append(f"{result['accuracy'][s][i] * 100:.1f}{diverged}{note}")
         lines.append(f"{batch:11d} " + " ".join(f"{c:>22s}" for c in cells))
     seeds = result["config"]["seeds"]
-    lines.append(f"test accuracy in %, mean over {len(seeds)} seed(s)"
-                 + (" (min-max)" if len(seeds) > 1 else "")
-                 + ("; ! = some runs diverged (NaN weights count as 0 %)"
+    lines.append((tr("test accuracy in %, mean over {n} seed(s) (min-max)", n=len(seeds)) if len(seeds) > 1
+                  else tr("test accuracy in %, mean over {n} seed(s)", n=len(seeds)))
+                 + (tr("; ! = some runs diverged (NaN weights count as 0 %)")
                     if any(any(v) for v in result["diverged"].values()) else ""))
     return "\n".join(lines)
 
@@ -419,8 +421,8 @@ def simulate_gpu_options(lr, batch=128, epochs=10, seeds=(0,), dataset="digits",
     linearly scaled rate for ``batch``). Returns ``{variant: mean accuracy}`` and the runs."""
     check_positive(lr=lr)
     say = print_fn or (lambda *a, **k: None)
-    say("CPU stand-in: the arithmetic of FP16 allreduce and double buffering simulated in one "
-        "process (not the pure_nccl code path; no communication, no speed)")
+    say(tr("CPU stand-in: the arithmetic of FP16 allreduce and double buffering simulated in one "
+           "process (not the pure_nccl code path; no communication, no speed)"))
     train, test, info = data.get_dataset(dataset, ndim=1, announce=False)
     variants = {"FP32 gradients": None, "FP16-rounded gradients": _RoundGradsToFP16,
                 "1-step stale gradients": _OneStepStaleGrads}

@@ -26,6 +26,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -734,14 +735,20 @@ def effects(result):
         if not step.get("lever"):
             continue
         if step["images_per_sec"] is None:
-            lines.append(f"{step['label']}: {step['status']}")
+            lines.append(f"{step['label']}: {shown_text(step['status'])}")
             continue
         without = by_levers.get(tuple(n for n in step["levers"] if n != step["lever"]))
         if without is None:
             continue
         outcome = stats.verdict(step["images_per_sec"], without["images_per_sec"])
-        verdict = f"{outcome} in every run" if outcome else "no clear difference: the runs overlap"
-        lines.append(f"{step['label']}: x{step['gain']:.2f} images/sec vs {without['label']} ({verdict})")
+        fields = dict(label=step['label'], gain=step['gain'], other=without['label'])
+        if outcome == "faster":
+            lines.append(tr("{label}: x{gain:.2f} images/sec vs {other} (faster in every run)", **fields))
+        elif outcome == "slower":
+            lines.append(tr("{label}: x{gain:.2f} images/sec vs {other} (slower in every run)", **fields))
+        else:
+            lines.append(tr("{label}: x{gain:.2f} images/sec vs {other} (no clear difference: the runs "
+                            "overlap)", **fields))
     return lines
 
 
@@ -775,11 +782,51 @@ def talk_result():
 
 # ----------------------------------------------------------------------------- table and chart
 
+#: The texts of a result (its source, the notes and statuses of its steps) as the reader reads them
+#: (HANDSON_LANG): the result keeps the English (its JSON, the tests); `shown_text` translates
+#: each piece when it is shown. (pattern of the whole text, its translation from the named groups)
+SHOWN_TEXTS = (
+    (r"measured here", lambda: tr("measured here")),
+    (r"needs a GPU: not applied", lambda: tr("needs a GPU: not applied")),
+    (r"measured; not carried into the later CPU steps \(NumPy float16 has no BLAS\)",
+     lambda: tr("measured; not carried into the later CPU steps (NumPy float16 has no BLAS)")),
+    (r"not run", lambda: tr("not run")),
+    (r"static schedule in use", lambda: tr("static schedule in use")),
+    (r"params (?P<dtype>\w+)", lambda dtype: tr("params {dtype}", dtype=dtype)),
+    (r"TensorCore: needs a GPU: not applied \(NumPy computes float16 on the CPU\)",
+     lambda: tr("TensorCore: needs a GPU: not applied (NumPy computes float16 on the CPU)")),
+    (r"TensorCore: compute capability (?P<capability>\S+) < 7\.0: not applied",
+     lambda capability: tr("TensorCore: compute capability {capability} < 7.0: not applied",
+                           capability=capability)),
+    # the talk's notes (TALK_STEPS)
+    (r"slower: fp16 preprocessing in NumPy", lambda: tr("slower: fp16 preprocessing in NumPy")),
+    (r"the fix: preprocess in float32", lambda: tr("the fix: preprocess in float32")),
+    (r"FP32 reference: (?P<rate>\S+)", lambda rate: tr("FP32 reference: {rate}", rate=rate)),
+    (r"(?P<times>\S+)x the baseline", lambda times: tr("{times}x the baseline", times=times)),
+    (r"FP32 batch x4: (?P<rate>\S+) it/s", lambda rate: tr("FP32 batch x4: {rate} it/s", rate=rate)),
+)
+
+
+def shown_text(text):
+    """`text` (a source, note or status of a result) in the reader's language; as it is when
+    SHOWN_TEXTS does not know it (code such as an iterator's repr, a label)."""
+    for pattern, translated in SHOWN_TEXTS:
+        match = re.fullmatch(pattern, text or "")
+        if match:
+            return translated(**match.groupdict())
+    return text
+
+
 def table(result):
-    """The result as a text table: it/s (median, range), img/s, speed-ups, time waiting for data."""
-    lines = [f"{result.get('source', '')}: {result.get('device') or ''}, {result.get('model') or ''}"]
+    """The result as a text table: it/s (median, range), img/s, speed-ups, time waiting for data
+    (its prose in the reader's language, HANDSON_LANG; the result's own texts stay English)."""
+    source = shown_text(result.get('source', ''))
     if result.get("repeats", 1) > 1:
-        lines[0] += f"; median of {result['repeats']} runs, warm-up excluded"
+        lines = [tr("{source}: {device}, {model}; median of {repeats} runs, warm-up excluded",
+                    source=source, device=result.get('device') or '', model=result.get('model') or '',
+                    repeats=result['repeats'])]
+    else:
+        lines = [f"{source}: {result.get('device') or ''}, {result.get('model') or ''}"]
     header = (f"{'step':24s} {'batch':>5s} {'it/s':>8s} {'(range)':>15s} {'img/s':>8s} "
               f"{'x base':>7s} {'x lever':>7s} {'data':>5s}  note")
     lines += [header, "-" * len(header)]
@@ -787,7 +834,7 @@ def table(result):
         rate = step["iterations_per_sec"]
         if rate is None:
             lines.append(f"{step['label']:24s} {'':>5s} {'-':>8s} {'':>15s} {'-':>8s} {'-':>7s} "
-                         f"{'-':>7s} {'':>5s}  {step['status']}")
+                         f"{'-':>7s} {'':>5s}  {shown_text(step['status'])}")
             continue
         batch = (step.get("report") or {}).get("batchsize", "")
         spread = f"({rate['min']:.2f}-{rate['max']:.2f})" if len(rate["runs"]) > 1 else ""
@@ -804,12 +851,12 @@ def table(result):
         if report.get("static_graph"):
             extras.append("static schedule in use")
         extras += report.get("notes", [])
-        note = "; ".join(dict.fromkeys(x for x in [note, *extras] if x))
+        note = "; ".join(dict.fromkeys(shown_text(x) for x in [note, *extras] if x))
         lines.append(f"{step['label']:24s} {batch!s:>5s} {rate['median']:8.2f} {spread:>15s} "
                      f"{step['images_per_sec']['median']:8.1f} {over_base:>7s} {gain:>7s} "
                      f"{data:>5s}  {note}")
-    lines.append("x base: images/sec over the baseline's; x lever: over the same configuration without "
-                 "this step's lever; data: share of the time spent waiting for the next batch")
+    lines.append(tr("x base: images/sec over the baseline's; x lever: over the same configuration without "
+                    "this step's lever; data: share of the time spent waiting for the next batch"))
     return "\n".join(lines)
 
 
