@@ -183,7 +183,15 @@ def test_a_hand_edited_or_stale_recorded_output_is_reported(tmp_path):
     cells[cid]["source"] = "".join(cells[cid]["source"]) + "\nprint('one more line')"
     path.write_text(json.dumps(nb))
     stale = [why for _, why in recording.problems(root)]
-    assert sum("changed since it was recorded" in why for why in stale) == 2, stale   # en and ja
+    assert sum("changed since it was recorded" in why for why in stale) == 4, stale   # both cells, en and ja
+    cells[cid]["source"] = "".join(cells[cid]["source"]).replace("\nprint('one more line')", "")
+    path.write_text(json.dumps(nb))
+    assert recording.problems(root) == []
+    script = root / "solutions" / "train_cifar_multi_node.py"   # notebook 02 runs the solved script
+    script.write_text(script.read_text() + "\n# one more line\n")
+    stale = {where for where, why in recording.problems(root) if "changed since it was recorded" in why}
+    assert {"solutions/recorded/en/02_multi_node.json", "solutions/recorded/ja/02_multi_node.json"} <= stale, stale
+    assert not [where for where in stale if "05_tuning" in where or "06_large_batch" in where], stale
     (root / "solutions" / "recorded" / "ja" / "06_large_batch.json").unlink()
     assert any("missing: `handson build --record 06_large_batch.ipynb`" in why for _, why in recording.problems(root))
 

@@ -593,6 +593,9 @@ def test_down_stops_everything_and_keeps_the_class(classroom):
         assert kept.exists(), kept
     # No one logs in with a password of the class until the next `up`.
     assert all(accounts.is_locked(name) for name in users), [(n, accounts.is_locked(n)) for n in users]
+    expired = {name: subprocess.run(["getent", "shadow", name], capture_output=True, text=True).stdout.split(":")[7]
+               for name in users}
+    assert set(expired.values()) == {"1"}, expired   # expired too: no key or cron job logs in either
     assert "account(s) locked until the next `up`" in result.stdout
     after = COURSE_ROOT.stat()
     assert (stat.S_IMODE(after.st_mode), after.st_gid) == classroom.course_root_before

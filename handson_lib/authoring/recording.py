@@ -60,7 +60,11 @@ def _gradient_bytes_of_04(cells):
     from handson_lib.autograder import answers
     model = re.search(r'model="(\w+)"', "".join("".join(c["source"]) for c in cells)).group(1)
     value = answers.gradient_bytes(model)
-    return [f"{value:,}", str(value)]
+    hidden = [f"{value:,}", str(value)]
+    for p in (4, 8, 16):   # Exercise 2's traffic at p ranks (at p = 2 it is L itself)
+        traffic = answers.allreduce_traffic_bytes(value, p)
+        hidden += [f"{traffic:,.0f}", f"{traffic:.0f}", str(traffic), f"{traffic:,}"]
+    return sorted(set(hidden), key=len, reverse=True)
 
 
 #: notebook -> the texts of answers that a recorded output must not show (the grader's values).
@@ -94,6 +98,23 @@ def recorded_cells(cells):
 def source_hash(text):
     from handson_lib.authoring import translations
     return translations.en_hash(text)
+
+
+def inputs_hash(cells, cid, root=COURSE_ROOT):
+    """What a recorded cell's output comes from, as a digest: the notebook's code cells up to it
+    (answers included: a later cell runs the student's function) and the solved scripts and job
+    scripts the notebook names. (The library is not in it: re-record after changing what it prints.)"""
+    pieces = []
+    for cell in cells:
+        if cell.get("cell_type") == "code":
+            pieces.append("".join(cell["source"]))
+        if cell.get("id") == cid:
+            break
+    named = "".join("".join(cell["source"]) for cell in cells)
+    for path in sorted((Path(root) / "solutions").glob("*")):
+        if path.suffix in (".py", ".sh") and path.name in named:
+            pieces.append(path.name + "\n" + path.read_text())
+    return source_hash("\n\x00".join(pieces))
 
 
 def machine_text(machine, lang):
@@ -151,9 +172,9 @@ def problems(root=COURSE_ROOT):
                 entry = record["cells"].get(cid)
                 if entry is None:
                     found.append((where, f"cell {cid} was not recorded: `handson build --record {path.name}`"))
-                elif entry["source_hash"] != source_hash("".join(by_id[cid]["source"])):
-                    found.append((where, f"cell {cid} changed since it was recorded: "
-                                         f"`handson build --record {path.name}`"))
+                elif entry["source_hash"] != inputs_hash(cells, cid, root):
+                    found.append((where, f"cell {cid}, a code cell before it or a solved script changed since it "
+                                         f"was recorded: `handson build --record {path.name}`"))
                 elif lang == "en" and "".join(by_id[ref]["source"]) != render(record, cid, lang):
                     found.append((f"solutions/{path.name}", f"cell {ref} is not the rendering of its record "
                                                             f"({where}): `handson build --record {path.name}`"))
@@ -193,18 +214,21 @@ def fill_answers(edition, root=COURSE_ROOT):
 
 def this_machine():
     """What the labels say of the machine the recording runs on."""
+    import importlib.util
     gpus = []
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30)
-        gpus = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+    try:   # the GPUs the notebooks ran on: none without CuPy (the CPU stand-in)
+        if importlib.util.find_spec("cupy") is not None:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=30)
+            gpus = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
     except (OSError, subprocess.TimeoutExpired):
         pass
     try:
         system = platform.freedesktop_os_release().get("PRETTY_NAME", platform.system())
     except OSError:
         system = platform.system()
-    return {"cores": len(os.sched_getaffinity(0)), "gpus": gpus, "system": system.split(" (")[0],
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cores": cores, "gpus": gpus, "system": system.split(" (")[0],
             "python": platform.python_version(), "load": round(os.getloadavg()[0], 1)}
 
 
@@ -264,9 +288,11 @@ def record(root=COURSE_ROOT, notebooks=None, languages=LANGUAGES, out=print):
                 if res.returncode != 0 or line is None:
                     raise RecordingError(f"{path.name} ({lang}) did not run to the end:\n{res.stderr[-3000:]}")
                 # the temporary edition's folder reads as the student's own course folder
-                outputs = {cid: text.replace(str(edition), STUDENT_FOLDER)
-                           for cid, text in json.loads(line[len("RECORDED "):]).items()}
-                by_id = {c.get("id"): c for c in cells}
+                outputs = json.loads(line[len("RECORDED "):])
+                for folder in sorted({str(edition), str(edition.resolve())}, key=len, reverse=True):
+                    outputs = {cid: text.replace(folder, STUDENT_FOLDER) for cid, text in outputs.items()}
+                for folder in sorted({str(tmp), str(Path(tmp).resolve())}, key=len, reverse=True):
+                    outputs = {cid: text.replace(folder, "/tmp/…") for cid, text in outputs.items()}
                 secrets = HIDE[path.name](cells) if path.name in HIDE else []
                 hidden = {}
                 for cid, text in outputs.items():
@@ -277,7 +303,8 @@ def record(root=COURSE_ROOT, notebooks=None, languages=LANGUAGES, out=print):
                 data = {"notebook": path.name, "lang": lang, "date": started.date().isoformat(),
                         "seconds": round((datetime.datetime.now() - started).total_seconds()),
                         "machine": machine,
-                        "cells": {cid: {"source_hash": source_hash("".join(by_id[cid]["source"])),
+                        "commit": _commit(root),
+                        "cells": {cid: {"source_hash": inputs_hash(cells, cid, root),
                                         "output": outputs.get(cid, ""), **({"hidden": True} if hidden.get(cid) else {})}
                                   for cid in refs}}
                 target = record_path(root, lang, path.name)
@@ -288,6 +315,16 @@ def record(root=COURSE_ROOT, notebooks=None, languages=LANGUAGES, out=print):
                 if lang == "en":
                     _write_english_ref_cells(path, data)
     return written
+
+
+def _commit(root):
+    """The course's commit the recording ran on, `-dirty` when files differed from it."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=30)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
 
 
 def _write_english_ref_cells(path, record_data):

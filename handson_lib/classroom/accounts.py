@@ -140,19 +140,20 @@ def ensure_accounts(password_file, students, adopt=False):
         if made or name not in stored:
             new[name] = secrets.token_urlsafe(9)
             _run(["chpasswd"], stdin=f"{name}:{new[name]}\n")
-        else:
-            _run(["usermod", "--unlock", name])
-    write_passwords(password_file, {**stored, **new})
+            # written at once: an `up` stopped halfway still knows the accounts it made
+            write_passwords(password_file, {**stored, **new})
+        _run(["usermod", "--unlock", "--expiredate", "", name])
     return new
 
 
 def lock_accounts(password_file):
-    """Lock the password of every account the classroom made (`down`): no one logs in to the hub
-    or the machine with it until the next `up` unlocks it; the accounts' files stay."""
+    """Lock every account the classroom made (`down`): its password locked and the account expired,
+    so that no one logs in to the hub or the machine with it, nor by a key or a cron job planted
+    while the class ran, until the next `up` unlocks it; the accounts' files stay."""
     locked = []
     for name in read_passwords(password_file):
         if exists(name):
-            _run(["usermod", "--lock", name])
+            _run(["usermod", "--lock", "--expiredate", "1", name])
             locked.append(name)
     return locked
 

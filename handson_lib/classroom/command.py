@@ -70,6 +70,7 @@ def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=p
     os.chmod(lay.root, 0o755)
     started = time.monotonic()
     out("accounts ...")
+    nbgrader_setup.prepare_exchange(lay)
     nbgrader_setup.check_exchange(lay)
     new = accounts.ensure_accounts(lay.passwords, students, adopt)
     show_passwords(lay, new, out)
@@ -83,6 +84,7 @@ def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=p
     out("nbgrader ...")
     nbgrader_setup.prepare_exchange(lay)
     new_assignments = [a for a in assignments if a not in nbgrader_setup.released(lay)]
+    nbgrader_setup.check_exchange(lay)   # again, right before anything is released through it
     if new_assignments:
         nbgrader_setup.prepare_course(lay, new_assignments)
         nbgrader_setup.release(lay, new_assignments, names, due=due, out=out)
@@ -155,8 +157,8 @@ def down(out=print, timeout=20):
     if settings.get("spawner") == "batch" and cluster.is_up():
         for name in accounts.classroom_users(lay.passwords):
             cluster.slurm(["scancel", "--user", name])
+    locked = accounts.lock_accounts(lay.passwords)   # first: nothing logs in while the rest stops
     procs = terminate_all(classroom_processes(lay), timeout)
-    locked = accounts.lock_accounts(lay.passwords)
     restore_course_root(settings)
     if lay.root.exists():
         save_settings(lay, settings)
