@@ -12,6 +12,7 @@ The course's build check reports templates without a translation and translation
 is no longer used (handson_lib.authoring.translations.message_problems).
 """
 
+import contextlib
 import importlib
 import os
 import sys
@@ -49,7 +50,23 @@ def catalogue(lang):
     return importlib.import_module(f"{__name__}_{lang}").MESSAGES
 
 
+#: Set while `in_english()` holds: every tr() gives the English (records and JSON a program reads).
+_ENGLISH_ONLY = False
+
+
+@contextlib.contextmanager
+def in_english():
+    """Within it, tr() gives the English template whatever the reader's language: for what a
+    program keeps (JSON output, records), not for what a person reads."""
+    global _ENGLISH_ONLY
+    before, _ENGLISH_ONLY = _ENGLISH_ONLY, True
+    try:
+        yield
+    finally:
+        _ENGLISH_ONLY = before
+
+
 def tr(template, **fields):
     """`template` in the reader's language, with `fields` filled in (str.format)."""
-    text = catalogue(language()).get(template) or template
+    text = (not _ENGLISH_ONLY and catalogue(language()).get(template)) or template
     return text.format(**fields) if fields else text

@@ -51,7 +51,7 @@ def groups_of(name):
 
 
 def group_names(name):
-    return sorted(_name(grp.getgrgid, g) for g in groups_of(name))
+    return sorted(name_of(grp.getgrgid, g) for g in groups_of(name))
 
 
 def blocked_on_the_way(name, path):
@@ -68,13 +68,14 @@ def blocked_on_the_way(name, path):
         mode = info.st_mode
         right = (mode & 0o100 if info.st_uid == uid else mode & 0o010 if info.st_gid in gids else mode & 0o001)
         if not right:
-            owner = _name(pwd.getpwuid, info.st_uid)
-            group = _name(grp.getgrgid, info.st_gid)
+            owner = name_of(pwd.getpwuid, info.st_uid)
+            group = name_of(grp.getgrgid, info.st_gid)
             blocked.append(f"{folder} ({oct(mode & 0o7777)}, {owner}:{group})")
     return blocked
 
 
-def _name(lookup, number):
+def name_of(lookup, number):
+    """The name `lookup` (pwd.getpwuid, grp.getgrgid) gives `number`, else the number itself."""
     try:
         return lookup(number)[0]
     except KeyError:

@@ -82,7 +82,6 @@ def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=p
     environments.instructor_environment(lay, course_id, out)
     protect_course_root(settings)
     out("nbgrader ...")
-    nbgrader_setup.prepare_exchange(lay)
     new_assignments = [a for a in assignments if a not in nbgrader_setup.released(lay)]
     nbgrader_setup.check_exchange(lay)   # again, right before anything is released through it
     if new_assignments:

@@ -9,6 +9,7 @@ timeouts, the hidden-test-free feedback, the files handed in) and adds the class
 """
 
 import os
+import pwd
 import subprocess
 
 from handson_lib import COURSE_ROOT
@@ -65,11 +66,7 @@ def check_exchange(lay: Layout):
     info = os.lstat(folder)
     owner = accounts.uid_of(accounts.INSTRUCTOR) if accounts.exists(accounts.INSTRUCTOR) else None
     if folder.is_symlink() or info.st_uid not in (owner, 0):
-        import pwd
-        try:
-            who = pwd.getpwuid(info.st_uid).pw_name
-        except KeyError:
-            who = str(info.st_uid)
+        who = accounts.name_of(pwd.getpwuid, info.st_uid)
         raise ClassroomError(f"the exchange's course folder {folder} belongs to {who}, not to the instructor"
                              f"{' (it is a link)' if folder.is_symlink() else ''}: someone replaced it. Move it "
                              f"aside (the class's submissions may be inside), then run `handson classroom up` again")

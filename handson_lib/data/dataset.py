@@ -10,6 +10,7 @@ from handson_lib.data.arrays import stratified_subset
 from handson_lib.data.cifar import load_cifar10
 from handson_lib.data.cifar_pickle import load_cifar_pickle
 from handson_lib.data.errors import DatasetError, cifar_missing, mnist_missing, pickle_missing
+from handson_lib import messages
 from handson_lib.messages import tr
 from handson_lib.data.mnist import load_mnist, mnist_file
 from handson_lib.data.sklearn_digits import digits
@@ -93,7 +94,9 @@ def get_dataset(name_or_path=None, *, ndim=None, n_train=None, n_test=None, seed
             subset_seed = seed
     shape = tuple(train._datasets[0].shape[1:])
     line = (name, train, test, shape, class_names, shown, subset_seed)
-    info = DatasetInfo(name=name, description=_announcement(*line, tr=_english),
+    with messages.in_english():
+        description = _announcement(*line)
+    info = DatasetInfo(name=name, description=description,
                        n_train=len(train), n_test=len(test), shape=shape, n_class=len(class_names),
                        is_real=name != "synthetic", source=source, class_names=tuple(class_names),
                        announcement=_announcement(*line))
@@ -167,14 +170,9 @@ def _load_real(path, kind, ndim, dtype):
     return train, test, "mnist", _DIGIT_CLASSES
 
 
-def _english(template, **fields):
-    """`tr` without the catalogue: the English line, what records keep."""
-    return template.format(**fields)
-
-
-def _announcement(name, train, test, shape, class_names, shown, subset_seed, tr=tr):
-    """The line a training script prints, in the reader's language (`tr`; `_english` for the
-    English); real CIFAR-10 and MNIST keep the seed's `Using CIFAR10 dataset` in every language.
+def _announcement(name, train, test, shape, class_names, shown, subset_seed):
+    """The line a training script prints, in the reader's language (in English within
+    messages.in_english()); real CIFAR-10 and MNIST keep the seed's `Using CIFAR10 dataset` in every language.
     `subset_seed`: the seed of the stratified subset taken, None for the whole dataset."""
     sizes = dict(n_train=len(train), n_test=len(test), shape='x'.join(map(str, shape)),
                  n_class=len(class_names))

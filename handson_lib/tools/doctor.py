@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from handson_lib import messages
+from handson_lib.messages import tr
 from handson_lib.runtime import devices
 
 OK, WARN, MISSING, ERROR = "ok", "warn", "missing", "error"
@@ -48,18 +49,6 @@ COMMAND_TIMEOUT = 5
 
 PBS_COMMANDS = ("qsub", "qstat", "qdel", "pbsnodes")
 SLURM_COMMANDS = ("sbatch", "sinfo", "srun")
-
-#: True while `run(as_json=True)` gathers its rows: the machine-readable output stays in English
-_ENGLISH_ONLY = False
-
-
-def tr(template, **fields):
-    """handson_lib.messages.tr: `template` in the student's language, except in English while the
-    --json output is gathered."""
-    if _ENGLISH_ONLY:
-        return template.format(**fields) if fields else template
-    return messages.tr(template, **fields)
-
 
 # what the absence of a part disables, shared by several rows (functions: in the language of the
 # moment they are shown)
@@ -865,14 +854,10 @@ def main(args) -> int:
 def run(as_json: bool = False) -> int:
     """Print the table and the verdicts; 0 when the CPU course can run. The table is in the
     student's language; the JSON (as_json) in English, whatever the language."""
-    global _ENGLISH_ONLY
     if as_json:
-        _ENGLISH_ONLY = True
-        try:
+        with messages.in_english():
             checks = run_checks()
             v = verdict(checks)
-        finally:
-            _ENGLISH_ONLY = False
         rc = 0 if v.cpu_ready else 1
         print(json.dumps({"checks": [dataclasses.asdict(c) for c in checks],
                           "verdict": dataclasses.asdict(v), "exit_code": rc}, indent=2))
