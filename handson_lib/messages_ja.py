@@ -5,6 +5,11 @@ Terms as in the glossary (notebooks/ja/README.md); API names, code, commands, fi
 numbers stay as they are. Grouped by the module that says the message."""
 
 MESSAGES = {
+    # ---- handson_lib/autograder (what the feedback says of a grade cell)
+    'name {name!r} is not defined in your notebook':
+        '名前 {name!r} がノートブックで定義されていません',
+    '(traceback not shown in feedback)':
+        '（フィードバックではトレースバックを省略）',
     # ---- handson_lib/sites/jobscript.py (handson jobscript run, without a scheduler)
     'no scheduler here: running {script} as a PBS job would run ({site} rules)':
         'ここにはスケジューラがありません: {script} を PBS ジョブとして実行されるのと同じように、いまここで実行します（{site} の規則）',
@@ -605,6 +610,19 @@ MESSAGES = {
         'ジョブ {jobid}: {timeout:.0f} 秒たっても出力がありません（まだキューで待っていませんか？ `qstat {jobid}`）',
     'job {jobid}: done; {output}':
         'ジョブ {jobid}: 完了しました。{output}',
+    'job {jobid}: the scheduler does not answer: {error}':
+        'ジョブ {jobid}: スケジューラが応答しません: {error}',
+    # ---- handson_lib/sites/jobs.py (a job given up on is cancelled)
+    'interrupted':
+        '中断されました',
+    'stopped by SIGTERM':
+        'SIGTERM で止められました',
+    'gave up waiting':
+        '待つのをやめました',
+    'job {jobid}: `qdel {jobid}` failed ({error}); the job may still run: cancel it by hand ({why})':
+        'ジョブ {jobid}: `qdel {jobid}` が失敗しました（{error}）。ジョブはまだ動いているかもしれません。手で取り消してください（{why}）',
+    'job {jobid}: cancelled with `qdel {jobid}` ({why})':
+        'ジョブ {jobid}: `qdel {jobid}` で取り消しました（{why}）',
     # ---- handson_lib/experiments/tuning.py
     'make_iterator returned None: fill in the `# PUT YOUR CODE HERE` part so that it returns a Chainer iterator':
         'make_iterator が None を返しました。Chainer のイテレータを返すように `# PUT YOUR CODE HERE` の部分を埋めてください',

@@ -8,6 +8,7 @@ the others), runs the task job scripts with qsub, and brings the cluster down at
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -87,9 +88,10 @@ def jobs_dir(up, tmp_path_factory):
 
 @pytest.fixture(scope="module", autouse=True)
 def overtime_job(up, tmp_path_factory):
-    """Submitted before every other test: a 1-minute walltime and `sleep 600`."""
+    """Submitted before every other test: a 1-minute walltime and `sleep 600`. `&&`: Slurm's SIGTERM
+    may reach the sleep a moment before bash, which would then run the next line."""
     folder = tmp_path_factory.mktemp("overtime")
-    script = job_script(folder, "overtime.sh", "#PBS -N overtime\necho started; sleep 600; echo not-killed\n",
+    script = job_script(folder, "overtime.sh", "#PBS -N overtime\necho started; sleep 600 && echo not-killed\n",
                         walltime="00:01:00")
     jobid = cluster.qsub(script, folder, "-j", "oe", env=login_env())
     return folder, jobid, time.monotonic()
@@ -206,6 +208,44 @@ def test_job_over_its_walltime_is_killed(overtime_job):
     assert 60 <= waited < 150, f"killed {waited:.0f} s after submission (walltime 60 s)"
     assert f"JobId={jobid} " in cluster.paths().jobcomp.read_text()
     assert re.search(rf"JobId={jobid} .*JobState=TIMEOUT", cluster.paths().jobcomp.read_text())
+
+
+def test_up_mends_a_half_dead_cluster_and_the_running_job_goes_on(up, tmp_path, monkeypatch):
+    """slurmctld and the slurmd of a job's node die while the job sleeps: qstat is an error, not
+    "done"; `handson cluster up` starts those two again and the same job runs on."""
+    script = job_script(tmp_path, "survivor.sh", "#PBS -N survivor\necho started; sleep 123\n")
+    jobid = cluster.qsub(script, tmp_path, "-j", "oe", env=login_env())
+    try:
+        deadline = time.monotonic() + 60
+        while not (sleepers := [p for p in cluster.cluster_processes() if "sleep 123" in " ".join(p.cmdline())]):
+            assert time.monotonic() < deadline, f"the job never started: {cluster.job_info(jobid)}"
+            time.sleep(0.5)
+        # slurmctld saves a job's start within about 5 s; one younger than that is requeued after a crash.
+        time.sleep(6)
+        node = cluster.job_info(jobid)["NodeList"]
+        p = cluster.paths()
+        for pid_file in (p.ctld_pid, p.slurmd_pid(node)):
+            os.kill(cluster.read_pid(pid_file), signal.SIGKILL)
+        monkeypatch.setattr(jobs, "QUERY_PAUSES_S", (0.5,))  # two tries: qstat waits ~9 s for slurmctld
+        with pytest.raises(cluster.ClusterError) as failed:
+            cluster.wait_job(jobid, timeout=60)
+        assert f"`qstat {jobid}` failed 2 time(s)" in str(failed.value), failed.value
+        assert "Problem loading jobs." in str(failed.value)
+
+        result = handson("cluster", "up", "--nodes", NODES)
+        assert result.returncode == 0, result.stdout + result.stderr
+        said = result.stdout.splitlines()[0]
+        assert said.startswith(f"the cluster was partly down: restarted slurmctld, slurmd -N {node} in "), said
+        assert re.search(rf"job\(s\) kept: .*\b{jobid}\b", said), said
+        assert sleepers[0].is_running(), "the job's own process runs on (not restarted, not cancelled)"
+        assert cluster.job_info(jobid)["JobState"] == "RUNNING"
+        assert all(alive for _, _, alive in cluster.daemons(p).values()), cluster.daemons(p)
+        assert all(s.rstrip("*") in jobs.USABLE_NODE_STATES and not s.endswith("*")
+                   for s in cluster.node_states().values()), cluster.node_states()
+    finally:
+        cluster.slurm(["qdel", jobid])
+    assert cluster.wait_job(jobid, timeout=60) == "CANCELLED"
+    assert "started" in output_of(tmp_path, jobid)
 
 
 def test_down_stops_every_daemon_and_leaves_no_process(up):

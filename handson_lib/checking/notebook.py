@@ -120,7 +120,8 @@ def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-s
 
     The job runs in a copy of the script's folder (the training scripts beside it). A group
     placeholder left in only warns here: the local scheduler does not check groups, a real one does.
-    Returns the output text, or None when there is no scheduler or the job did not finish."""
+    Returns the output text, or None when there is no scheduler or the job did not finish (a job
+    it gave up on, after `timeout` s, a failed qstat or an interrupt, is cancelled with qdel)."""
     findings = jobscript.lint(Path(job_script).read_text(), "reedbush", template=True)
     for finding in findings:
         print(f"lint: {finding}")
@@ -142,11 +143,19 @@ def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-s
         print(tr("qsub refused the job: {error}", error=err))
         return None
     print(f"qsub -j oe {Path(job_script).name}  ->  " + tr("job {jobid}; waiting ...", jobid=jobid))
-    output = jobs.wait_for_output(workdir, jobid, timeout)
-    if output is None:
-        print(tr("job {jobid}: no output after {timeout:.0f} s (still queued? `qstat {jobid}`)",
-                 jobid=jobid, timeout=timeout))
-        return None
+    # The job is cancelled (and the notebook says so) when the wait ends without it done: the
+    # timeout, a scheduler that stops answering, Ctrl-C or the kernel's interrupt.
+    with jobs.cancelled_unless_done(jobid, say=print) as job:
+        try:
+            output = jobs.wait_for_output(workdir, jobid, timeout)
+        except jobs.QueryError as err:
+            print(tr("job {jobid}: the scheduler does not answer: {error}", jobid=jobid, error=err))
+            return None
+        if output is None:
+            print(tr("job {jobid}: no output after {timeout:.0f} s (still queued? `qstat {jobid}`)",
+                     jobid=jobid, timeout=timeout))
+            return None
+        job.done = True
     text = output.read_text()
     print(tr("job {jobid}: done; {output}", jobid=jobid, output=output.name))
     print("\n".join(_readable(text)[-15:]))

@@ -44,6 +44,10 @@ $HANDSON_CLUSTER_DIR, logs in its log/ folder):
   the script or on qsub's command line, becomes the job's account, accepted without checks.
   `OMP_NUM_THREADS` is 1 unless the environment sets it (PBS Pro takes `ompthreads`).
 
+Faults: `up` on a cluster of the same nodes and link where a daemon died (a node's slurmd,
+slurmctld, munged) starts only what died and keeps every job; a qstat or scontrol that fails (after
+a few tries: jobs.query) is an error, never "the job is done".
+
 Tests: `qsub(script, cwd)`, `wait_job(jobid)`, `job_info` (the output file: jobs.output_file).
 """
 
@@ -745,7 +749,14 @@ def _record_link(p: Paths, names, profile):
 def up(nodes=2, link="none", out=print):
     """Install if needed, (re)write the configuration, start what is not running, wait for idle
     nodes. `link`: a profile of LINKS; other than 'none', every node gets a network
-    namespace and a link shaped to the profile's rate."""
+    namespace and a link shaped to the profile's rate.
+
+    A cluster of the same nodes and link that is partly down (the slurmd of a node, slurmctld or
+    munged died) is mended: only the daemons that stopped start again, and its jobs go on (a job's
+    steps outlive their slurmd, slurmctld reads the jobs back from its saved state), the students'
+    notebook servers of the batch spawner among them (a job that started in the last 5 s or so
+    before slurmctld died is not yet in that state: Slurm queues it again). Only another node count
+    or link restarts the whole cluster, which cancels every job."""
     if nodes < 1:
         raise ClusterError("--nodes must be at least 1")
     profile = _link_profile(link)
@@ -759,21 +770,17 @@ def up(nodes=2, link="none", out=print):
         _check_link_support(profile)
     p = paths()
     names = node_names(nodes)
-    before = applied_link(p)
-    if configured_nodes(p) == names and is_up(p, names) and (before.rate_bps is None) == (not shaped):
-        write_config(p, nodes, profile)  # refreshes the prolog after a venv move or a new rate
-        if shaped:
-            network.create(names, profile)  # what exists is kept; the rate is set again
-        _record_link(p, names, profile)
-        slurm(["scontrol", "reconfigure"], p)
-        wait_until_ready(p, names)
-        changed = f"; link changed from {before.name} to {profile.name}" if before != profile else ""
-        out(f"the cluster is already up ({nodes} nodes){changed}")
-        print_summary(p, names, out)
-        return 0
-    if any(alive for _, _, alive in daemons(p).values()) or cluster_processes(p) \
-            or network.existing_namespaces():
-        out("restarting the cluster (node count or link changed, or a daemon is missing) ...")
+    same = configured_nodes(p) == names and (applied_link(p).rate_bps is None) == (not shaped)
+    alive = any(running for _, _, running in daemons(p).values())
+    if same and (alive or _job_steps(p)):
+        return _mend(p, names, profile, out)
+    if alive or cluster_processes(p) or network.existing_namespaces():
+        if same:
+            out("clearing what is left of the last cluster (no daemon of it runs) ...")
+        else:
+            ids = _job_ids(p)
+            out("restarting the cluster: the node count or the link changed"
+                + (f"; this cancels {len(ids)} job(s): {' '.join(ids)}" if ids else "") + " ...")
         down(out=lambda *a: None)
     for port in [CTLD_PORT] + [SLURMD_BASE_PORT + i for i in range(1, nodes + 1)]:
         if not _port_free(port):
@@ -787,9 +794,10 @@ def up(nodes=2, link="none", out=print):
     _record_link(p, names, profile)
     start_munged(p)
     start_slurmctld(p)
-    # Jobs saved as queued or running when the cluster last stopped (a crash, a reboot): their
-    # processes are gone. Cancel them before the nodes come back, so that none starts half-way.
-    left = slurm(["squeue", "-h", "-o", "%i"], p).stdout.split()
+    # Jobs saved as queued or running when the cluster last stopped (a crash, a reboot): no daemon
+    # and no job step of the cluster ran, so their processes are gone. Cancel them before the nodes
+    # come back, so that none starts half-way.
+    left = _job_ids(p)
     if left:
         slurm(["scancel", *left], p)
         out(f"cancelled {len(left)} job(s) left from before the restart: {' '.join(left)}")
@@ -803,6 +811,70 @@ def up(nodes=2, link="none", out=print):
             "then sees one node (intra_rank counts all ranks)")
     print_summary(p, names, out)
     return 0
+
+
+def _mend(p: Paths, names, profile, out=print):
+    """`up` on a cluster of the same nodes and link where something runs: start the daemons that
+    stopped, keep every job; with all of them running, refresh the configuration (a moved venv, a
+    new rate of the same kind of link)."""
+    shaped = profile.rate_bps is not None
+    before = applied_link(p)
+    dead = [label for label, (_, _, alive) in daemons(p, names).items() if not alive]
+    ports = {"slurmctld": CTLD_PORT}
+    if not shaped:  # a shaped node's slurmd listens in its own network namespace
+        ports.update({f"slurmd -N {n}": SLURMD_BASE_PORT + i for i, n in enumerate(names, start=1)})
+    for label in dead:
+        if label in ports and not _port_free(ports[label]):
+            raise ClusterError(f"{label} is not running but TCP port {ports[label]} is in use (another "
+                               f"Slurm, or a {label} without its pid file?): stop it, or run "
+                               f"`handson cluster down` (this cancels every job) and `up` again")
+    write_config(p, len(names), profile)  # refreshes the prolog after a venv move or a new rate
+    if shaped:
+        network.create(names, profile)  # what exists is kept; the rate is set again
+    _record_link(p, names, profile)
+    started = time.monotonic()
+    # munged first: the other daemons authenticate every message with it.
+    start_munged(p)
+    start_slurmctld(p)
+    own_hostname = uts_namespaces_work() if any(d.startswith("slurmd") for d in dead) else False
+    for node in names:
+        start_slurmd(p, node, own_hostname, shaped)
+    if "slurmctld" not in dead:
+        slurm(["scontrol", "reconfigure"], p)  # a restarted slurmctld has read the new file
+    wait_until_ready(p, names)
+    changed = f"; link changed from {before.name} to {profile.name}" if before != profile else ""
+    if dead:
+        kept = _job_ids(p)
+        out(f"the cluster was partly down: restarted {', '.join(dead)} in "
+            f"{time.monotonic() - started:.1f} s{changed}; "
+            + (f"{len(kept)} job(s) kept: {' '.join(kept)}" if kept else "no job to keep")
+            + f" (logs in {p.log})")
+    else:
+        out(f"the cluster is already up ({len(names)} nodes){changed}")
+    print_summary(p, names, out)
+    return 0
+
+
+def _job_ids(p: Paths):
+    """The ids of the jobs slurmctld knows as queued or running; [] when it does not answer."""
+    try:
+        result = slurm(["squeue", "-h", "-o", "%i"], p, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return result.stdout.split() if result.returncode == 0 else []
+
+
+def _job_steps(p: Paths):
+    """The job steps (slurmstepd) of this cluster still running: jobs that outlived their daemons."""
+    psutil = _psutil()
+    steps = []
+    for proc in cluster_processes(p):
+        try:
+            if proc.name() == "slurmstepd":
+                steps.append(proc)
+        except psutil.Error:
+            continue
+    return steps
 
 
 def _port_free(port):
@@ -908,9 +980,12 @@ def status(out=print):
         out("queues:")
         out(_indent(slurm(["sinfo", "-o", "%10P %6a %12l %8s %6D %8t %N"], p).stdout))
         qstat = slurm(["qstat"], p)
-        jobs = qstat.stdout.strip()
+        listed = qstat.stdout.strip()
         out("jobs (qstat):")
-        out(_indent(jobs) if jobs else "  none")
+        if qstat.returncode not in (0, jobs.QSTAT_UNKNOWN_EXIT):  # 153: no job at all
+            out(f"  qstat failed (exit {qstat.returncode}): {qstat.stderr.strip() or 'no output'}")
+        else:
+            out(_indent(listed) if listed else "  none")
     else:
         out("slurmctld does not answer")
     if running:
@@ -920,7 +995,8 @@ def status(out=print):
     if not any(alive for _, _, alive in table.values()):
         out("cluster down: run `handson cluster up`")
     else:
-        out("cluster partly down: run `handson cluster up` (it restarts the cluster)")
+        out("cluster partly down: run `handson cluster up` (it restarts the daemons that stopped "
+            "and keeps the jobs)")
     return 1
 
 
@@ -941,19 +1017,35 @@ def qsub(script, cwd, *qsub_args, env=None, timeout=60):
         raise ClusterError(str(err)) from None
 
 
+#: What to do when a query of this cluster fails.
+QUERY_ADVICE = ("Is slurmctld up? `handson cluster status`; as root, `handson cluster up` restarts "
+                "the daemons that stopped and keeps the jobs.")
+
+
 def job_info(jobid):
-    """`scontrol show job` as a dict (JobState, RunTime, NodeList, Account, ...); {} when unknown."""
-    result = slurm(["scontrol", "show", "job", "-o", str(jobid)])
-    if result.returncode != 0:
-        return {}
-    return dict(re.findall(r"(\w+)=(\S*)", result.stdout))
+    """`scontrol show job` as a dict (JobState, RunTime, NodeList, Account, ...); {} when Slurm
+    does not know the job. ClusterError when scontrol fails otherwise (slurmctld does not answer)
+    after a few tries (jobs.query)."""
+    try:
+        result = jobs.query(["scontrol", "show", "job", "-o", str(jobid)],
+                            lambda cmd, timeout: slurm(cmd, timeout=timeout),
+                            unknown=lambda r: "Invalid job id" in r.stderr + r.stdout,
+                            advice=QUERY_ADVICE)
+    except jobs.QueryError as err:
+        raise ClusterError(str(err)) from None
+    return dict(re.findall(r"(\w+)=(\S*)", result.stdout)) if result else {}
 
 
 def wait_job(jobid, timeout=300, poll=1.0):
-    """Wait with qstat until the job is completed; its Slurm state (COMPLETED, TIMEOUT, FAILED ...)."""
+    """Wait with qstat until the job is completed; its Slurm state (COMPLETED, TIMEOUT, FAILED ...).
+    ClusterError when qstat or scontrol fails (after a few tries): the job is not taken as done."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if jobs.job_done(jobid, env=cluster_env()):
+        try:
+            done = jobs.job_done(jobid, env=cluster_env(), advice=QUERY_ADVICE)
+        except jobs.QueryError as err:
+            raise ClusterError(f"job {jobid}: {err}") from None
+        if done:
             state = job_info(jobid).get("JobState", "")
             if state not in ("RUNNING", "PENDING", "COMPLETING", "CONFIGURING"):
                 return state or "UNKNOWN"

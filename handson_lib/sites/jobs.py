@@ -8,20 +8,24 @@ cluster's nodes when a cluster with a link of its own is up (`handson cluster up
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from handson_lib import launch
 from handson_lib.launch import MPIResult
+from handson_lib.messages import tr
 from handson_lib.sites.table import LINKS, format_walltime, get_site
 
 DEFAULT_STATE_DIR = "/var/lib/handson-cluster"
@@ -34,10 +38,59 @@ EXPERIMENT_QUEUE = next(iter(get_site("local").queues.values()))
 
 #: sinfo's short node states of a cluster that can run jobs
 USABLE_NODE_STATES = ("idle", "alloc", "mix", "comp", "resv")
+#: A job query (qstat, scontrol) that fails is tried again after each of these pauses (seconds):
+#: the controller may be busy or restarting for a moment. Then it is an error: a job whose state
+#: nobody could read is not a finished job.
+QUERY_PAUSES_S = (1.0, 3.0)
+#: seconds one query may take (a Slurm client retries an absent controller for about 10 s)
+QUERY_TIMEOUT_S = 30
+#: What qstat says of a job it does not know (any more): Slurm's wrapper exits 153 with no output
+#: (PBS's code for "Unknown Job Id"); PBS Pro says "Job has finished" without -x.
+QSTAT_UNKNOWN_EXIT = 153
+QSTAT_UNKNOWN = re.compile(r"Unknown Job Id|Job has finished", re.I)
+#: What to do when a query fails, for the messages (the local cluster's commands, a site's qstat).
+QUERY_ADVICE = ("Is the scheduler up? `qstat` by hand; on the course's local cluster "
+                "`handson cluster status`, and as root `handson cluster up` restarts what stopped "
+                "and keeps the jobs.")
 
 
 class JobError(RuntimeError):
     """qsub refused a job, or a job did not finish; the message has the scheduler's words."""
+
+
+class QueryError(JobError):
+    """A job query (qstat, scontrol) failed every time it was tried: the job's state is unknown."""
+
+
+def query(cmd, run, unknown=lambda result: False, advice=""):
+    """Run the scheduler query `cmd` with `run(cmd, timeout)` (a CompletedProcess, text) until it
+    answers: its result, or None when `unknown(result)` says that the scheduler does not know the
+    job (any more). A failure (non-zero exit, no answer in time) is tried again after each pause
+    of QUERY_PAUSES_S, then raises QueryError with the command's own words and `advice`."""
+    started = time.monotonic()
+    tries = 0
+    for pause in (*QUERY_PAUSES_S, None):
+        tries += 1
+        try:
+            result = run(cmd, QUERY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            failure = f"no answer within {QUERY_TIMEOUT_S} s"
+        except OSError as err:
+            failure = str(err)
+            pause = None  # a missing command does not come back by waiting
+        else:
+            if result.returncode == 0:
+                return result
+            if unknown(result):
+                return None
+            said = (result.stderr or "").strip() or (result.stdout or "").strip() or "no output"
+            failure = f"exit {result.returncode}: {said}"
+        if pause is None:
+            break
+        time.sleep(pause)
+    raise QueryError(f"`{' '.join(map(str, cmd))}` failed {tries} time(s) over "
+                     f"{time.monotonic() - started:.0f} s ({failure}); the job's state is unknown "
+                     f"(not taken as finished). {advice}".rstrip())
 
 
 def _env(env=None):
@@ -71,10 +124,21 @@ def qsub(script, cwd, *qsub_args, env=None, timeout=60):
     return jobid
 
 
-def qstat_state(jobid, env=None):
-    """The PBS state letter from `qstat JOBID` (Q queued, R running, C completed, ...); None if unknown."""
-    result = subprocess.run(["qstat", str(jobid)], capture_output=True, text=True, timeout=60,
-                            env=_env(env))
+def _qstat_unknown(result):
+    text = (result.stdout or "") + (result.stderr or "")
+    return ((result.returncode == QSTAT_UNKNOWN_EXIT and not text.strip())
+            or bool(QSTAT_UNKNOWN.search(text)))
+
+
+def qstat_state(jobid, env=None, advice=QUERY_ADVICE):
+    """The PBS state letter from `qstat JOBID` (Q queued, R running, C completed, ...); None when
+    the scheduler does not know the job (any more). QueryError when qstat fails (a controller that
+    does not answer) after a few tries: never None for that, which would read as "done"."""
+    def run(cmd, timeout):
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(env))
+    result = query(["qstat", str(jobid)], run, unknown=_qstat_unknown, advice=advice)
+    if result is None:
+        return None
     for line in result.stdout.split("\n"):
         fields = line.split()
         if fields and fields[0].split(".")[0] == str(jobid).split(".")[0] and len(fields) >= 5:
@@ -82,9 +146,10 @@ def qstat_state(jobid, env=None):
     return None
 
 
-def job_done(jobid, env=None):
-    """True once `qstat JOBID` no longer lists the job as queued or running."""
-    return qstat_state(jobid, env) in ("C", "E", "F", None)
+def job_done(jobid, env=None, advice=QUERY_ADVICE):
+    """True once `qstat JOBID` no longer lists the job as queued or running (QueryError when qstat
+    fails, with `advice`)."""
+    return qstat_state(jobid, env, advice) in ("C", "E", "F", None)
 
 
 def output_file(workdir, jobid):
@@ -105,7 +170,90 @@ def wait_for_output(workdir, jobid, timeout, poll=1.0, env=None):
 
 
 def qdel(jobid, env=None):
-    subprocess.run(["qdel", str(jobid)], capture_output=True, text=True, timeout=60, env=_env(env))
+    """`qdel JOBID`: "" when the scheduler took it, else what failed (the job may still run)."""
+    try:
+        result = subprocess.run(["qdel", str(jobid)], capture_output=True, text=True, timeout=60,
+                                env=_env(env))
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return str(err)
+    if result.returncode != 0:
+        said = (result.stderr or "").strip() or (result.stdout or "").strip()
+        return f"exit {result.returncode}" + (f": {said}" if said else "")
+    return ""
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived while this process waited for a job it submitted (a watchdog stopping it)."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """Within it, SIGTERM raises Terminated, so that the job is cancelled before the process goes;
+    then the process ends by SIGTERM as it would have. Only where nothing else handles SIGTERM."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL):
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated()
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    except Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stopped_by(err):
+    if isinstance(err, KeyboardInterrupt):
+        return tr("interrupted")
+    if isinstance(err, Terminated):
+        return tr("stopped by SIGTERM")
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+class SubmittedJob:
+    """A job this code submitted; `done` once the wait saw it finish (see `cancelled_unless_done`)."""
+
+    def __init__(self, jobid):
+        self.jobid = jobid
+        self.done = False
+
+
+@contextlib.contextmanager
+def cancelled_unless_done(jobid, env=None, say=None):
+    """Around the wait for a job that this code submitted: unless the wait marks it done, the job is
+    cancelled with qdel when the block ends (a timeout, an error, Ctrl-C, a watchdog's SIGTERM), so
+    that no abandoned job holds nodes or runs on; `say` (default: stderr) tells which job and why.
+
+        with jobs.cancelled_unless_done(jobid) as job:
+            job.done = wait_for_output(folder, jobid, timeout) is not None
+    """
+    say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+    job = SubmittedJob(jobid)
+    with _sigterm_raises():
+        try:
+            yield job
+        except BaseException as err:
+            if not job.done:
+                _cancel(job, _stopped_by(err), env, say)
+            raise
+        if not job.done:
+            _cancel(job, tr("gave up waiting"), env, say)
+
+
+def _cancel(job, why, env, say):
+    failed = qdel(job.jobid, env)
+    if failed:
+        say(tr("job {jobid}: `qdel {jobid}` failed ({error}); the job may still run: cancel it by "
+               "hand ({why})", jobid=job.jobid, error=failed, why=why))
+    else:
+        say(tr("job {jobid}: cancelled with `qdel {jobid}` ({why})", jobid=job.jobid, why=why))
 
 
 # ----------------------------------------------------------------------------- the local cluster
@@ -208,11 +356,14 @@ def run_mpi_job(np, argv, nodes_available, name="handson-run", timeout=600, work
                       + 'echo "handson-job-exit: $?"\n')
     started = time.monotonic()
     jobid = qsub(script.name, folder)
-    found = wait_for_output(folder, jobid, timeout)
+    # Cancelled when the wait ends any other way than with the job done: the timeout, a failed
+    # qstat, Ctrl-C.
+    with cancelled_unless_done(jobid) as job:
+        found = wait_for_output(folder, jobid, timeout)
+        job.done = found is not None
     timed_out = found is None
     if timed_out:
-        qdel(jobid)
-        found = wait_for_output(folder, jobid, 30)
+        found = wait_for_output(folder, jobid, 30)  # what the job printed before qdel
     text = found.read_text(errors="replace") if found else ""
     exit_codes = re.findall(r"^handson-job-exit: (\d+)$", text, flags=re.M)
     returncode = int(exit_codes[-1]) if exit_codes else 1
