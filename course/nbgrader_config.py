@@ -20,6 +20,9 @@ DEFAULTS = grader_settings.GraderSettings(submission=grader_settings.KERNEL_FOLD
                                           plot_reports=False)
 for variable, value in DEFAULTS.to_env().items():
     os.environ.setdefault(variable, value)
+# Every nbgrader command run in a course assembled in Japanese (its feedback too) speaks Japanese.
+for variable, value in nbgrader_course.grading_env(os.getcwd()).items():
+    os.environ.setdefault(variable, value)
 
 c.CourseDirectory.course_id = nbgrader_course.COURSE_ID
 
@@ -47,3 +50,14 @@ c.Autograde.exclude_overwriting = nbgrader_course.STUDENT_FILES
 
 # Feedback without hidden-test source (nbgrader shows it by default).
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+
+# Collect from the exchange as a hostile class meets it: each submission vetted on its own (owner,
+# links, special files, size, backdating) and refused with a line in the report, never followed
+# (handson_lib/classroom/collect.py).
+c.ExchangeFactory.collect = "handson_lib.classroom.collect.SafeCollect"
+
+# A student's notebook is rendered in the instructor's browser by the Formgrader (manual grading)
+# and in the feedback: its HTML outputs are cleaned (no script, no event handler) and its markdown
+# cells too (SanitizeMarkdown: the Formgrader's template renders them without nbconvert's cleaning).
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.preprocessors = ["handson_lib.autograder.nbgrader_ext.SanitizeMarkdown"]

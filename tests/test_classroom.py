@@ -10,6 +10,12 @@ Formgrader, autogrades with `handson autograde` and releases the feedback from t
 each student reads their own feedback. Screenshots of every step are kept in
 .handson/screenshots/classroom/ for a human to look at. Then what a student must not read, the
 secrets, the hub's address, a killed server and a late submission.
+
+Then the class turns hostile: student02 plants submissions in the exchange that nbgrader's own
+collect would take (another's name, links to the instructor's notebook and a solution, a FIFO, a
+huge file) and script in their notebook for the instructor's Formgrader; a memory bomb, a fork bomb
+and a full home in their own server. The hub bound beyond loopback serves TLS only; `down --purge`
+exports the class and removes it; a class in Japanese runs from fetch to feedback.
 """
 
 import csv
@@ -20,6 +26,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,7 +35,7 @@ import pytest
 
 from conftest import CHROMIUM_ARGS, turn_on_the_cluster
 from handson_lib import COURSE_ROOT
-from handson_lib.classroom import accounts, hub, nbgrader_setup
+from handson_lib.classroom import accounts, hub, limits, nbgrader_setup
 from handson_lib.classroom.layout import layout
 from handson_lib.autograder import nbgrader_course, synthetic_class
 
@@ -37,6 +44,8 @@ VENV_BIN = Path(sys.executable).parent
 SHOTS = ROOT / ".handson" / "screenshots" / "classroom"
 COURSE_ID = nbgrader_course.COURSE_ID
 UI_TIMEOUT_MS = 120_000
+#: Each user's memory in this class: a memory bomb reaches it in seconds.
+MEMORY_PER_USER_GIB = 3
 
 pytestmark = [pytest.mark.classroom, pytest.mark.browser, pytest.mark.timeout(2400)]
 
@@ -55,9 +64,11 @@ def as_student(name, *cmd, cwd="/", timeout=600):
 def classroom():
     if os.geteuid() != 0:
         pytest.fail("`handson classroom` needs root (Linux accounts, JupyterHub)")
-    handson("classroom", "down")  # whatever an earlier run left: the course folder as it was
+    # Whatever an earlier run left (a class in another language too): exported aside, then removed.
+    handson("classroom", "down", "--purge", "--export", tempfile.mkdtemp(prefix="handson-classroom-before-"))
     before = COURSE_ROOT.stat()
-    result = handson("classroom", "up", "--students", 2, "--spawner", "local", timeout=1800)
+    result = handson("classroom", "up", "--students", 2, "--spawner", "local", "--bind", hub.DEFAULT_BIND,
+                     "--memory-per-user", MEMORY_PER_USER_GIB, timeout=1800)
     assert result.returncode == 0, f"classroom up failed:\n{result.stdout}\n{result.stderr}"
     lay = layout()
     # What an earlier run left in the students' homes (assignments fetched, the interface's language).
@@ -442,23 +453,188 @@ def test_each_student_reads_their_own_feedback_and_not_the_others(classroom, gra
         assert result.returncode != 0 and "Permission denied" in result.stderr, (cmd, result)
 
 
-def test_a_late_submission_is_marked_late(classroom):
+# ----------------------------------------------------------------------------- a hostile class
+
+#: What student02 plants in their notebook for the instructor's browser: script in markdown and in
+#: outputs (the grader's run makes the outputs again), each setting a mark that the test looks for.
+PLANTED_MARKDOWN = ("Planted by student02. <script>window.top.handsonPlanted = 'markdown script'</script>"
+                    "<img src=x onerror=\"window.top.handsonPlanted = 'markdown onerror'\">")
+PLANTED_CODE = """from IPython.display import HTML, Javascript, display
+display(HTML('<b>planted output</b><script>window.top.handsonPlanted = "output script"</script>'
+             '<img src=x onerror="window.top.handsonPlanted = \\'output onerror\\'">'))
+display(Javascript('window.top.handsonPlanted = "output javascript"'))
+"""
+
+
+def nbgrader_stamp(offset_s=0.0):
+    """A submission time as nbgrader's submit writes it, `offset_s` from now."""
+    when = time.time() + offset_s
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(when)) + f".{int(when % 1 * 1e6):06d} UTC"
+
+
+def plant_in_notebook(student, assignment="setup", notebook="00_setup.ipynb"):
+    import nbformat
+    path = Path(accounts.home_of(student)) / assignment / notebook
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(PLANTED_MARKDOWN))
+    nb.cells.append(nbformat.v4.new_code_cell(PLANTED_CODE))
+    nbformat.write(nb, path)
+    os.chown(path, accounts.uid_of(student), -1)
+
+
+@pytest.fixture(scope="module")
+def hostile_class(classroom, graded_class):
+    """student02 hands in a notebook with script for the instructor's browser (nbgrader submit), then
+    plants, by hand in the exchange's inbound/, newer submissions that nbgrader's own collect would
+    take: one in student01's name, links to the instructor's notebook and to a solution script, a
+    FIFO, and a huge file. The instructor collects in the Formgrader and autogrades again."""
     lay = classroom.layout
-    nbgrader_setup.nbgrader_as_instructor(lay, "db", "assignment", "add", "setup",
-                                          "--duedate=2020-01-01 00:00:00 UTC")
+    inbound = lay.exchange / COURSE_ID / "inbound"
     home = accounts.home_of("student02")
-    fetched = (Path(home) / "setup").is_dir()  # in the class above, through the browser
-    for step in ([] if fetched else [["nbgrader", "fetch_assignment", "setup"]]) + [["nbgrader", "submit", "setup"]]:
-        result = as_student("student02", *step, cwd=home)
-        assert result.returncode == 0, (step, result.stdout, result.stderr)
-    nbgrader_setup.nbgrader_as_instructor(lay, "collect", "setup")
-    graded = nbgrader_setup.run_as(accounts.INSTRUCTOR, lay.instructor_venv,
-                                   ["handson", "autograde", "setup", "--course", lay.course, "--unsafe"], lay.course,
-                                   timeout=900, check=False)
-    assert graded.returncode == 0, graded.stdout[-2000:] + graded.stderr[-2000:]
-    nbgrader_setup.nbgrader_as_instructor(lay, "export", "--to", str(lay.course / "grades.csv"))
-    row = next(r for r in csv.DictReader((lay.course / "grades.csv").open())
-               if r["assignment"] == "setup" and r["student_id"] == "student02")
+    plant_in_notebook("student02")
+    honest = as_student("student02", "nbgrader", "submit", "setup", cwd=home)
+    assert honest.returncode == 0, honest.stdout + honest.stderr
+    solution = sorted((COURSE_ROOT / "solutions").glob("*.py"))[0]
+    notebook = f"{home}/setup/00_setup.ipynb"
+    attacks = {
+        "another's name": ("student01", f"cp {notebook} ."),
+        "link to the instructor's notebook": ("student02", f"ln -s {lay.course}/source/setup/00_setup.ipynb ."),
+        "link to a solution script": ("student02", f"cp {notebook} . && ln -s {solution} train.py"),
+        "FIFO": ("student02", "mkfifo 00_setup.ipynb"),
+        "huge file": ("student02", f"cp {notebook} . && truncate -s 100M data.bin"),
+    }
+    planted = {}
+    for number, (attack, (named, build)) in enumerate(attacks.items()):
+        stamp = nbgrader_stamp(60 + number)   # newer than anything handed in: nbgrader's collect takes it
+        folder = inbound / f"{named}+setup+{stamp}+planted{number}"
+        made = as_student("student02", "bash", "-c", f"mkdir '{folder}' && cd '{folder}' && echo '{stamp}' > "
+                                                     f"timestamp.txt && {build}")
+        assert made.returncode == 0, (attack, made.stderr)
+        planted[attack] = folder.name
+    teacher = graded_class["pages"][accounts.INSTRUCTOR]
+    teacher.reload()
+    frame = formgrader(teacher)
+    facts = {"planted": planted, "solution": solution}
+    facts["collect"] = formgrader_action(teacher, frame, "setup", "collect", "10-instructor-collect-hostile")
+    facts["cli"] = handson("classroom", "collect", "setup")
+    # The due date passed long ago: student02's last submission is late (one grading run for both).
+    nbgrader_setup.nbgrader_as_instructor(lay, "db", "assignment", "add", "setup", "--duedate=2020-01-01 00:00:00 UTC")
+    facts["autograde"] = nbgrader_setup.run_as(
+        accounts.INSTRUCTOR, lay.instructor_venv, ["handson", "autograde", "setup", "--course", lay.course, "--unsafe"],
+        lay.course, timeout=1500, check=False)
+    nbgrader_setup.nbgrader_as_instructor(lay, "export", "--to", str(lay.course / "grades-hostile.csv"))
+    facts["grades"] = {r["student_id"]: r for r in csv.DictReader((lay.course / "grades-hostile.csv").open())
+                       if r["assignment"] == "setup"}
+    return facts
+
+
+def test_each_hostile_submission_is_refused_and_named_in_the_collect_report(classroom, hostile_class):
+    planted = hostile_class["planted"]
+    dialog, cli = hostile_class["collect"], hostile_class["cli"]
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    why = {"another's name": "it belongs to student02, not to student01: handed in under another's name",
+           "link to the instructor's notebook": "00_setup.ipynb is a link",
+           "link to a solution script": "train.py is a link",
+           "FIFO": "00_setup.ipynb is a FIFO",
+           "huge file": "over "}
+    for attack, name in planted.items():
+        line = f"REFUSED {name}: "
+        assert line in dialog, (attack, dialog[-3000:])     # the Formgrader's dialog (nbgrader's log)
+        assert line + why[attack] in cli.stdout, (attack, cli.stdout)    # the report
+    submitted = classroom.layout.course / "submitted"
+    one = (submitted / "student01" / "setup" / "timestamp.txt").read_text().strip()
+    assert one == max(_submission_time(n) for n in hostile_class_inbound(classroom, "student01")), one
+    two = submitted / "student02" / "setup"
+    handed_in = {p.relative_to(two).as_posix() for p in two.rglob("*")}
+    assert not handed_in & {"data.bin", "train.py"}, handed_in
+    notebook = (two / "00_setup.ipynb").read_text()
+    assert "Planted by student02" in notebook and "BEGIN SOLUTION" not in notebook
+
+
+def hostile_class_inbound(classroom, student):
+    """The submissions the student's own account made (what nbgrader's submit makes)."""
+    inbound = classroom.layout.exchange / COURSE_ID / "inbound"
+    uid = accounts.uid_of(student)
+    return [p.name for p in inbound.iterdir() if p.name.startswith(f"{student}+setup+") and p.lstat().st_uid == uid]
+
+
+def test_every_other_submission_is_graded_unchanged(classroom, graded_class, hostile_class):
+    autograde = hostile_class["autograde"]
+    assert autograde.returncode == 0, autograde.stdout[-3000:] + autograde.stderr[-2000:]
+    grades, expected = hostile_class["grades"], synthetic_class.CLASSES["setup"]
+    assert float(grades["student01"]["score"]) == expected["wrong_q1"].expected, grades["student01"]
+    assert float(grades["student02"]["score"]) == 0, grades["student02"]
+
+
+def test_script_in_a_students_notebook_does_not_run_in_the_formgrader(classroom, graded_class, hostile_class):
+    """The instructor opens student02's notebook for manual grading: the planted markdown and
+    outputs are shown as text or dropped, and nothing of them runs."""
+    from playwright.sync_api import expect
+    lay = classroom.layout
+    found = nbgrader_setup.run_as(accounts.INSTRUCTOR, lay.instructor_venv, [
+        "python", "-c", "from nbgrader.api import Gradebook; "
+        f"g = Gradebook('sqlite:///{lay.course / 'gradebook.db'}'); "
+        "print(g.find_submission_notebook('00_setup', 'setup', 'student02').id)"], lay.course)
+    teacher = graded_class["pages"][accounts.INSTRUCTOR].context.new_page()
+    dialogs = []
+    teacher.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    base = hub.url({"bind": hub.DEFAULT_BIND})
+    teacher.goto(f"{base}/user/{accounts.INSTRUCTOR}/formgrader/submissions/{found.stdout.strip()}/")
+    expect(teacher.get_by_text("Planted by student02")).to_be_visible()
+    expect(teacher.locator("b", has_text="planted output")).to_be_visible()   # the output is shown ...
+    teacher.wait_for_timeout(3000)   # ... and had time to run, if it could
+    Browser.shot(teacher, "11-instructor-formgrader-planted-notebook")
+    ran = [frame.evaluate("() => window.handsonPlanted || null") for frame in teacher.frames]
+    assert ran == [None] * len(ran) and not dialogs, (ran, dialogs)
+    teacher.close()
+
+
+def test_a_students_memory_bomb_fork_bomb_and_full_home_stay_theirs(classroom, graded_class):
+    """In student02's own server (a terminal of their JupyterLab): a memory bomb is killed at the
+    student's limit, a fork bomb stops at theirs and is gone with their server; a full home is full
+    for them alone. student01's server answers throughout."""
+    from playwright.sync_api import expect
+    token = classroom.layout.admin_token.read_text().strip()
+    page, other = graded_class["pages"]["student02"], graded_class["pages"]["student01"]
+    home = Path(accounts.home_of("student02"))
+
+    def others_fine():
+        assert hub.api("/users/student01", token)["servers"][""]["ready"]
+        other.reload()
+        expect(other.locator("#jp-main-dock-panel")).to_be_visible()
+
+    log = home / "bomb-memory.log"
+    log.unlink(missing_ok=True)
+    run_in_terminal(page, f"python3 -c \"b = b'x' * ({MEMORY_PER_USER_GIB + 1} << 30)\"", log.name)
+    memory = _wait(lambda: "EXIT=" in (log.read_text() if log.exists() else "") and log.read_text(), 180,
+                   "the memory bomb to end")
+    Browser.shot(page, "12-student02-memory-bomb")
+    assert "EXIT=137" in memory, memory   # SIGKILL from the OOM killer of the student's cgroup
+    assert limits.events("student02")["memory"] > 0
+    others_fine()
+
+    full = as_student("student02", "fallocate", "-l", f"{limits.UserLimits().home_bytes * 2}", home / "fill.bin")
+    assert full.returncode != 0 and "No space left on device" in full.stderr, full
+    (home / "fill.bin").unlink(missing_ok=True)
+    assert as_student("student01", "bash", "-c", "echo fine > ~/still-room.txt").returncode == 0
+    assert limits.is_mounted(home) and os.statvfs(home).f_blocks * os.statvfs(home).f_frsize <= \
+        limits.UserLimits().home_bytes
+
+    run_in_terminal(page, "bash -c ':(){ :|:& };:'", "bomb-fork.log")
+    _wait(lambda: limits.events("student02")["processes"] > 0, 120, "the fork bomb to reach the limit")
+    time.sleep(5)
+    assert len(limits.members("student02")) <= limits.UserLimits().processes
+    Browser.shot(page, "13-student02-fork-bomb")
+    others_fine()
+    hub.api("/users/student02/server", token, method="DELETE")
+    _wait(lambda: not hub.api("/users/student02", token)["servers"], 120, "student02's server to stop")
+    _wait(lambda: not limits.members("student02"), 60, "the fork bomb to be gone with the server")
+    others_fine()
+
+
+def test_a_late_submission_is_marked_late(classroom, hostile_class):
+    lay = classroom.layout
+    row = hostile_class["grades"]["student02"]
     assert row["duedate"].startswith("2020-01-01") and row["timestamp"] > row["duedate"], row
     late = nbgrader_setup.run_as(accounts.INSTRUCTOR, lay.instructor_venv, [
         "python", "-c", "from nbgrader.api import Gradebook; import sys; "
@@ -497,9 +673,12 @@ def test_a_killed_server_restarts_with_the_work_saved(classroom):
     assert status.returncode == 0, status.stdout + status.stderr
     assert f"JupyterHub {hub.answers()} at {hub.url({'bind': hub.DEFAULT_BIND})}/hub/login" in status.stdout, \
         status.stdout
-    servers = dict(re.findall(r"^  (\S+) +(server running|starting|no server)$", status.stdout, re.M))
+    servers = dict(re.findall(r"^  (\S+) +(server running|starting|no server)(?: \(.*\))?$", status.stdout, re.M))
     assert {accounts.INSTRUCTOR, *accounts.student_names(2)} <= set(servers), status.stdout
     assert servers[name] == "server running", status.stdout
+    # student02's bombs above: the instructor sees which limits stopped whom.
+    assert re.search(r"^  student02 .*memory limit hit \d+ time\(s\), processes limit hit", status.stdout, re.M), \
+        status.stdout
 
 
 def _wait(condition, seconds, what):
@@ -560,6 +739,30 @@ def test_servers_start_as_slurm_jobs_with_the_batch_spawner(classroom):
     assert back.returncode == 0 and "servers: local" in back.stdout, back.stdout + back.stderr
 
 
+def test_bound_beyond_loopback_the_hub_serves_tls_only(classroom):
+    import ssl
+    import urllib.request
+    lay = classroom.layout
+    bound = handson("classroom", "up", "--bind", "0.0.0.0")
+    try:
+        assert bound.returncode == 0, bound.stdout + bound.stderr
+        printed = re.search(r"SHA-256 ([0-9A-F:]{95})", bound.stdout)
+        assert printed and "https://0.0.0.0:" in bound.stdout, bound.stdout
+        cert, key = lay.secrets / "tls" / "hub.crt", lay.secrets / "tls" / "hub.key"
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600
+        with pytest.raises(OSError):   # no plain HTTP: no password or cookie in clear
+            urllib.request.urlopen(f"http://127.0.0.1:{hub.PORT}/hub/login", timeout=20).read()
+        served = ssl.get_server_certificate(("127.0.0.1", hub.PORT))
+        digest = __import__("hashlib").sha256(ssl.PEM_cert_to_DER_cert(served)).hexdigest().upper()
+        assert ":".join(digest[i:i + 2] for i in range(0, 64, 2)) == printed.group(1)
+        context = ssl.create_default_context(cafile=str(cert))
+        with urllib.request.urlopen(f"https://127.0.0.1:{hub.PORT}/hub/login", timeout=30, context=context) as page:
+            assert page.status == 200 and b"password" in page.read().lower()
+    finally:
+        back = handson("classroom", "up", "--bind", hub.DEFAULT_BIND)
+    assert back.returncode == 0 and f"http://{hub.DEFAULT_BIND}:{hub.PORT}" in back.stdout, back.stdout + back.stderr
+
+
 def _from_state_node(lay):
     """Processes run from STATE/node: the proxy (root, configurable-http-proxy)."""
     return [p.info for p in psutil.process_iter(["pid", "username", "cmdline"])
@@ -597,5 +800,63 @@ def test_down_stops_everything_and_keeps_the_class(classroom):
                for name in users}
     assert set(expired.values()) == {"1"}, expired   # expired too: no key or cron job logs in either
     assert "account(s) locked until the next `up`" in result.stdout
+    # Homes back on the machine's disk, the users' cgroups gone (their images and files stay).
+    for name in accounts.student_names(2):
+        assert not limits.is_mounted(accounts.home_of(name)), name
+        assert limits.home_image(lay.root, name).exists()
+        assert not any(folder.exists() for folder in limits.folders(name)), name
     after = COURSE_ROOT.stat()
     assert (stat.S_IMODE(after.st_mode), after.st_gid) == classroom.course_root_before
+
+
+def test_down_purge_exports_the_class_then_removes_its_accounts_and_data(classroom, tmp_path):
+    import tarfile
+    lay = classroom.layout
+    users = accounts.classroom_users(lay.passwords)
+    purged = handson("classroom", "down", "--purge", "--export", tmp_path)
+    assert purged.returncode == 0, purged.stdout + purged.stderr
+    archive, = tmp_path.glob("handson-classroom-*.tar.gz")
+    assert stat.S_IMODE(archive.stat().st_mode) == 0o600
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    assert {"course/gradebook.db", "course/grades.csv"} <= names, sorted(names)[:20]
+    assert any(n.startswith("course/submitted/student01/setup/") for n in names)
+    assert users and not any(accounts.exists(name) for name in users), users
+    assert not any((lay.root / name).exists() for name in ("exchange", "course", "secrets", "homes"))
+    assert lay.student_venv.is_dir() and lay.instructor_venv.is_dir()   # the next class comes up quickly
+
+
+def test_a_class_in_japanese(classroom, browser):
+    """After the English class was purged, `up --lang ja`: a student fetches the Japanese notebook in
+    a Japanese JupyterLab and hands it in; the grader's feedback speaks Japanese."""
+    import json
+    from playwright.sync_api import expect
+    lay = classroom.layout
+    up = handson("classroom", "up", "--students", 1, "--lang", "ja", "--assignments", "setup",
+                 "--memory-per-user", MEMORY_PER_USER_GIB, timeout=1800)
+    assert up.returncode == 0 and "language: ja" in up.stdout, up.stdout + up.stderr
+    page = browser.login("student01", accounts.read_passwords(lay.passwords)["student01"])
+    expect(page.locator("#jp-menu-panel .lm-MenuBar-item", has_text="ファイル")).to_have_count(1)
+    fetch(page, "setup")
+    home = Path(accounts.home_of("student01"))
+    cells = json.loads((home / "setup" / "00_setup.ipynb").read_text())["cells"]
+    markdown = "".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+    assert len(re.findall(r"[\u3040-\u30ff]", markdown)) > 200, markdown[:500]   # kana: the notebook is Japanese
+    submit(page, "setup")
+    Browser.shot(page, "14-japanese-class-submitted")
+    collected = handson("classroom", "collect", "setup")
+    assert collected.returncode == 0 and "collected: student01" in collected.stdout, collected.stdout + collected.stderr
+    graded = nbgrader_setup.run_as(accounts.INSTRUCTOR, lay.instructor_venv,
+                                   ["handson", "autograde", "setup", "--course", lay.course, "--unsafe"], lay.course,
+                                   timeout=900, check=False)
+    assert graded.returncode == 0, graded.stdout[-2000:] + graded.stderr[-2000:]
+    for step in (["generate_feedback", "setup"], ["release_feedback", "setup"]):
+        nbgrader_setup.nbgrader_as_instructor(lay, *step)
+    tab = assignment_list(page)
+    tab.locator("#submitted_assignments_list > .list_item", has_text="setup") \
+        .get_by_role("button", name="Fetch Feedback").click()
+    feedback = _wait(lambda: list((home / "setup" / "feedback").glob("*/00_setup.html")), 120, "the feedback")
+    text = feedback[0].read_text()
+    Browser.shot(page, "15-japanese-class-feedback-fetched")
+    assert "がノートブックで定義されていません" in text and "（フィードバックではトレースバックを省略）" in text, text[-3000:]
+    assert "is not defined in your notebook" not in text

@@ -226,7 +226,8 @@ class Judge:
             return decode(self._request(name), _trusted_module, self._proxy)
         except KernelAnswerError as error:
             if str(error).startswith("NameError"):
-                raise NameError(f"name {name!r} is not defined in your notebook") from None
+                from handson_lib.messages import tr
+                raise NameError(tr("name {name!r} is not defined in your notebook", name=name)) from None
             raise KernelAnswerError(f"{name}: {error}") from None
         except TypeError as error:
             raise TypeError(f"{name}: {error}") from None

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import nbformat
+from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade
 
@@ -35,7 +36,32 @@ class HideHiddenTests(NbGraderPreprocessor):
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
                     message = f"{output.get('ename', 'Error')}: {output.get('evalue', '')}".rstrip(": ")
-                    output["traceback"] = [message + "   (traceback not shown in feedback)"]
+                    output["traceback"] = [message + "   " + tr("(traceback not shown in feedback)")]
+        return cell, resources
+
+
+#: What a student's markdown may keep when it is shown to the instructor (the Formgrader) or back to
+#: them (feedback): formatting, tables, images, links; nothing that runs (no script, no event
+#: handler, no javascript: link, no style, frame or form).
+SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
+             "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "span",
+             "strong", "sub", "summary", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul"}
+SAFE_ATTRIBUTES = {"a": ["href", "title"], "img": ["src", "alt", "title", "width", "height"],
+                   "td": ["align"], "th": ["align"], "*": ["class"]}
+SAFE_PROTOCOLS = {"http", "https", "mailto", "attachment"}
+
+
+class SanitizeMarkdown(Preprocessor):
+    """Markdown cells rendered and cleaned before an HTML export: the Formgrader's template renders
+    a student's markdown as it is (nbconvert's sanitize_html cleans outputs only), so script or an
+    event handler in it would run in the instructor's session on the hub's origin."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if cell.cell_type == "markdown":
+            import bleach
+            from nbconvert.filters import markdown2html
+            cell.source = bleach.clean(markdown2html(cell.source), tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES,
+                                       protocols=SAFE_PROTOCOLS, strip=True, strip_comments=True)
         return cell, resources
 
 

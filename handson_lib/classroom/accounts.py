@@ -166,3 +166,17 @@ def is_locked(name):
 def classroom_users(password_file):
     """Every account the classroom made (the password file lists them)."""
     return sorted(read_passwords(password_file))
+
+
+def remove_user(name):
+    """The account and its home (`down --purge`)."""
+    _run(["userdel", "--remove", name])
+
+
+def remove_groups():
+    for group in (STUDENT_GROUP, STAFF_GROUP):
+        try:
+            grp.getgrnam(group)
+        except KeyError:
+            continue
+        _run(["groupdel", group])

@@ -115,35 +115,47 @@ def write_server_config(venv, instructor=False):
     path.write_text(json.dumps(config, indent=1))
 
 
-def student_environment(lay: Layout, course_id, out=print):
+def interface_language(venv, lang):
+    """JupyterLab's interface in the class's language for everyone using this environment (a user
+    may still switch in Settings > Language); English: the lab's own default."""
+    from handson_lib.tools import lab
+    path = lab.install_settings(venv, lang)
+    if lab.LAB_LOCALES.get(lang) is None:
+        settings = json.loads(path.read_text())
+        settings.pop("@jupyterlab/translation-extension:plugin", None)
+        path.write_text(json.dumps(settings, indent=2) + "\n")
+
+
+def student_environment(lay: Layout, course_id, out=print, lang="en"):
     """STATE/edition with its .venv: the student edition and a server of the hub (built once; the
     edition's files brought up to date with the course and the configuration written at every
     `up`). True when it was built now."""
     done = lay.student_venv / ".classroom-done"
     built = not done.exists()
     if built:
-        _build_student_environment(lay, out)
+        _build_student_environment(lay, out, lang)
     else:
-        changed = refresh_edition(lay)
+        changed = refresh_edition(lay, lang)
         if changed:
             out(f"  the student edition: {len(changed)} file(s) changed in the course, updated")
             _make_setup(lay.edition, lay.student_venv, out, "the student edition's `make setup`")
     _server_packages_current(lay.student_venv, out, "students")
     write_nbgrader_config(lay.student_venv, lay, course_id)
     write_server_config(lay.student_venv)
+    interface_language(lay.student_venv, lang)
     _readable_by_all(lay.edition)
     done.touch()
     return built
 
 
-def refresh_edition(lay: Layout):
+def refresh_edition(lay: Layout, lang="en"):
     """Write the student edition afresh and copy what differs into STATE/edition (its .venv
     stays: the edition is installed editable, so the servers run the new files). The changed
     paths, relative to the edition."""
     changed = []
     with tempfile.TemporaryDirectory(prefix="edition-") as tmp:
         fresh = Path(tmp) / "edition"
-        release.release_student(fresh)
+        release.release_student(fresh, lang=lang)
         new = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
         old = {p.relative_to(lay.edition) for p in lay.edition.rglob("*")
                if p.is_file() and not _kept_in_edition(p.relative_to(lay.edition))}
@@ -164,12 +176,12 @@ def _kept_in_edition(rel):
     return rel.parts[0] in (".venv",) or rel.parts[0].endswith(".egg-info") or "__pycache__" in rel.parts
 
 
-def _build_student_environment(lay: Layout, out):
+def _build_student_environment(lay: Layout, out, lang="en"):
     if not (lay.edition / "Makefile").exists():
         out(f"  writing the student edition into {lay.edition} ...")
         if lay.edition.exists():
             shutil.rmtree(lay.edition)
-        release.release_student(lay.edition)
+        release.release_student(lay.edition, lang=lang)
     _make_setup(lay.edition, lay.student_venv, out, "the student edition's `make setup`")
     _pip(lay.student_venv, ["nbgrader>=0.9.6,<0.10"], out, "nbgrader's Assignments tab (students)")
     jupyter = lay.student_venv / "bin" / "jupyter"
@@ -181,16 +193,28 @@ def _build_student_environment(lay: Layout, out):
              f"switching off {name} for students")
 
 
-def instructor_environment(lay: Layout, course_id, out=print):
+def installed_course(venv):
+    """The folder of handson_lib that the environment imports (None when it imports none)."""
+    found = subprocess.run([Path(venv) / "bin" / "python", "-c", "import handson_lib, os; "
+                            "print(os.path.dirname(handson_lib.__file__))"], capture_output=True, text=True,
+                           timeout=120, cwd="/")
+    return Path(found.stdout.strip()).resolve() if found.returncode == 0 else None
+
+
+def instructor_environment(lay: Layout, course_id, out=print, lang="en"):
     """STATE/venv-instructor: the whole course, editable, for the instructor's server only (built
     once; its configuration written at every `up`). True when it was built now."""
     done = lay.instructor_venv / ".classroom-done"
     built = not done.exists()
     if built:
         _make_setup(COURSE_ROOT, lay.instructor_venv, out, "the course's `make setup` (instructor)")
+    elif installed_course(lay.instructor_venv) != COURSE_ROOT / "handson_lib":
+        # Built from another checkout of the course (moved or removed since): this one's library.
+        _pip(lay.instructor_venv, ["--no-deps", "-e", COURSE_ROOT], out, "the course's library (instructor)")
     _server_packages_current(lay.instructor_venv, out, "instructor")
     write_nbgrader_config(lay.instructor_venv, lay, course_id, instructor=True)
     write_server_config(lay.instructor_venv, instructor=True)
+    interface_language(lay.instructor_venv, lang)
     # The course's answers are importable from here: the instructor's group only.
     os.chown(lay.instructor_venv, 0, accounts.gid_of_group(accounts.STAFF_GROUP))
     os.chmod(lay.instructor_venv, 0o750)

@@ -4,7 +4,8 @@ The hub runs as root from the course's venv (it starts every user's server as th
 listens on loopback only unless `--bind` says otherwise. Its cookie secret and the proxy's token
 are made once per installation, root-only (0600). Users' servers:
 
-- `local`: JupyterHub's LocalProcessSpawner, a process of the user on this machine;
+- `local`: JupyterHub's LocalProcessSpawner, a process of the user on this machine, in cgroups of
+  its own (limits.py);
 - `batch`: batchspawner's SlurmSpawner, a job of the user on the local Slurm cluster
   (`handson cluster up`), as a centre starts notebook servers on its compute nodes.
 
@@ -35,8 +36,17 @@ PROXY_API_PORT = 8001
 SPAWNERS = ("local", "batch")
 
 
+def uses_tls(settings):
+    """Bound beyond loopback, the hub serves TLS only (passwords and cookies cross the network)."""
+    return settings.get("bind", DEFAULT_BIND) not in LOOPBACK
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def url(settings):
-    return f"http://{settings.get('bind', DEFAULT_BIND)}:{PORT}"
+    scheme = "https" if uses_tls(settings) else "http"
+    return f"{scheme}://{settings.get('bind', DEFAULT_BIND)}:{PORT}"
 
 
 def api_url():
@@ -72,6 +82,21 @@ c.SlurmSpawner.req_runtime = {cluster.slurm_time(cluster.JUPYTER_WALLTIME)!r}
 c.SlurmSpawner.req_nprocs = "1"
 c.SlurmSpawner.req_srun = ""
 c.SlurmSpawner.state_exechost_exp = "127.0.0.1"
+"""
+    local = ""
+    if spawner == "local":
+        local = f"""
+# Users' servers as local processes, each in cgroups of its own (memory, processes, CPU share;
+# handson_lib/classroom/limits.py): one user's fork or memory bomb stays theirs.
+c.JupyterHub.spawner_class = "handson_lib.classroom.limits.LimitedSpawner"
+c.LimitedSpawner.limits = {settings.get("limits", {})!r}
+"""
+    tls = ""
+    if uses_tls(settings):
+        tls = f"""
+# Bound beyond loopback: TLS only (PAM passwords and cookies cross the network).
+c.JupyterHub.ssl_cert = {settings["ssl_cert"]!r}
+c.JupyterHub.ssl_key = {settings["ssl_key"]!r}
 """
     return f"""# Written by `handson classroom up` (handson_lib/classroom/hub.py) at every start: edits are lost.
 import os
@@ -122,13 +147,14 @@ def choose_environment(spawner):
     if hasattr(spawner, "batchspawner_singleuser_cmd"):  # a job: its wrapper from the same venv
         spawner.batchspawner_singleuser_cmd = os.path.join(venv, "bin", "batchspawner-singleuser")
     spawner.environment = {{"PATH": os.path.join(venv, "bin") + ":/usr/local/bin:/usr/bin:/bin",
-                           **{grader_settings.GraderSettings(site="local").to_env()!r}, "LANG": "C.UTF-8"}}
+                           **{grader_settings.GraderSettings(site="local").to_env()!r}, "LANG": "C.UTF-8",
+                           "HANDSON_LANG": {settings.get("lang", "en")!r}}}
     if instructor:
         spawner.notebook_dir = COURSE_FOLDER
 
 
 c.Spawner.pre_spawn_hook = choose_environment
-{batch}"""
+{local}{batch}{tls}"""
 
 
 def write_config(lay: Layout, settings, students, proxy_command):

@@ -77,14 +77,29 @@ def course_config(lay: Layout):
             "c = get_config()  # noqa: F821\n"
             f"load_subconfig({str(COURSE_ROOT / 'course' / 'nbgrader_config.py')!r})  # noqa: F821\n"
             f"c.CourseDirectory.root = {str(lay.course)!r}\n"
-            f"c.Exchange.root = {str(lay.exchange)!r}\n")
+            f"c.Exchange.root = {str(lay.exchange)!r}\n"
+            "# The class's language for whatever nbgrader runs here (the Formgrader's feedback too).\n"
+            "import os\n"
+            "from handson_lib.autograder import nbgrader_course\n"
+            "for variable, value in nbgrader_course.grading_env(c.CourseDirectory.root).items():\n"
+            "    os.environ.setdefault(variable, value)\n")
 
 
-def prepare_course(lay: Layout, assignments):
-    """The instructor's course folder with source/<assignment>/ assembled from solutions/."""
+def write_course_config(lay: Layout):
+    """The course folder's nbgrader_config.py, at every `up`: it names this checkout's course
+    settings (a state folder made from another checkout would load that one's)."""
+    if lay.course.is_dir():
+        path = lay.course / "nbgrader_config.py"
+        path.write_text(course_config(lay))
+        os.chown(path, accounts.uid_of(accounts.INSTRUCTOR), accounts.gid_of_group(accounts.INSTRUCTOR))
+
+
+def prepare_course(lay: Layout, assignments, lang="en"):
+    """The instructor's course folder with source/<assignment>/ assembled from solutions/, in the
+    class's language (the grader reads it there too: its checks and feedback speak it)."""
     lay.course.mkdir(parents=True, exist_ok=True)
-    nbgrader_course.assemble(lay.course, assignments=assignments)
-    (lay.course / "nbgrader_config.py").write_text(course_config(lay))
+    nbgrader_course.assemble(lay.course, assignments=assignments, lang=lang)
+    write_course_config(lay)
     uid, gid = accounts.uid_of(accounts.INSTRUCTOR), accounts.gid_of_group(accounts.INSTRUCTOR)
     for path in [lay.course, *lay.course.rglob("*")]:
         os.chown(path, uid, gid, follow_symlinks=False)
