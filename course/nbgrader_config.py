@@ -57,7 +57,8 @@ c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPre
 c.ExchangeFactory.collect = "handson_lib.classroom.collect.SafeCollect"
 
 # A student's notebook is rendered in the instructor's browser by the Formgrader (manual grading)
-# and in the feedback: its HTML outputs are cleaned (no script, no event handler) and its markdown
-# cells too (SanitizeMarkdown: the Formgrader's template renders them without nbconvert's cleaning).
+# and in the feedback: its HTML outputs are cleaned (no script, no event handler), and its markdown
+# cells too, after they are rendered (safe_markdown2html: the Formgrader's template renders them
+# without nbconvert's cleaning).
 c.HTMLExporter.sanitize_html = True
-c.HTMLExporter.preprocessors = ["handson_lib.autograder.nbgrader_ext.SanitizeMarkdown"]
+c.HTMLExporter.filters = {"markdown2html": "handson_lib.autograder.nbgrader_ext.safe_markdown2html"}

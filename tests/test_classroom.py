@@ -593,15 +593,14 @@ def test_a_students_memory_bomb_fork_bomb_and_full_home_stay_theirs(classroom, g
     """In student02's own server (a terminal of their JupyterLab): a memory bomb is killed at the
     student's limit, a fork bomb stops at theirs and is gone with their server; a full home is full
     for them alone. student01's server answers throughout."""
-    from playwright.sync_api import expect
     token = classroom.layout.admin_token.read_text().strip()
     page, other = graded_class["pages"]["student02"], graded_class["pages"]["student01"]
     home = Path(accounts.home_of("student02"))
 
     def others_fine():
         assert hub.api("/users/student01", token)["servers"][""]["ready"]
-        other.reload()
-        expect(other.locator("#jp-main-dock-panel")).to_be_visible()
+        # student01's JupyterLab answers through the hub, with their own cookies
+        assert other.request.get(other.url.split("/lab")[0] + "/api/status").ok
 
     log = home / "bomb-memory.log"
     log.unlink(missing_ok=True)
@@ -619,6 +618,14 @@ def test_a_students_memory_bomb_fork_bomb_and_full_home_stay_theirs(classroom, g
     assert as_student("student01", "bash", "-c", "echo fine > ~/still-room.txt").returncode == 0
     assert limits.is_mounted(home) and os.statvfs(home).f_blocks * os.statvfs(home).f_frsize <= \
         limits.UserLimits().home_bytes
+    # The exchange, which every student writes, is a file system of its own too.
+    exchange = classroom.layout.exchange
+    filler = exchange / COURSE_ID / "inbound" / f"student02+setup+{nbgrader_stamp()}+filler"
+    size = os.statvfs(exchange).f_blocks * os.statvfs(exchange).f_frsize
+    full = as_student("student02", "bash", "-c", f"mkdir '{filler}' && fallocate -l {size + (1 << 30)} '{filler}/big'")
+    assert full.returncode != 0 and "No space left on device" in full.stderr, full
+    shutil.rmtree(filler)
+    assert limits.is_mounted(exchange) and os.statvfs("/").f_fsid != os.statvfs(exchange).f_fsid
 
     run_in_terminal(page, "bash -c ':(){ :|:& };:'", "bomb-fork.log")
     _wait(lambda: limits.events("student02")["processes"] > 0, 120, "the fork bomb to reach the limit")
@@ -822,7 +829,7 @@ def test_down_purge_exports_the_class_then_removes_its_accounts_and_data(classro
     assert {"course/gradebook.db", "course/grades.csv"} <= names, sorted(names)[:20]
     assert any(n.startswith("course/submitted/student01/setup/") for n in names)
     assert users and not any(accounts.exists(name) for name in users), users
-    assert not any((lay.root / name).exists() for name in ("exchange", "course", "secrets", "homes"))
+    assert not any((lay.root / name).exists() for name in ("exchange", "exchange.ext4", "course", "secrets", "homes"))
     assert lay.student_venv.is_dir() and lay.instructor_venv.is_dir()   # the next class comes up quickly
 
 

@@ -10,6 +10,7 @@ files); a submission named after another account is one that account did not han
 import datetime
 import os
 import pwd
+import subprocess
 import threading
 
 import pytest
@@ -23,8 +24,8 @@ ME = pwd.getpwuid(os.getuid()).pw_name
 SOMEONE_ELSE = "nobody" if ME != "nobody" else "root"
 
 
-def stamp(minutes_ago=0):
-    when = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=minutes_ago)
+def stamp(seconds_ago=0):
+    when = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=seconds_ago)
     return when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
@@ -72,7 +73,7 @@ def exchange(tmp_path):
 
 
 def test_a_plain_submission_is_collected_with_its_time(exchange):
-    when = stamp(1)
+    when = stamp(10)
     exchange.hand_in(when=when, files={"01_setup.ipynb": "mine", "scripts/train.py": "print()"})
     exchange.collect()
     assert exchange.collected() == {"01_setup.ipynb": "mine", "scripts/train.py": "print()", "timestamp.txt": when}
@@ -84,8 +85,8 @@ def test_a_link_is_refused_and_the_earlier_submission_collected(exchange, tmp_pa
     secret = tmp_path / "instructor-only" / ("source.ipynb" if target.endswith("notebook") else "train_solution.py")
     secret.parent.mkdir()
     secret.write_text("THE ANSWERS")
-    exchange.hand_in(when=stamp(5), files={"01_setup.ipynb": "honest work"})
-    bad = exchange.hand_in(when=stamp(1), files={})
+    exchange.hand_in(when=stamp(50), files={"01_setup.ipynb": "honest work"})
+    bad = exchange.hand_in(when=stamp(10), files={})
     (bad / "01_setup.ipynb").symlink_to(secret)
     exchange.collect()
     assert exchange.collected()["01_setup.ipynb"] == "honest work"
@@ -113,7 +114,7 @@ def test_a_submission_in_another_students_name_is_refused(exchange):
 
 
 def test_a_fifo_is_refused_and_does_not_stop_the_collect(exchange):
-    bad = exchange.hand_in(student=ME, when=stamp(1), files={})
+    bad = exchange.hand_in(student=ME, when=stamp(10), files={})
     os.mkfifo(bad / "01_setup.ipynb")
     forged = exchange.hand_in(student=SOMEONE_ELSE)
     done = threading.Event()
@@ -135,7 +136,7 @@ def test_a_huge_file_is_refused(exchange):
 
 
 def test_a_backdated_submission_is_refused(exchange):
-    bad = exchange.hand_in(when=stamp(minutes_ago=24 * 60))
+    bad = exchange.hand_in(when=stamp(seconds_ago=24 * 3600))
     exchange.collect()
     assert exchange.collected() is None
     assert f"REFUSED {bad.name}: its name says" in exchange.report() and "(backdated)" in exchange.report()
@@ -150,7 +151,7 @@ def test_a_name_nbgrader_does_not_make_is_refused_not_fatal(exchange):
 
 
 def test_the_timestamp_graded_is_the_names_not_the_students_file(exchange):
-    when = stamp(2)
+    when = stamp(20)
     folder = exchange.hand_in(when=when)
     (folder / "timestamp.txt").write_text("2000-01-01 00:00:00.000000 UTC")   # to dodge the late penalty
     exchange.collect()
@@ -173,3 +174,36 @@ def test_a_file_swapped_for_a_link_after_the_check_is_refused(exchange, tmp_path
     assert exchange.collected() is None
     assert "changed while it was copied: 01_setup.ipynb" in exchange.report()
     assert not list((exchange.course / "submitted").rglob("*.collecting"))
+
+
+def test_a_submission_nested_deeper_than_python_recurses_is_refused_not_fatal(exchange):
+    exchange.hand_in(when=stamp(30), files={"01_setup.ipynb": "honest work"})
+    deep = exchange.hand_in(files={})
+    try:
+        fd = os.open(deep, os.O_RDONLY)
+        for _ in range(1100):   # deeper than Python's recursion limit
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(fd)
+        exchange.collect()
+        assert exchange.collected()["01_setup.ipynb"] == "honest work"
+        assert f"REFUSED {deep.name}: " in exchange.report() and "deep" in exchange.report()
+    finally:   # rm(1): pytest's own clean-up of tmp_path recurses, and this is too deep for it
+        subprocess.run(["rm", "-rf", str(deep)], check=True)
+
+
+def test_a_file_written_while_it_is_copied_is_refused(exchange, monkeypatch):
+    folder = exchange.hand_in(files={"01_setup.ipynb": "first"})
+    copy = collect._copy_file
+
+    def write_meanwhile(fd, target, budget, counted):
+        copy(fd, target, budget, counted)
+        with open(folder / "01_setup.ipynb", "a") as late:
+            late.write(" and more, after the check")
+
+    monkeypatch.setattr(collect, "_copy_file", write_meanwhile)
+    exchange.collect()
+    assert exchange.collected() is None
+    assert "changed while it was copied: 01_setup.ipynb changed while it was copied" in exchange.report()

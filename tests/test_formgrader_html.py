@@ -18,6 +18,11 @@ PLANTED_MARKDOWN = ("My answer is **bold** and $a^2$. <script>window.handsonPlan
                     "<img src=x onerror=\"window.handsonPlanted = 'markdown onerror'\"> "
                     "[a link](javascript:window.handsonPlanted='markdown link') "
                     "<svg onload=\"window.handsonPlanted = 'markdown svg'\"></svg>")
+#: What cleaning the source and rendering it after would let through: the unknown tag is dropped,
+#: its content left, and markdown then makes a javascript: link of it (under a page-wide invisible
+#: layer of the Formgrader's Bootstrap, clicked anywhere).
+PLANTED_AFTER_CLEANING = ("<x>\n[<span class=\"modal-backdrop fade\">.</span>]"
+                          "(javascript:window.handsonPlanted='nested link')\n</x>")
 PLANTED_OUTPUTS = [{"text/html": "<b>table</b><script>window.handsonPlanted = 'output script'</script>"
                                  "<img src=x onerror=\"window.handsonPlanted = 'output onerror'\">",
                     "text/plain": "<IPython.core.display.HTML object>"},
@@ -28,6 +33,7 @@ PLANTED_OUTPUTS = [{"text/html": "<b>table</b><script>window.handsonPlanted = 'o
 def planted_notebook():
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_markdown_cell(PLANTED_MARKDOWN))
+    nb.cells.append(nbformat.v4.new_markdown_cell(PLANTED_AFTER_CLEANING))
     code = nbformat.v4.new_code_cell("from IPython.display import HTML\nHTML('...')")
     code.outputs = [nbformat.v4.new_output("display_data", data=data) for data in PLANTED_OUTPUTS]
     nb.cells.append(code)
@@ -66,6 +72,7 @@ def planted_left(html):
 def test_planted_script_is_cleaned_from_the_page(template):
     html = rendered(template, course_config(template))
     assert planted_left(html) == []
+    assert 'class="modal-backdrop' not in html   # no class of the page's own CSS either
     assert "<strong>bold</strong>" in html and "$a^2$" in html and "<b>table</b>" in html
 
 

@@ -19,8 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import jinja2
 import nbformat
-from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade
 
@@ -42,27 +42,40 @@ class HideHiddenTests(NbGraderPreprocessor):
 
 #: What a student's markdown may keep when it is shown to the instructor (the Formgrader) or back to
 #: them (feedback): formatting, tables, images, links; nothing that runs (no script, no event
-#: handler, no javascript: link, no style, frame or form).
+#: handler, no javascript: link, no style, class, frame or form).
 SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
              "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "span",
              "strong", "sub", "summary", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul"}
-SAFE_ATTRIBUTES = {"a": ["href", "title"], "img": ["src", "alt", "title", "width", "height"],
-                   "td": ["align"], "th": ["align"], "*": ["class"]}
-SAFE_PROTOCOLS = {"http", "https", "mailto", "attachment"}
+SAFE_PROTOCOLS = {"http", "https", "mailto", "data"}
 
 
-class SanitizeMarkdown(Preprocessor):
-    """Markdown cells rendered and cleaned before an HTML export: the Formgrader's template renders
-    a student's markdown as it is (nbconvert's sanitize_html cleans outputs only), so script or an
-    event handler in it would run in the instructor's session on the hub's origin."""
+def _safe_attribute(tag, name, value):
+    if tag == "a":
+        return name == "title" or (name == "href" and value.lower().startswith(("http:", "https:", "mailto:", "#")))
+    if tag == "img":   # a pasted image is embedded as data:image/...
+        return name in ("alt", "title", "width", "height") or (
+            name == "src" and value.lower().startswith(("http:", "https:", "data:image/")))
+    return name == "align" and tag in ("td", "th")
 
-    def preprocess_cell(self, cell, resources, cell_index):
-        if cell.cell_type == "markdown":
-            import bleach
-            from nbconvert.filters import markdown2html
-            cell.source = bleach.clean(markdown2html(cell.source), tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES,
-                                       protocols=SAFE_PROTOCOLS, strip=True, strip_comments=True)
-        return cell, resources
+
+def clean_student_html(html):
+    import bleach
+    return bleach.clean(html, tags=SAFE_TAGS, attributes=_safe_attribute, protocols=SAFE_PROTOCOLS, strip=True,
+                        strip_comments=True)
+
+
+@jinja2.pass_context
+def safe_markdown2html(context, source):
+    """nbconvert's markdown2html for a student's markdown, cleaned after rendering (the last step:
+    cleaning the source and rendering it after lets markdown make a link of what the cleaning left):
+    the Formgrader's and the feedback's templates render markdown cells without nbconvert's
+    sanitize_html, so script or an event handler there would run in the instructor's session on
+    the hub's origin."""
+    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+    cell = context.get("cell", {})
+    renderer = IPythonRenderer(escape=False, embed_images=True, exclude_anchor_links=True,
+                               attachments=cell.get("attachments", {}))
+    return clean_student_html(MarkdownWithMath(renderer=renderer).render(source))
 
 
 def judged_outside(cell):

@@ -10,6 +10,7 @@ import grp
 import os
 import pwd
 import secrets
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -169,7 +170,20 @@ def classroom_users(password_file):
 
 
 def remove_user(name):
-    """The account and its home (`down --purge`)."""
+    """The account, its home, and what it left elsewhere that would outlive it or pass to the next
+    account of the same name and uid: its crontab, its at jobs, its files in /tmp, /var/tmp and
+    /dev/shm (`down --purge`)."""
+    uid = uid_of(name)
+    if shutil.which("crontab"):
+        subprocess.run(["crontab", "-r", "-u", name], capture_output=True, timeout=60)
+    if shutil.which("atq"):
+        queued = subprocess.run(["atq"], capture_output=True, text=True, timeout=60).stdout.splitlines()
+        jobs = [line.split()[0] for line in queued if line.split() and line.split()[-1] == name]
+        if jobs:
+            subprocess.run(["atrm", *jobs], capture_output=True, timeout=60)
+    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(folder):
+            subprocess.run(["find", folder, "-xdev", "-uid", str(uid), "-delete"], capture_output=True, timeout=600)
     _run(["userdel", "--remove", name])
 
 

@@ -11,12 +11,14 @@ refused, with a line in the report, when it:
 
 - is not a folder of the student it names (owner), or holds a file someone else owns;
 - holds a link, a FIFO, a socket or a device;
-- is over `MAX_BYTES` or `MAX_FILES`;
+- is over `MAX_BYTES` or `MAX_FILES`, or nested deeper than `MAX_DEPTH`;
 - claims a time earlier than its files were written (a backdated name, to dodge the due date).
 
-A student's newest acceptable submission is collected; one bad submission never stops the others.
-The copy itself opens every entry relative to its folder without following links and re-checks it,
-so a submission changed between the check and the copy is refused, not followed.
+A student's newest acceptable submission is collected (of their `MAX_VETTED` newest); one bad
+submission never stops the others. The copy itself opens every entry relative to its folder
+without following links and checks it again, its time included, so a submission changed between
+the check and the copy (a link swapped in, work written after the due date) is refused, not
+followed. nbgrader's owner check is always on; its `before_duedate` is not offered.
 """
 
 import datetime
@@ -32,10 +34,13 @@ from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.utils import parse_utc
 
 MAX_BYTES = 64 << 20
-MAX_FILES = 2000
+MAX_FILES = 2000            # files and folders
+MAX_DEPTH = 16              # folders inside folders
+#: Submissions of one student vetted, newest first (the rest are older and not collected anyway).
+MAX_VETTED = 20
 #: How much earlier than its files a submission's name may say it was made (nbgrader stamps it
-#: when `submit` starts, then copies).
-BACKDATE_TOLERANCE = datetime.timedelta(minutes=10)
+#: when `submit` starts, then copies at most MAX_BYTES).
+BACKDATE_TOLERANCE = datetime.timedelta(minutes=2)
 REPORT_FOLDER = "collect_reports"
 KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
          stat.S_IFBLK: "a block device", stat.S_IFLNK: "a link"}
@@ -81,10 +86,12 @@ def _open_folder(name, dir_fd=None):
         raise Refused(f"{name} cannot be opened as a folder ({error.strerror})") from None
 
 
-def walk(folder_fd, uid, ignored, dest=None, rel="", budget=None, newest=0.0):
+def walk(folder_fd, uid, ignored, dest=None, rel="", budget=None, newest=0.0, depth=0):
     """Every entry under the open folder, checked (owner, kind, size) without following links; copied
     into `dest` when given. The newest ctime seen (a student cannot set ctimes)."""
     budget = budget or Budget()
+    if depth > MAX_DEPTH:
+        raise Refused(f"{rel or 'it'} is nested over {MAX_DEPTH} folders deep")
     for entry in sorted(os.listdir(folder_fd)):
         path = f"{rel}{entry}"
         if any(fnmatch.fnmatch(entry, pattern) for pattern in ignored):
@@ -93,13 +100,14 @@ def walk(folder_fd, uid, ignored, dest=None, rel="", budget=None, newest=0.0):
         _check_entry(info, path, uid)
         newest = max(newest, info.st_ctime)
         if stat.S_ISDIR(info.st_mode):
+            budget.add(0)
             sub = _open_folder(entry, folder_fd)
             try:
                 _check_entry(os.fstat(sub), path, uid)
                 if dest is not None:
                     os.mkdir(dest / entry, 0o755)
                 newest = walk(sub, uid, ignored, dest / entry if dest is not None else None,
-                              f"{path}/", budget, newest)
+                              f"{path}/", budget, newest, depth + 1)
             finally:
                 os.close(sub)
             continue
@@ -111,6 +119,9 @@ def walk(folder_fd, uid, ignored, dest=None, rel="", budget=None, newest=0.0):
             budget.add(info.st_size)
             if dest is not None:
                 _copy_file(fd, dest / entry, budget, info.st_size)
+                after = os.fstat(fd)
+                if (after.st_size, after.st_ctime_ns) != (info.st_size, info.st_ctime_ns):
+                    raise Refused(f"{path} changed while it was copied")
         finally:
             os.close(fd)
     return newest
@@ -150,6 +161,18 @@ def vet(path, student, ignored=(), dest=None):
         os.close(fd)
 
 
+def backdated(record, newest):
+    """Why a submission whose newest entry was written at `newest` (ctime) is refused for the time
+    its name claims, else None."""
+    written = datetime.datetime.fromtimestamp(newest, datetime.timezone.utc).replace(tzinfo=None)
+    stamp = record["timestamp"]
+    claimed = stamp.astimezone(datetime.timezone.utc).replace(tzinfo=None) if stamp.tzinfo else stamp
+    if claimed < written - BACKDATE_TOLERANCE:
+        return (f"its name says {claimed:%Y-%m-%d %H:%M:%S} UTC but its files were written at "
+                f"{written:%Y-%m-%d %H:%M:%S} UTC (backdated)")
+    return None
+
+
 class SafeCollect(ExchangeCollect):
     """nbgrader's collect with every submission vetted (see the module's docstring)."""
 
@@ -180,18 +203,13 @@ class SafeCollect(ExchangeCollect):
         """None when the record may be collected, else why not."""
         path = os.path.join(self.inbound_path, record["filename"])
         try:
-            newest = vet(path, record["username"], self.coursedir.ignore)
+            return backdated(record, vet(path, record["username"], self.coursedir.ignore))
         except Refused as why:
             return str(why)
         except OSError as error:
             return f"cannot be read ({error.strerror})"
-        written = datetime.datetime.fromtimestamp(newest, datetime.timezone.utc).replace(tzinfo=None)
-        claimed = record["timestamp"].replace(tzinfo=None) if record["timestamp"].tzinfo is None else \
-            record["timestamp"].astimezone(datetime.timezone.utc).replace(tzinfo=None)
-        if claimed < written - BACKDATE_TOLERANCE:
-            return (f"its name says {claimed:%Y-%m-%d %H:%M:%S} UTC but its files were written at "
-                    f"{written:%Y-%m-%d %H:%M:%S} UTC (backdated)")
-        return None
+        except Exception as error:   # whatever a submission does to the checks, the others go on
+            return f"could not be checked ({type(error).__name__})"
 
     def init_src(self):
         if self.coursedir.course_id == "":
@@ -203,7 +221,9 @@ class SafeCollect(ExchangeCollect):
         by_student, self.refusals = self._records()
         self.src_records = []
         for records in by_student.values():
-            for record in records:   # newest first: the newest acceptable one is collected
+            for record in records[MAX_VETTED:]:
+                self.refusals.append((record["filename"], f"not checked: older than the student's {MAX_VETTED} newest"))
+            for record in records[:MAX_VETTED]:   # newest first: the newest acceptable one is collected
                 why = self._acceptable(record)
                 if why is None:
                     self.src_records.append(record)
@@ -228,8 +248,11 @@ class SafeCollect(ExchangeCollect):
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir(parents=True, mode=0o755)
             try:
-                vet(source, student, self.coursedir.ignore, dest=staging)
-            except (Refused, OSError) as why:
+                # Checked again as it is copied: what changed since (a late edit, a link swapped in) is refused.
+                why = backdated(record, vet(source, student, self.coursedir.ignore, dest=staging))
+            except Exception as error:   # Refused, OSError, or whatever else a submission provokes
+                why = str(error) if isinstance(error, (Refused, OSError)) else type(error).__name__
+            if why:
                 shutil.rmtree(staging, ignore_errors=True)
                 self.refusals.append((record["filename"], f"changed while it was copied: {why}"))
                 continue

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 import sys
 import time
@@ -79,6 +80,9 @@ def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=p
     tls_update = tls_settings(lay, settings, bind, ssl)
     started = time.monotonic()
     out("accounts ...")
+    # Before any account is unlocked: nobody of the class writes the exchange while it moves.
+    limits.mount_exchange(lay.root, lay.exchange, exchange_bytes(students),
+                          class_running=bool(classroom_processes(lay)))
     nbgrader_setup.prepare_exchange(lay)
     nbgrader_setup.check_exchange(lay)
     new = accounts.ensure_accounts(lay.passwords, students, adopt)
@@ -141,6 +145,11 @@ def user_limits_of(settings, memory_gib=None, home_gib=None):
     return limits.UserLimits(**{**defaults.as_dict(), **asked})
 
 
+def exchange_bytes(students):
+    """The exchange's size: room for a few full submissions of everyone, 2 GiB at least."""
+    return max(2 << 30, students * 4 * collect_plugin.MAX_BYTES + (1 << 30))
+
+
 def instructor_limits(student):
     """The instructor's server grades the class (`handson autograde` in its terminal runs every
     student's kernel and ranks): half the machine's memory or four students' share, many processes."""
@@ -169,8 +178,8 @@ def tls_settings(lay, settings, bind, ssl):
     if any(ssl):
         cert, key = tls.check_given(*ssl)
         return {"ssl_cert": cert, "ssl_key": key, "ssl_self_signed": False}
-    if settings.get("ssl_cert") and not settings.get("ssl_self_signed", True) and settings.get("bind") == bind:
-        return {}   # the instructor's certificate of the last `up`
+    if settings.get("ssl_cert") and not settings.get("ssl_self_signed", True):
+        return {}   # the instructor's certificate of the last `up` (a new one: --ssl-cert/--ssl-key again)
     cert, key = tls.ensure_self_signed(lay, bind)
     return {"ssl_cert": str(cert), "ssl_key": str(key), "ssl_self_signed": True}
 
@@ -247,7 +256,7 @@ def down(out=print, timeout=20, purge=False, export=None):
         limits.remove(name)   # kills what a user left in their cgroups
     for name in users:
         if accounts.exists(name) and name != accounts.INSTRUCTOR:
-            limits.unmount_home(accounts.home_of(name))
+            limits.unmount(accounts.home_of(name))
     restore_course_root(settings)
     if lay.root.exists():
         save_settings(lay, settings)
@@ -266,14 +275,13 @@ def down(out=print, timeout=20, purge=False, export=None):
 
 #: What `down --purge` removes from the state folder: the class's data. The environments and the
 #: proxy stay, so that the next class comes up in seconds.
-CLASS_DATA = ("exchange", "course", "hub", "secrets", "homes", "settings.json")
+CLASS_DATA = ("exchange", "exchange.ext4", "course", "hub", "secrets", "homes", "settings.json")
 
 
 def purge_class(lay, settings, export, out=print):
     """After `down`: the class's grades and work exported to one archive (root only), then its
     accounts, their homes and the class's data removed. Nothing is removed when the export fails."""
     import datetime
-    import tarfile
     users = accounts.classroom_users(lay.passwords)
     folder = Path(export or Path.cwd())
     folder.mkdir(parents=True, exist_ok=True)
@@ -284,22 +292,26 @@ def purge_class(lay, settings, export, out=print):
         if result.returncode != 0:
             raise ClassroomError(f"the grades could not be exported, nothing was removed:\n{result.stderr[-2000:]}")
     descriptor = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
-        for name in ("course", "exchange"):
-            if (lay.root / name).exists():
-                tar.add(lay.root / name, arcname=name)
+    # tar(1), not Python's tarfile: a student's folders nested thousands deep do not stop it
+    present = [name for name in ("course", "exchange") if (lay.root / name).exists()]
+    with os.fdopen(descriptor, "wb") as raw:
+        packed = subprocess.run(["tar", "-czf", "-", "-C", str(lay.root), *present], stdout=raw,
+                                stderr=subprocess.PIPE, text=True, timeout=3600)
+    if packed.returncode not in (0, 1):   # 1: a file changed while read (a live file system)
+        raise ClassroomError(f"the export to {archive} failed, nothing was removed: {packed.stderr[-1500:]}")
     out(f"  exported the gradebook, grades.csv, the submissions and the feedback to {archive} (root only)")
     for name in users:
         if accounts.exists(name):
-            limits.unmount_home(accounts.home_of(name))
-            accounts.remove_user(name)
+            limits.unmount(accounts.home_of(name))
+            accounts.remove_user(name)   # with its crontab, at jobs and files in /tmp, /var/tmp, /dev/shm
     accounts.remove_groups()
+    limits.unmount(lay.exchange)
     for name in CLASS_DATA:
         path = lay.root / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
+        if path.is_symlink() or path.is_file():
             path.unlink()
+        elif path.exists():
+            subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=True, timeout=3600)
     out(f"  removed the accounts {', '.join(users) or '(none)'}, their homes, and the class's data in {lay.root} "
         f"(the environments stay for the next class)")
     return 0

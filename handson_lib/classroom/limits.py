@@ -11,9 +11,11 @@ The hub (root) makes the cgroups and puts each server in them before it drops to
 (`LimitedSpawner`); stopping a server kills whatever is left in its cgroups.
 """
 
+import asyncio
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -87,6 +89,8 @@ def prepare(user, limits: UserLimits):
     memory, pids, cpu = folders(user)
     for folder in (memory, pids, cpu):
         folder.mkdir(parents=True, exist_ok=True)
+    # memsw may not be below the memory limit: raised first when the limit grows, set again after.
+    _write(memory, "memory.memsw.limit_in_bytes", limits.memory_bytes, optional=True)
     _write(memory, "memory.limit_in_bytes", limits.memory_bytes)
     _write(memory, "memory.memsw.limit_in_bytes", limits.memory_bytes, optional=True)
     _write(pids, "pids.max", limits.processes)
@@ -195,7 +199,8 @@ class LimitedSpawner(LocalProcessSpawner):
 
     async def stop(self, now=False):
         await super().stop(now)
-        killed = kill_all(self.user.name)
+        # in a thread: the killing waits between rounds, the hub's loop must not
+        killed = await asyncio.get_running_loop().run_in_executor(None, kill_all, self.user.name)
         if killed:
             self.log.info("killed %d process(es) left in %s's cgroups", killed, self.user.name)
 
@@ -218,37 +223,93 @@ def _run(cmd):
         raise ClassroomError(f"`{' '.join(map(str, cmd))}` failed: {(result.stderr or result.stdout).strip()}")
 
 
+def make_image(image, size_bytes, uid, gid):
+    """An ext4 image of `size_bytes`, its space taken from the disk now (fallocate: a full disk later
+    does not break it), its root folder owned by uid:gid and empty."""
+    image.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.posix_fallocate(descriptor, 0, size_bytes)
+    except OSError as error:
+        os.close(descriptor)
+        image.unlink()
+        raise ClassroomError(f"no room for {image} ({size_bytes >> 20} MiB): {error.strerror}") from None
+    os.close(descriptor)
+    _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-E", f"root_owner={uid}:{gid}", str(image)])
+    with tempfile.TemporaryDirectory(prefix="handson-image-") as where:
+        _run(["mount", "-o", "loop,nosuid,nodev", str(image), where])
+        try:
+            (Path(where) / "lost+found").rmdir()   # a fresh file system: nothing of anyone's in it yet
+        finally:
+            _run(["umount", where])
+
+
+def grow_image(image, size_bytes):
+    if image.stat().st_size < size_bytes:
+        with open(image, "r+b") as grown:
+            os.posix_fallocate(grown.fileno(), 0, size_bytes)
+        _run(["e2fsck", "-p", "-f", str(image)])
+        _run(["resize2fs", str(image)])
+
+
 def mount_home(state_root, user, home, size_bytes, uid, gid):
-    """The user's home on an ext4 image of `size_bytes` (made and filled with what the home held the
-    first time); already mounted: nothing. True when it was mounted now."""
+    """The user's home on an ext4 image of `size_bytes` (made the first time, with what the home
+    held copied in by the user's own rights: root never reads through a link of theirs); already
+    mounted: nothing. True when it was mounted now."""
     if is_mounted(home):
         return False
     image = home_image(state_root, user)
-    image.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(image.parent, 0o700)
     fresh = not image.exists()
     if fresh:
-        with open(image, "wb") as sparse:
-            sparse.truncate(size_bytes)
-        os.chmod(image, 0o600)
-        # -d: the image starts with what the home holds (the account's skeleton, earlier work).
-        _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-E", f"root_owner={uid}:{gid}", "-d", str(home), str(image)])
-    elif image.stat().st_size < size_bytes:
-        with open(image, "r+b") as grown:
-            grown.truncate(size_bytes)
-        _run(["e2fsck", "-p", "-f", str(image)])
-        _run(["resize2fs", str(image)])
+        image.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(image.parent, 0o700)   # the images: root's alone
+        make_image(image, size_bytes, uid, gid)
+        with tempfile.TemporaryDirectory(prefix=f"handson-home-{user}-") as where:
+            os.chmod(where, 0o711)
+            _run(["mount", "-o", "loop,nosuid,nodev", str(image), where])
+            try:
+                subprocess.run(["runuser", "-u", user, "--", "cp", "-a", "--no-preserve=ownership",
+                                f"{home}/.", where], capture_output=True, text=True, timeout=600)
+            finally:
+                _run(["umount", where])
+    else:
+        grow_image(image, size_bytes)
     _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(home)])
-    lost = Path(home) / "lost+found"
-    if lost.is_dir():
-        lost.rmdir()
     os.chown(home, uid, gid)
     os.chmod(home, 0o700)
     return True
 
 
-def unmount_home(home):
-    if is_mounted(home):
-        _run(["umount", str(home)])
+def mount_exchange(state_root, exchange, size_bytes, class_running):
+    """The exchange on a file system of its own (students write it: filling it never fills the
+    machine's disk, the hub's database or the gradebook). A class whose exchange has files already
+    gets them copied in while none of its processes runs. True when it was mounted now."""
+    if is_mounted(exchange):
+        return False
+    image = Path(state_root) / "exchange.ext4"
+    fresh = not image.exists()
+    if fresh:
+        make_image(image, size_bytes, 0, 0)
+        exchange.mkdir(parents=True, exist_ok=True)
+        if any(exchange.iterdir()):
+            if class_running:
+                raise ClassroomError("the exchange moves to a file system of its own: `handson classroom down` "
+                                     "first, so that nobody writes it meanwhile")
+            with tempfile.TemporaryDirectory(prefix="handson-exchange-") as where:
+                _run(["mount", "-o", "loop,nosuid,nodev", str(image), where])
+                try:
+                    _run(["cp", "-a", f"{exchange}/.", where])
+                finally:
+                    _run(["umount", where])
+    else:
+        grow_image(image, size_bytes)
+    exchange.mkdir(parents=True, exist_ok=True)
+    _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(exchange)])
+    return True
+
+
+def unmount(folder):
+    if is_mounted(folder):
+        _run(["umount", str(folder)])
         return True
     return False
