@@ -496,8 +496,8 @@ def test_a_submission_cannot_hold_the_machines_timing_slot(tmp_path, monkeypatch
 TASK2_SOLUTION = sandbox.COURSE_ROOT / "solutions" / "train_cifar_multi_node.py"
 TRAINER_RUN = "    trainer.run()\n"
 
-#: Attacks on the paired timing, each planted just before the student's `trainer.run()`, and the
-#: start of what the grader says of it.
+#: Attacks on the paired timing, each planted just before the student's `trainer.run()`, and what
+#: the grader says of it (one of them, for a tuple).
 TIMING_ATTACKS = {
     # The old harness timed steps inside the student's process: a clock rewritten there and a
     # record rewritten at exit decided the ratio. The grader's clock is outside.
@@ -520,7 +520,10 @@ TIMING_ATTACKS = {
         "            thread.join()\n"
         "        pending[:] = [threading.Thread(target=real_update)]\n"
         "        pending[0].start()\n"
-        "    updater.update = early\n", "work done outside your own timed steps"),
+        "    updater.update = early\n",
+        # Its work runs while the reference is timed; on a loaded machine the grader may see first
+        # that the student's own steps use too little CPU: both name the attack.
+        ("work done outside your own timed steps", "a step that skips its work")),
     # Two steps in three skipped.
     "a step that skips its work": (
         "    real_update, calls = updater.update, [0]\n"
@@ -568,7 +571,7 @@ def timing_attacks(tmp_path_factory):
 def test_an_attack_on_the_paired_timing_is_named(timing_attacks, name):
     obs, says = timing_attacks[name], TIMING_ATTACKS[name][1]
     said = "\n".join([obs.error, *obs.suspicions])
-    assert says in said, (name, said, obs.cpu)
+    assert any(words in said for words in ((says,) if isinstance(says, str) else says)), (name, said, obs.cpu)
 
 
 @pytest.mark.slow

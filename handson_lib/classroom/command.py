@@ -291,15 +291,18 @@ def purge_class(lay, settings, export, out=print):
                                                        check=False)
         if result.returncode != 0:
             raise ClassroomError(f"the grades could not be exported, nothing was removed:\n{result.stderr[-2000:]}")
-    descriptor = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     # tar(1), not Python's tarfile: a student's folders nested thousands deep do not stop it
     present = [name for name in ("course", "exchange") if (lay.root / name).exists()]
-    with os.fdopen(descriptor, "wb") as raw:
-        packed = subprocess.run(["tar", "-czf", "-", "-C", str(lay.root), *present], stdout=raw,
-                                stderr=subprocess.PIPE, text=True, timeout=3600)
-    if packed.returncode not in (0, 1):   # 1: a file changed while read (a live file system)
-        raise ClassroomError(f"the export to {archive} failed, nothing was removed: {packed.stderr[-1500:]}")
-    out(f"  exported the gradebook, grades.csv, the submissions and the feedback to {archive} (root only)")
+    if present:
+        descriptor = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "wb") as raw:
+            packed = subprocess.run(["tar", "-czf", "-", "-C", str(lay.root), *present], stdout=raw,
+                                    stderr=subprocess.PIPE, text=True, timeout=3600)
+        if packed.returncode not in (0, 1):   # 1: a file changed while read (a live file system)
+            raise ClassroomError(f"the export to {archive} failed, nothing was removed: {packed.stderr[-1500:]}")
+        out(f"  exported the gradebook, grades.csv, the submissions and the feedback to {archive} (root only)")
+    else:
+        out(f"  no course or exchange in {lay.root}: nothing to export")
     for name in users:
         if accounts.exists(name):
             limits.unmount(accounts.home_of(name))
