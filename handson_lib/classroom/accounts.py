@@ -169,11 +169,20 @@ def classroom_users(password_file):
     return sorted(read_passwords(password_file))
 
 
+def remove_files_of(names):
+    """The accounts' files in /tmp, /var/tmp and /dev/shm, which would outlive them or pass to the
+    next account of the same uid (`down --purge`): one walk of each folder for all of them."""
+    uids = [str(uid_of(name)) for name in names if exists(name)]
+    if not uids:
+        return
+    owned = [arg for uid in uids for arg in ("-o", "-uid", uid)][1:]
+    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(folder):
+            subprocess.run(["find", folder, "-xdev", "(", *owned, ")", "-delete"], capture_output=True, timeout=600)
+
+
 def remove_user(name):
-    """The account, its home, and what it left elsewhere that would outlive it or pass to the next
-    account of the same name and uid: its crontab, its at jobs, its files in /tmp, /var/tmp and
-    /dev/shm (`down --purge`)."""
-    uid = uid_of(name)
+    """The account, its home, its crontab and its at jobs (`down --purge`, after remove_files_of)."""
     if shutil.which("crontab"):
         subprocess.run(["crontab", "-r", "-u", name], capture_output=True, timeout=60)
     if shutil.which("atq"):
@@ -181,9 +190,6 @@ def remove_user(name):
         jobs = [line.split()[0] for line in queued if line.split() and line.split()[-1] == name]
         if jobs:
             subprocess.run(["atrm", *jobs], capture_output=True, timeout=60)
-    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
-        if os.path.isdir(folder):
-            subprocess.run(["find", folder, "-xdev", "-uid", str(uid), "-delete"], capture_output=True, timeout=600)
     _run(["userdel", "--remove", name])
 
 

@@ -303,10 +303,11 @@ def purge_class(lay, settings, export, out=print):
         out(f"  exported the gradebook, grades.csv, the submissions and the feedback to {archive} (root only)")
     else:
         out(f"  no course or exchange in {lay.root}: nothing to export")
+    accounts.remove_files_of(users)
     for name in users:
         if accounts.exists(name):
             limits.unmount(accounts.home_of(name))
-            accounts.remove_user(name)   # with its crontab, at jobs and files in /tmp, /var/tmp, /dev/shm
+            accounts.remove_user(name)
     accounts.remove_groups()
     limits.unmount(lay.exchange)
     for name in CLASS_DATA:

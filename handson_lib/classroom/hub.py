@@ -36,12 +36,12 @@ PROXY_API_PORT = 8001
 SPAWNERS = ("local", "batch")
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def uses_tls(settings):
     """Bound beyond loopback, the hub serves TLS only (passwords and cookies cross the network)."""
     return settings.get("bind", DEFAULT_BIND) not in LOOPBACK
-
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def url(settings):
