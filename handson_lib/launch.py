@@ -162,9 +162,12 @@ def processes_carrying(name, value):
     return found
 
 
-#: One lock file for the whole machine: every run whose time is scored holds it alone.
+#: One lock file per account (the grader's: root's, or the instructor's): every run whose time is
+#: scored holds it alone. It lies in a folder only that account can enter, so no other account (a
+#: student in a classroom) can take or hold the grader's slot; HANDSON_TIMING_LOCK names another.
 TIMING_LOCK_ENV = "HANDSON_TIMING_LOCK"
-TIMING_LOCK = Path(os.environ.get(TIMING_LOCK_ENV) or Path(tempfile.gettempdir()) / "handson-timing.lock")
+PRIVATE_TIMING_LOCK = Path(tempfile.gettempdir()) / f"handson-timing-{os.getuid()}" / "timing.lock"
+TIMING_LOCK = Path(os.environ.get(TIMING_LOCK_ENV) or PRIVATE_TIMING_LOCK)
 #: Set in the children of a run that holds a slot, so that a run they start does not wait for it.
 SLOT_HELD = "HANDSON_TIMING_SLOT_HELD"
 #: Seconds a run waits for the timing slot at most: any account can lock the file, so a process
@@ -172,15 +175,35 @@ SLOT_HELD = "HANDSON_TIMING_SLOT_HELD"
 SLOT_PATIENCE = 600.0
 
 
-def _lock_file(path):
-    """A lock file every account of the machine can lock: the slot is machine-wide (a classroom's
-    students and the instructor share it). flock needs no write access, so it is opened for
-    reading, and made readable and writable by all when this process creates it. A link, a FIFO
-    or anything but a plain file planted at that path is refused (OSError), never followed or
-    waited on."""
+def private_folder(folder):
+    """`folder`, made for this account alone (0700) when missing; refused (OSError) when it is a
+    link, not a folder, another account's, or open to others: whoever could write there could
+    plant the lock file and hold the slot."""
+    folder = Path(folder)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-        os.fchmod(fd, 0o666)  # the umask would take the others' rights away
+        folder.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise OSError(tr("the timing slot's folder {folder} is not this account's alone (a link, another "
+                         "account's, or open to others): remove it", folder=folder))
+    return folder
+
+
+def _lock_file(path):
+    """The slot's lock file. The default one (PRIVATE_TIMING_LOCK) is this account's alone, in a
+    folder of its own; one named by HANDSON_TIMING_LOCK is readable and writable by all when this
+    process creates it (a site that wants one slot for several accounts). flock needs no write
+    access, so it is opened for reading. A link, a FIFO or anything but a plain file planted at
+    that path is refused (OSError), never followed or waited on."""
+    shared = Path(path).parent != PRIVATE_TIMING_LOCK.parent   # the lock and its turnstile
+    if not shared:
+        private_folder(PRIVATE_TIMING_LOCK.parent)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666 if shared else 0o600)
+        if shared:
+            os.fchmod(fd, 0o666)  # the umask would take the others' rights away
     except FileExistsError:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -218,7 +241,8 @@ def timing_slot(timed):
         return
     started = time.monotonic()
     deadline = started + SLOT_PATIENCE
-    TIMING_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    if TIMING_LOCK != PRIVATE_TIMING_LOCK:   # the private one's folder is made by _lock_file, for this account alone
+        TIMING_LOCK.parent.mkdir(parents=True, exist_ok=True)
     with _lock_file(TIMING_LOCK) as main, _lock_file(turnstile_of(TIMING_LOCK)) as gate:
         held = False
         if _flock_before(gate, fcntl.LOCK_EX, deadline):
@@ -269,6 +293,92 @@ def tree_cpu(pid):
         except psutil.Error:
             pass
     return total
+
+
+def _loopback_sent(pid):
+    """Bytes sent on the loopback of process `pid`'s network namespace, or None when it shares
+    this process's namespace (its loopback would count everyone's traffic) or cannot be read."""
+    try:
+        if os.readlink(f"/proc/{pid}/ns/net") == os.readlink("/proc/self/ns/net"):
+            return None
+        for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
+            name, _, fields = line.partition(":")
+            if name.strip() == "lo":
+                return int(fields.split()[8])   # transmit bytes (on a loopback, what was received too)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class OutsideView:
+    """What the grader sees of a run from outside its processes, sampled while it runs: every
+    process of its tree with its own CPU seconds (the most seen), and the bytes its ranks sent
+    each other on the loopback of its network namespace (the grading sandbox has one of its own:
+    between ranks on one machine, the bytes of their messages; None without such a namespace).
+    Nothing the run does inside changes what /proc says of it."""
+
+    def __init__(self, interval=0.2):
+        self.interval, self.processes, self.loopback = interval, {}, None
+        self._stop = threading.Event()
+        self._thread = None
+
+    def sample(self, pid):
+        import psutil
+        try:
+            tree = [psutil.Process(pid), *_descendants(pid)]
+        except psutil.Error:
+            return
+        for proc in tree:
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    seen = {"ppid": proc.ppid(), "name": proc.name(), "cpu": times.user + times.system}
+            except psutil.Error:
+                continue
+            kept = self.processes.get(proc.pid)
+            if kept is None:   # what its parent had computed when it was born (busy_processes)
+                seen["parent_cpu_at_birth"] = self.processes.get(seen["ppid"], {}).get("cpu")
+                self.processes[proc.pid] = seen
+            elif seen["cpu"] >= kept["cpu"]:
+                kept.update(seen)
+            sent = _loopback_sent(proc.pid)
+            if sent is not None:
+                self.loopback = max(self.loopback or 0, sent)
+
+    def start(self, pid):
+        def watch():
+            while not self._stop.is_set():
+                self.sample(pid)
+                self._stop.wait(self.interval)
+        self._thread = threading.Thread(target=watch, daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def result(self):
+        """{"processes": [{"pid", "ppid", "name", "cpu"}], "cpu": their sum, "loopback_bytes"}."""
+        processes = [{"pid": pid, **seen} for pid, seen in sorted(self.processes.items())]
+        return {"processes": processes, "cpu": round(sum(p["cpu"] for p in processes), 3),
+                "loopback_bytes": self.loopback}
+
+
+def busy_processes(outside, share=0.2, floor=0.1):
+    """The processes of an OutsideView result that computed: at least `floor` CPU-seconds, and a
+    child at least `share` of what its parent computed while they both lived (a worker forked
+    after its parent's start-up works beside it; the launcher, bwrap, mpiexec and an idle helper
+    do not)."""
+    processes = (outside or {}).get("processes") or []
+    by_pid = {p["pid"]: p for p in processes}
+    busy = []
+    for p in processes:
+        parent, born = by_pid.get(p["ppid"]), p.get("parent_cpu_at_birth")
+        beside = parent["cpu"] - born if parent is not None and born is not None else 0.0
+        if p["cpu"] >= max(floor, share * beside):
+            busy.append(p)
+    return busy
 
 
 class IdleWatch:
@@ -352,17 +462,17 @@ def wrapped():
 
 
 def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_000, progress=None,
-                timed=None):
+                timed=None, outside=None):
     """Run `cmd` in its own session; kill the whole tree after `timeout` seconds, or earlier when
     `progress` (a ProgressWatch) sees no progress for its `stall` seconds.
 
     `timed`: None runs at once; True waits to hold the machine's timing slot alone (a run whose
     time is scored), False shares it with other untimed runs (see timing_slot). The time limit
-    starts once the slot is held."""
+    starts once the slot is held. `outside`: an OutsideView that watches the run meanwhile."""
     with timing_slot(timed) as slot:
         if timed is not None:
             env = {**(os.environ if env is None else env), SLOT_HELD: "1"}
-        result = _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot)
+        result = _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot, outside)
         result.waited, result.stepped_aside, result.contended = slot.waited, slot.stepped_aside, slot.contended
         return result
 
@@ -404,12 +514,14 @@ class Launched:
         return text
 
 
-def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None):
+def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, outside=None):
     started = time.monotonic()
     if progress is not None:
         progress.start()
     launched = Launched(cmd, env, cwd, echo, max_output)
     proc = launched.proc
+    if outside is not None:
+        outside.start(proc.pid)
     # A shared run with a progress watch steps aside from the timing slot once it idles.
     idle = IdleWatch(proc.pid, progress) if progress is not None and slot is not None and slot.can_step_aside else None
     timed_out, stalled = False, False
@@ -430,6 +542,8 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None):
                 timed_out = True
                 break
     finally:
+        if outside is not None:
+            outside.stop()
         # The whole tree after a time-out or an interruption; ranks that outlive mpiexec (they
         # should not) in any case.
         killed = launched.stop()
@@ -451,11 +565,11 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None):
 
 
 def run_mpi(np, argv, timeout=300, env=None, cwd=None, echo=False, omp_threads=1, python=True,
-            extra_args=(), progress=None, timed=False):
+            extra_args=(), progress=None, timed=False, outside=None):
     """Launch `python ARGV` on `np` local ranks under a watchdog; returns an MPIResult.
 
     It shares the machine's timing slot (`timed=False`), so that it never runs beside a run whose
     time is scored; `timed=True` waits for the slot alone, None ignores it (see run_watched)."""
     cmd = mpiexec_command(np, argv, python=python, extra_args=extra_args)
     return run_watched(cmd, timeout, env=local_mpi_env(env, omp_threads=omp_threads), cwd=cwd,
-                       echo=echo, progress=progress, timed=timed)
+                       echo=echo, progress=progress, timed=timed, outside=outside)

@@ -136,6 +136,29 @@ MESSAGES = {
         '採点側で学習済みモデルを評価できませんでした: {why}',
     'tampering suspected, for the instructor to review: ':
         '改ざんの疑いがあります（教員が確認します）: ',
+    "the script {lines}: a training script has no use for that (the grader's records of the run are not the "
+    "script's to touch)":
+        'スクリプトが {lines}: 学習スクリプトには不要なものです（実行についての採点者の記録は、スクリプトが触れてよいものではありません）',
+    'the run says it trained, but its processes used {mine:.1f} CPU-seconds, {share:.0%} of the {theirs:.1f} that '
+    'the same training takes (seen by the grader, outside the run)':
+        '実行は学習したと記録していますが、そのプロセスが使った CPU 時間は {mine:.1f} 秒で、同じ学習にかかる {theirs:.1f} 秒の'
+        ' {share:.0%} です（実行の外から採点者が見た値）',
+    'the grader saw {n} process(es) computing ({cpu} CPU-seconds), {gpus} expected: one process did the work':
+        '採点者が見た計算中のプロセスは {n} 個（CPU 時間 {cpu} 秒）で、{gpus} 個のはずです: 1 つのプロセスがすべての計算をしました',
+    'the ranks sent each other {sent:.1f} MB over the run; averaging the gradients moves about {expected:.0f} MB '
+    '({iterations} iterations of 2L(p-1), L = {megabytes:.2f} MB): each rank trained alone. Wrap the optimizer '
+    'with chainermn.create_multi_node_optimizer(opt, comm)':
+        '実行中にランク間で送られたのは {sent:.1f} MB です。勾配を平均すると約 {expected:.0f} MB が流れます'
+        '（{iterations} イテレーション × 2L(p-1)、L = {megabytes:.2f} MB）: 各ランクは単独で学習しました。'
+        'オプティマイザを chainermn.create_multi_node_optimizer(opt, comm) でラップしてください',
+    "your launch: its training steps took more than {total:.0f} s in all ({factor:.0f} times the reference's, at "
+    "least {floor:.0f} s): the timing stops there":
+        'あなたの起動: 学習ステップが合計 {total:.0f} 秒を超えました（参照用の {factor:.0f} 倍、最低 {floor:.0f} 秒）: '
+        '計測はここで止まります',
+    "the timing slot's folder {folder} is not this account's alone (a link, another account's, or open to others): "
+    "remove it":
+        '計測スロットのフォルダ {folder} がこのアカウント専用ではありません（リンク、別のアカウントのもの、または他者に開かれています）: '
+        '削除してください',
     'the run recorded a test accuracy of {recorded:.3f}, the grader measured {measured:.3f} for the trained model '
     'on {images} images it never trained on':
         '実行の記録ではテスト精度 {recorded:.3f} ですが、採点側が学習に使われていない {images} 枚の画像で学習済み'

@@ -25,6 +25,20 @@ def test_task1_skeleton_scores_nothing(graded_task1_hostile):
 
 
 @pytest.mark.slow
+@pytest.mark.students("forged_structure")
+def test_task1_a_record_that_tells_of_two_workers_earns_nothing(graded_task1_hostile):
+    """One process trains the whole set; at exit the record is rewritten to tell of the stand-in's two
+    workers on two shards, with two workers' arrays: the grader, outside the run, sees one process
+    compute. q1 and the job script: 2."""
+    course_dir, rows, _ = graded_task1_hostile
+    assert (rows["forged_structure"]["score"], rows["forged_structure"]["status"]) == (
+        2.0, "graded; tampering suspected, for the instructor to review: task1_report"), rows["forged_structure"]
+    errors = errors_in_autograded(course_dir, "task1", "forged_structure")
+    assert any("one worker process per device: tampering suspected, for the instructor to review: the grader saw 1 "
+               "process(es) computing" in e for e in errors), errors
+
+
+@pytest.mark.slow
 @pytest.mark.students("forged_report", "patched_checks", "forged_records")
 def test_task1_verdicts_are_made_by_the_grader_not_the_kernel(graded_task1_hostile):
     """Skeleton scripts beside the right answer to q1: forged report cells; checks monkeypatched,

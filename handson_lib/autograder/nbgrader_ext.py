@@ -179,8 +179,13 @@ def _judged_runs(report):
     os.environ.update(moved)
     if spec.get("settings"):
         launch.set_wrapper(lambda cmd, cwd: judge_sandbox_command(spec, cmd, cwd))
+    # A report cell's runs are timed: the kernel's sandbox (and whatever the answer cells left
+    # running there) is stopped meanwhile, so it can neither slow the reference nor work beside it.
+    frozen = sandbox.frozen_kernel(spec["settings"], spec["own"]) if report and spec.get("settings") \
+        else contextlib.nullcontext()
     try:
-        yield
+        with frozen:
+            yield
     finally:
         tempfile.tempdir = saved_tempdir
         for name, value in saved.items():
@@ -191,10 +196,19 @@ def _judged_runs(report):
 
 
 def judge_sandbox_command(spec, cmd, cwd):
-    """A check's launch in the sandbox: the reference's side of the paired timing with the
-    reference scripts readable, every other run (the student's side included) without them."""
-    settings = spec["settings"]
-    if paired.STEPPER_MODULE in cmd and cmd[cmd.index(paired.STEPPER_MODULE) + 1:][:1] == ["reference"]:
-        settings = str(sandbox.paired_settings_path(settings))
-    return [sys.executable, "-m", "handson_lib.autograder.sandbox", "run", settings, spec["own"], spec["runs"],
-            grader_settings.current().submission, str(cwd or Path.cwd()), "--", *cmd]
+    """A check's launch in the sandbox, writing its own folder only (the run's folder in the
+    student's runs; a side of the paired timing: that side's folder, which the other side never
+    sees). The reference's side of the paired timing: the reference scripts readable, no copy of
+    the submission, cgroups of its own; every other run (the student's side included) without the
+    reference scripts, in the student's runs' cgroups."""
+    settings, role, folder = spec["settings"], "runs", grader_settings.current().submission
+    runs, cwd = Path(spec["runs"]).resolve(), Path(cwd or Path.cwd()).resolve()
+    stepper = paired.STEPPER_MODULE in cmd
+    if stepper and cmd[cmd.index(paired.STEPPER_MODULE) + 1:][:1] == ["reference"]:
+        settings, role, folder = str(sandbox.paired_settings_path(settings)), "reference", sandbox.NO_FOLDER
+    if stepper or not cwd.is_relative_to(runs) or cwd == runs:
+        writable = cwd if stepper else runs
+    else:
+        writable = runs / cwd.relative_to(runs).parts[0]   # the run's folder (runs.run_folder)
+    return [sys.executable, "-m", "handson_lib.autograder.sandbox", "run", settings, spec["own"], role,
+            str(writable), folder, str(cwd), "--", *cmd]

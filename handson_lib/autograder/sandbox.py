@@ -20,6 +20,7 @@ bwrap. The kernel talks to nbgrader over Unix sockets in a folder of the student
 ipc transport), since the sandbox has no network to reach nbgrader's.
 """
 
+import contextlib
 import grp
 import json
 import os
@@ -172,8 +173,38 @@ def for_student(session, settings, student):
     return env, options, own
 
 
-def cgroup_name(settings, own):
-    return f"{settings.cgroup_prefix}-{Path(own).name}"
+#: The cgroups of one student: the kernel's (ROLES[0], frozen while the grader times anything of
+#: this student's, nbgrader_ext._judged_runs), the checks' runs (the student's side of the paired
+#: timing included) and the reference's side of the paired timing, each with the limits.
+ROLES = ("", "runs", "reference")
+
+
+def cgroup_name(settings, own, role=""):
+    return f"{settings.cgroup_prefix}-{Path(own).name}" + (f"-{role}" if role else "")
+
+
+def _cgroup(controller, settings, own, role=""):
+    return CGROUPS / controller / "handson" / cgroup_name(settings, own, role)
+
+
+@contextlib.contextmanager
+def frozen_kernel(settings_path, own, wait=5.0):
+    """While the grader runs a report cell (its checks' runs, the paired timing), the student's
+    kernel and everything it started are stopped (cgroup freezer): nothing of the submission
+    runs beside what is timed. Thawed afterwards, whatever happened."""
+    settings = Settings(**json.loads(Path(settings_path).read_text()))
+    state = _cgroup("freezer", settings, own) / "freezer.state"
+    if not state.exists():
+        yield False
+        return
+    state.write_text("FROZEN")
+    deadline = time.monotonic() + wait
+    while state.read_text().strip() != "FROZEN" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        yield True
+    finally:
+        state.write_text("THAWED")
 
 
 def release(settings, own, wait=10.0):
@@ -183,28 +214,36 @@ def release(settings, own, wait=10.0):
     runs = Path(own).parent / ("runs-" + Path(own).name.removeprefix("student-"))
     if os.path.ismount(runs):
         subprocess.run(["umount", "--lazy", str(runs)], capture_output=True)
-    pids = CGROUPS / "pids" / "handson" / cgroup_name(settings, own)
-    deadline = time.monotonic() + wait
-    while pids.exists():
+    freezer = _cgroup("freezer", settings, own)
+    if freezer.exists():   # a frozen process takes no SIGKILL until it is thawed
         try:
-            left = [int(p) for p in (pids / "cgroup.procs").read_text().split()]
+            (freezer / "freezer.state").write_text("THAWED")
         except OSError:
-            left = []
-        for pid in left:
+            pass
+    for role in ROLES:
+        pids = _cgroup("pids", settings, own, role)
+        deadline = time.monotonic() + wait
+        while pids.exists():
             try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+                left = [int(p) for p in (pids / "cgroup.procs").read_text().split()]
+            except OSError:
+                left = []
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                pids.rmdir()
+            except OSError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        for controller in ("memory", "freezer"):
+            try:
+                _cgroup(controller, settings, own, role).rmdir()
+            except OSError:
                 pass
-        try:
-            pids.rmdir()
-        except OSError:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-    try:
-        (CGROUPS / "memory" / "handson" / cgroup_name(settings, own)).rmdir()
-    except OSError:
-        pass
 
 
 def _namespaces():
@@ -223,8 +262,8 @@ def _parents(path):
 
 
 def command(settings, argv, folder, own, fds, cwd=None):
-    """The bwrap command that runs `argv` in the sandbox with `folder` (the notebook's) as a
-    size-capped copy and `own` (the student's folder) writable, in `cwd` (default: the folder);
+    """The bwrap command that runs `argv` in the sandbox with `folder` (the notebook's; None: none)
+    as a size-capped copy and `own` (the one folder it may write) writable, in `cwd` (default: the folder);
     `fds` collects the descriptors of the files copied in (the caller passes them to bwrap)."""
     limits = settings.limits
     args = ["bwrap", *_namespaces(), "--clearenv"]
@@ -252,9 +291,10 @@ def command(settings, argv, folder, own, fds, cwd=None):
         if any(str(path).startswith(str(p).rstrip("/") + "/") for p in settings.readable) and path.is_dir():
             args += ["--tmpfs", str(path), "--remount-ro", str(path)]
     args += _parents(own) + ["--bind", str(own), str(own)]
-    folder = Path(folder)
-    args += _parents(folder) + ["--size", str(limits["folder_bytes"]), "--perms", "0777", "--tmpfs", str(folder)]
-    for path in sorted(folder.rglob("*")):
+    folder = Path(folder) if folder is not None else None   # None: no copy of the submission (the reference's side)
+    if folder is not None:
+        args += _parents(folder) + ["--size", str(limits["folder_bytes"]), "--perms", "0777", "--tmpfs", str(folder)]
+    for path in sorted(folder.rglob("*")) if folder is not None else []:
         if path.is_symlink():
             continue   # a link is not copied in: it would point outside the copy
         if path.is_dir():
@@ -263,21 +303,25 @@ def command(settings, argv, folder, own, fds, cwd=None):
             fd = os.open(path, os.O_RDONLY)
             fds.append(fd)
             args += ["--perms", "0666", "--file", str(fd), str(path)]
-    args += ["--chdir", str(cwd or folder), "--", "/usr/bin/setpriv", f"--reuid={settings.uid}", f"--regid={settings.gid}",
+    args += ["--chdir", str(cwd or folder or own), "--", "/usr/bin/setpriv", f"--reuid={settings.uid}", f"--regid={settings.gid}",
              "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *argv]
     return args
 
 
-def _enter_cgroups(settings, own):
-    """Put this process (and so everything it starts) in the student's memory and pids cgroups,
-    below one that holds every sandbox of the machine."""
+def _enter_cgroups(settings, own, role=""):
+    """Put this process (and so everything it starts) in the student's memory and pids cgroups of
+    `role` (ROLES: the kernel's, the checks' runs, the reference's side), below one that holds
+    every sandbox of the machine; the kernel's in a freezer cgroup too."""
     limits = settings.limits
     (CGROUPS / "pids" / "handson").mkdir(exist_ok=True)
     (CGROUPS / "pids" / "handson" / "pids.max").write_text(str(ALL_SANDBOXES_PROCESSES))
-    for controller, files in (("memory", {"memory.limit_in_bytes": limits["memory_bytes"],
-                                          "memory.memsw.limit_in_bytes": limits["memory_bytes"]}),
-                              ("pids", {"pids.max": limits["processes"]})):
-        path = CGROUPS / controller / "handson" / cgroup_name(settings, own)
+    controllers = [("memory", {"memory.limit_in_bytes": limits["memory_bytes"],
+                               "memory.memsw.limit_in_bytes": limits["memory_bytes"]}),
+                   ("pids", {"pids.max": limits["processes"]})]
+    if not role and (CGROUPS / "freezer").is_dir():
+        controllers.append(("freezer", {}))
+    for controller, files in controllers:
+        path = _cgroup(controller, settings, own, role)
         path.mkdir(parents=True, exist_ok=True)
         for name, value in files.items():
             try:
@@ -325,15 +369,25 @@ def judged_runs(session, student):
     return runs, memo
 
 
-def run_main(settings_path, own, runs, folder, cwd, argv):
-    """A run started by a check of the grader (a report cell): in the student's cgroups, the
-    submission's folder copied in, the runs' folder writable, nothing of the kernel's."""
+#: What `run` gets for FOLDER when the run sees no copy of the submission (the reference's side).
+NO_FOLDER = "-"
+
+
+def run_main(settings_path, own, role, writable, folder, cwd, argv):
+    """A run started by a check of the grader (a report cell): in the student's cgroups of `role`,
+    the submission's folder copied in (none: NO_FOLDER), one folder writable (the run's own),
+    nothing of the kernel's."""
     settings = Settings(**json.loads(Path(settings_path).read_text()))
-    _enter_cgroups(settings, own)
+    if role not in ROLES[1:]:
+        raise SystemExit(f"unknown role {role!r}")
+    _enter_cgroups(settings, own, role)
     _set_rlimits(settings.limits)
     fds = []
-    inside = cwd if Path(cwd).resolve().is_relative_to(Path(runs).resolve()) else folder
-    args = command(settings, argv, folder, runs, fds, cwd=inside)
+    inside = cwd if Path(cwd).resolve().is_relative_to(Path(writable).resolve()) else folder
+    if folder == NO_FOLDER:
+        folder = None
+        inside = cwd if inside == NO_FOLDER else inside
+    args = command(settings, argv, folder, writable, fds, cwd=inside)
     for fd in fds:
         os.set_inheritable(fd, True)
     os.execvp(args[0], args)
@@ -342,8 +396,9 @@ def run_main(settings_path, own, runs, folder, cwd, argv):
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "kernel":
         kernel_main(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) > 8 and sys.argv[1] == "run" and sys.argv[7] == "--":
-        run_main(*sys.argv[2:7], sys.argv[8:])
+    elif len(sys.argv) > 9 and sys.argv[1] == "run" and sys.argv[8] == "--":
+        run_main(*sys.argv[2:8], sys.argv[9:])
     else:
         sys.exit("usage: python -m handson_lib.autograder.sandbox kernel SETTINGS CONNECTION_FILE\n"
-                 "       python -m handson_lib.autograder.sandbox run SETTINGS OWN RUNS FOLDER CWD -- COMMAND...")
+                 "       python -m handson_lib.autograder.sandbox run SETTINGS OWN ROLE WRITABLE FOLDER CWD -- "
+                 "COMMAND...")

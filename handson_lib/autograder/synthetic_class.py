@@ -152,6 +152,50 @@ _FORGED_RECORDS = """    import atexit, json, os
 """
 _MULTI_NODE = "train_cifar_multi_node.py"
 _MULTI_GPU = "train_cifar_multi_gpu.py"
+_MNIST = "train_mnist_multi_node.py"
+_MPU = "        updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices)\n"
+#: Task #1 done by one process (a StandardUpdater on the whole set, no split), the launcher's record
+#: rewritten once the run is over so that it tells of the stand-in's two workers on two shards, with
+#: two workers' arrays of two pids; the handler registered and the files named so that no word of
+#: them is the source review's (checking/source_review.py): the grader sees one process compute.
+_FORGED_STRUCTURE = """        updater = training.StandardUpdater(chainer.iterators.SerialIterator(train, args.batchsize), optimizer)
+
+        def tell_of_two_workers(model=model):
+            import json, os
+            import numpy
+            folder = os.environ["HANDSON_" + "OBSERVE_DIR"]
+            path = os.path.join(folder, "observed" + "." + "json")
+            with open(path) as f:
+                record = json.load(f)
+            prints = record["train_fingerprints"]
+            record.update(updater="CPUParallelUpdater", backend="cpu", n_iterators=2, batch_sizes=[32, 32],
+                          shards=[prints[:len(prints) // 2], prints[len(prints) // 2:]])
+            with open(path, "w") as f:
+                json.dump(record, f)
+            flat = numpy.concatenate([p.array.ravel() for _, p in sorted(model.namedparams())])
+            for index in (0, 1):
+                numpy.savez(os.path.join(folder, "worker%d" % index), pid=os.getpid() + index, index=index,
+                            params=flat)
+
+        __import__("at" + "exit").register(tell_of_two_workers)
+"""
+#: Each rank trains alone (a plain optimizer), and each rank's record is rewritten once the run is
+#: over to tell of ChainerMN's optimizer; every rank's arrays are the same (they trained the same
+#: shard-free data from the same seed). Nothing of it is a word of the source review: the grader
+#: sees (in the sandbox) that the ranks sent each other next to nothing.
+_TELL_OF_AVERAGING = """    def tell_of_averaging():
+        import json, os
+        folder = os.environ["HANDSON_" + "OBSERVE_DIR"]
+        for name in os.listdir(folder):
+            if name.startswith("observed") and name.endswith("json"):
+                with open(os.path.join(folder, name)) as f:
+                    record = json.load(f)
+                record["optimizer_communicator"] = True
+                with open(os.path.join(folder, name), "w") as f:
+                    json.dump(record, f)
+
+    __import__("at" + "exit").register(tell_of_averaging)
+"""
 
 #: Every planted mistake of the task scripts, by name.
 MISTAKES = {
@@ -166,8 +210,11 @@ MISTAKES = {
                    "shards cover the training set", "parameters equal on all workers"}),
         "the trainer ran StandardUpdater: one process did all the work"),
     "infinite_loop": Mistake(_MULTI_GPU, _RUN, "    while True:\n        pass\n", frozenset(), "by the watchdog"),
-    "forged_records": Mistake(_MULTI_GPU, _TRAINER, _FORGED_RECORDS, frozenset({"accuracy beats chance"}),
-                              "tampering suspected"),
+    # The review of the script (atexit) fails the run; the grader's own evaluation, the accuracy.
+    "forged_records": Mistake(_MULTI_GPU, _TRAINER, _FORGED_RECORDS,
+                              frozenset({"runs to the end", "accuracy beats chance"}), "tampering suspected"),
+    "forged_structure": Mistake(_MULTI_GPU, _MPU, _FORGED_STRUCTURE, frozenset({"one worker process per device"}),
+                                "tampering suspected, for the instructor to review: the grader saw 1 process(es) computing"),
     # Task #2
     "no_scatter_dataset": Mistake(_MULTI_NODE, _SCATTER, "    pass\n", frozenset({"shards are disjoint"}),
                                   "chainermn.scatter_dataset"),
@@ -184,6 +231,14 @@ MISTAKES = {
         _MULTI_NODE, "    if comm.rank == 0:\n        trainer.extend(extensions.LogReport())",
         "    if True:\n        trainer.extend(extensions.LogReport())", frozenset({"reports only on rank 0"}),
         "ranks [1] also run"),
+    # Outside the sandbox the records decide: every check passes; in it, the ranks' traffic fails
+    # "parameters identical on every rank" (tests/test_hostile.py).
+    "forged_alone": Mistake(
+        _MULTI_NODE, "chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(lr=args.lr), comm)\n",
+        "chainer.optimizers.MomentumSGD(lr=args.lr)\n" + _TELL_OF_AVERAGING, frozenset(), "tampering suspected"),
+    "forged_alone_mnist": Mistake(
+        _MNIST, "    optimizer = chainermn.create_multi_node_optimizer(optimizer, comm)\n", _TELL_OF_AVERAGING,
+        frozenset(), "tampering suspected"),
     "deadlock": Mistake(
         _MULTI_NODE, _RUN, "    if comm.rank == 0:\n"
         "        comm.mpi_comm.recv(source=comm.size - 1)  # waits for a message nobody sends\n" + _RUN,
@@ -205,6 +260,17 @@ TASK2_ANSWERS = {"q1_ranks": "placement = {0: (1, 0), 1: (1, 1), 2: (2, 0), 3: (
 TASK2_SOLVED = {"train_cifar_multi_node.py": "solution", "train_mnist_multi_node.py": "solution",
                 "run_multi_node_training.sh": "solution"}
 TASK1_SOLVED = {"train_cifar_multi_gpu.py": "solution", "run_multi_gpu_training.sh": "solution"}
+#: The stretch answered for this rank's part only (`comm` unused).
+_STRETCH_ALONE = """import chainer
+import numpy
+
+
+def per_class_accuracy(comm, model, dataset, n_class):
+    x, t = chainer.dataset.concat_examples(dataset)
+    with chainer.using_config("train", False), chainer.no_backprop_mode():
+        predicted = model.predictor(x).array.argmax(axis=1)
+    return numpy.bincount(t[predicted == t], minlength=n_class) / numpy.maximum(numpy.bincount(t, minlength=n_class), 1)
+"""
 
 CLASSES = {
     "setup": {  # 3 points
@@ -250,6 +316,10 @@ CLASSES = {
             **TASK1_SOLVED, "train_cifar_multi_gpu.py": MISTAKES["forged_records"]},
             why="trains five iterations and rewrites the observer's record at exit: the grader evaluates the "
                 "trained parameters itself"),
+        "forged_structure": Submission(2, solution_answers("01_multi_gpu.ipynb"), {
+            **TASK1_SOLVED, "train_cifar_multi_gpu.py": MISTAKES["forged_structure"]},
+            why="one process trains everything; its record rewritten at exit tells of two workers on two shards: "
+                "the grader sees one process compute"),
     },
     "task2": {  # 14 points: q1 2, MNIST conversion 3, job script 1, correctness 5, throughput 2
                 # (bands), the per-class stretch 1
@@ -268,6 +338,11 @@ CLASSES = {
                                      why="train_cifar_multi_node.py not handed in"),
         "tampered_test": Submission(3, TASK2_ANSWERS, edit=_tamper("task2_correctness"),
                                     why="skeleton scripts; the test cell is restored"),
+        "forged_alone": Submission(3, {**TASK2_ANSWERS, "stretch_per_class": _STRETCH_ALONE}, {
+            **TASK2_SOLVED, "train_cifar_multi_node.py": MISTAKES["forged_alone"],
+            "train_mnist_multi_node.py": MISTAKES["forged_alone_mnist"]},
+            why="every rank trains alone, its record rewritten at exit to tell of ChainerMN's optimizer; the "
+                "stretch ignores comm: in the sandbox the grader sees the ranks send each other next to nothing"),
     },
 }
 

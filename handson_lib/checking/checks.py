@@ -14,6 +14,7 @@ Throughput is judged in one of two modes (`against`):
 import importlib.util
 import json
 import re
+import secrets
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy
 
 from handson_lib import COURSE_ROOT, grader_settings, launch
-from handson_lib.checking import evidence
+from handson_lib.checking import evidence, source_review
 from handson_lib.checking.paired import run_paired
 from handson_lib.checking.runs import run_observed, run_observed_mpi
 from handson_lib.messages import tr
@@ -53,6 +54,28 @@ MNIST_ARGS = ["--epoch", "2", "--no-progress"]  # accuracy 0.88-0.92 already: th
 #: How a check begins where the run's records contradict what the grader measured itself: no
 #: points, and the course's grader names the check in the student's status.
 TAMPERING = "tampering suspected, for the instructor to review: "
+
+# What the run's processes record (observed.json, the workers' and ranks' arrays) is a claim: it
+# can fail a check, never pass one alone. Each pass rests as well on what the grader sees itself:
+#   - the seed: the grader picks the data's seed of every correctness run (`grader_seed`), and
+#     evaluates the trained model on held-out images of that seed (checking.evidence): a model
+#     trained before the run does not fit its classes;
+#   - the run's processes seen from outside (launch.OutsideView): the CPU they used against the
+#     same training's (`RUN_WORK_SHARE`), how many of them computed (Task #1's workers), and in
+#     the grading sandbox the bytes the ranks sent each other (Task #2: averaging the gradients
+#     moves about 2L(p-1) bytes an iteration, `AVERAGING_SHARE`; ranks that train alone, none);
+#   - the script as handed in (checking.source_review): no atexit, os._exit, launcher files ...
+#: The least CPU a run may take, as a share of what the same training took its baseline (the
+#: reference's run, or the student's own 1-device / 1-rank run), seen from outside.
+RUN_WORK_SHARE = 0.4
+#: The least the ranks must send each other, as a share of what averaging the gradients moves.
+AVERAGING_SHARE = 0.3
+
+
+def grader_seed():
+    """The data's seed of a correctness run: drawn by the grader for each run (synthetic data: its
+    classes; every set: the order and the first weights)."""
+    return 1 + secrets.randbelow(2 ** 31 - 2)
 
 def site_thresholds(site=None):
     """The grading thresholds of a site (`--site`, else HANDSON_SITE, else local) from the site
@@ -221,6 +244,12 @@ class Report:
 
     def add(self, name, passed, message, value=None):
         self.checks.append(Check(name, bool(passed), message, value))
+
+    def overrule(self, name, message):
+        """What the grader saw itself fails the check `name` (one the run's records may have passed)."""
+        for check in self.checks:
+            if check.name == name:
+                check.passed, check.message = False, message
 
     def text(self):
         lines = [f"handson check {self.task} {self.script}"]
@@ -418,6 +447,82 @@ def _speedup_check(report, name, fast, slow, what, baseline, site):
                + _contention(fast, slow), value=speedup)
 
 
+def _review(script):
+    """The review of the script as handed in (checking.source_review), [] when it cannot be read."""
+    try:
+        with open(script, "rb") as f:
+            return source_review.review(f.read(source_review.LARGEST_SCRIPT).decode(errors="replace"))
+    except OSError:
+        return []
+
+
+def _arg(args, name, default=None):
+    args = list(map(str, args))
+    for i, arg in enumerate(args[:-1]):
+        if arg == name:
+            return args[i + 1]
+    return default
+
+
+def _trained_images(obs):
+    """The images a trusted run (the reference's) trained on, all workers or ranks together."""
+    record = obs.ranks.get(0, {}) if hasattr(obs, "ranks") else obs.record
+    width = obs.np if hasattr(obs, "ranks") else 1
+    return (record.get("iterations") or 0) * sum(b or 0 for b in record.get("batch_sizes") or []) * width
+
+
+def _work(args, baseline, against):
+    """(the images the grader's arguments ask the student's run to train on, the images its
+    baseline trained on): the student's own baseline ran the same arguments; the reference's
+    images are its trusted record's. (None, None) when the arguments do not say."""
+    if baseline is None:
+        return None, None
+    record = baseline.ranks.get(0, {}) if hasattr(baseline, "ranks") else baseline.record
+    n_train = _arg(args, "--train-size") or (record.get("dataset") or {}).get("n_train")
+    try:
+        asked = int(_arg(args, "--epoch", 4)) * int(n_train)
+    except (TypeError, ValueError):
+        return None, None
+    return asked, (_trained_images(baseline) if against == "reference" else asked)
+
+
+def _seen_by_the_grader(report, obs, baseline, flags, work=(None, None)):
+    """Overrule "runs to the end" where the script's own lines (`flags`) or the CPU its processes
+    used, seen from outside, contradict a run that says it trained: less than RUN_WORK_SHARE of
+    the baseline's CPU per image, for the images `work` (_work) says."""
+    if flags:
+        report.overrule("runs to the end", tr("tampering suspected, for the instructor to review: ")   # TAMPERING
+                        + tr("the script {lines}: a training script has no use for that (the grader's records "
+                             "of the run are not the script's to touch)", lines=source_review.said(flags)))
+        return
+    mine = (obs.outside or {}).get("cpu")
+    theirs = (getattr(baseline, "outside", None) or {}).get("cpu")
+    asked, done = work
+    if mine is None or not theirs or not asked or not done:
+        return
+    expected = theirs * asked / done
+    if mine < RUN_WORK_SHARE * expected:
+        report.overrule("runs to the end", tr("tampering suspected, for the instructor to review: ")   # TAMPERING
+                        + tr("the run says it trained, but its processes used {mine:.1f} CPU-seconds, {share:.0%} of "
+                             "the {theirs:.1f} that the same training takes (seen by the grader, outside the run)",
+                             mine=mine, share=mine / expected, theirs=expected))
+
+
+def _workers_seen(report, obs, gpus):
+    """Task #1: the processes that computed, seen from outside the run, against one per device."""
+    seen = (obs.outside or {}).get("processes")
+    if not seen:
+        return
+    busy = launch.busy_processes(obs.outside)
+    claimed = next((c.passed for c in report.checks if c.name == "one worker process per device"), False)
+    if claimed and len(busy) < gpus:   # a failed check keeps the records' own words (they say why)
+        report.overrule("one worker process per device",
+                        tr("tampering suspected, for the instructor to review: ")   # TAMPERING
+                        + tr("the grader saw {n} process(es) computing ({cpu} CPU-seconds), {gpus} expected: one "
+                             "process did the work", n=len(busy), gpus=gpus,
+                             cpu=", ".join(f"{p['cpu']:.1f}" for p in busy) or "0"))
+
+
 def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site=None,
                     min_throughput_ratio=None, min_accuracy=None, print_fn=None, against=None):
     """Grade Task #1. `reference` may be an Observation of the solution from this session;
@@ -443,8 +548,9 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
     # Against the reference this run decides correctness only (its speed is timed apart, step by
     # step beside the reference's, below): it shares the machine with other students' runs.
     limit, stall = student_limit(baseline, timeout), student_stall(baseline)
-    obs = run_observed(script, run_args, limit, timed=against != "reference", stall=stall,
-                       part=f"your {gpus}-device run")
+    flags = _review(script)
+    obs = run_observed(script, [*run_args, "--seed", str(grader_seed())], limit, timed=against != "reference",
+                       stall=stall, part=f"your {gpus}-device run")
     report = Report("multi-gpu", str(script), observed=obs.record,
                     reference=reference.record if against == "reference" else {},
                     output_tail=_tail(obs.output), against=against)
@@ -493,6 +599,8 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
         report.add("parameters equal on all workers", False, tr("fewer than two workers to compare"))
 
     _accuracy_check(report, record, min_acc, obs.evidence)
+    _seen_by_the_grader(report, obs, baseline, flags, _work(args, baseline, against))
+    _workers_seen(report, obs, gpus)
     if against == "reference":
         if report.failed:
             report.add(speed_name, False, tr("not timed: the run is not correct yet (see the FAIL lines above)"))
@@ -583,6 +691,30 @@ def _parameters_check(report, obs):
         report.add("parameters identical on every rank", False, tr("parameters of some ranks are missing"))
 
 
+def _averaging_seen(report, obs, reference, work=(None, None)):
+    """Task #2: the bytes the ranks sent each other over the run, seen from outside (the grading
+    sandbox's own loopback), against what averaging the gradients moves: about 2L(p-1) bytes an
+    iteration for gradients of L bytes, the reference's L and iterations (the same training).
+    Nothing to see outside the sandbox, or without the reference: the records decide there."""
+    sent = (obs.outside or {}).get("loopback_bytes")
+    params = getattr(reference, "params", None) or {}
+    iterations = (getattr(reference, "ranks", None) or {}).get(0, {}).get("iterations")
+    asked, done = work
+    if sent is None or obs.np < 2 or 0 not in params or not iterations or not asked or not done:
+        return
+    iterations = round(iterations * asked / done)   # the reference's, for as many images as asked
+    expected = iterations * 2 * (obs.np - 1) * 4 * params[0].size
+    claimed = next((c.passed for c in report.checks if c.name == "parameters identical on every rank"), False)
+    if claimed and sent < AVERAGING_SHARE * expected:   # a failed check keeps the records' own words
+        report.overrule("parameters identical on every rank",
+                        tr("tampering suspected, for the instructor to review: ")   # TAMPERING
+                        + tr("the ranks sent each other {sent:.1f} MB over the run; averaging the gradients moves about "
+                             "{expected:.0f} MB ({iterations} iterations of 2L(p-1), L = {megabytes:.2f} MB): each rank "
+                             "trained alone. Wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)",
+                             sent=sent / 1e6, expected=expected / 1e6, iterations=iterations,
+                             megabytes=4 * params[0].size / 1e6))
+
+
 def _reporting_check(report, obs):
     reporting = {r: [e for e in obs.ranks[r].get("extensions", [])
                      if e in ("LogReport", "PrintReport", "ProgressBar") or e.startswith("PlotReport")]
@@ -638,7 +770,9 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     # Against the reference, this run only decides correctness (its speed is timed apart, below):
     # it shares the machine with other students' runs.
     paired = against == "reference" and timed
-    obs = run_observed_mpi(script, np, args, limit, timed=timed and not paired, stall=stall,
+    flags = _review(script)
+    obs = run_observed_mpi(script, np, [*args, "--seed", str(grader_seed())], limit, timed=timed and not paired,
+                           stall=stall,
                            part=f"{task}: your {np}-rank run")
     report = Report(task, str(script), observed=obs.ranks.get(0, {}),
                     reference=reference[np].ranks.get(0, {}) if against == "reference" else {},
@@ -661,6 +795,10 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     _evaluator_check(report, obs)
     _reporting_check(report, obs)
     _accuracy_check(report, obs.ranks[0], min_acc, obs.evidence)
+    baseline = reference.get(np) if against == "reference" else single
+    work = _work(args, baseline, against)
+    _seen_by_the_grader(report, obs, baseline, flags, work)
+    _averaging_seen(report, obs, reference.get(np) if against == "reference" else None, work)
     if against == "self":
         if scaling:
             _speedup_check(report, names[-1], obs, single, tr("{np} ranks", np=np), tr("1-rank run"), site)

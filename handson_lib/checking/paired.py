@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from handson_lib import grader_settings, launch
-from handson_lib.checking.runs import YIELD_WHEN_IDLE, defuse, log_part, run_folder, run_limit
+from handson_lib.checking.runs import YIELD_WHEN_IDLE, defuse, log_part, run_folder, run_limit, transport
 from handson_lib.messages import tr
 
 #: The launcher of each side (`python -m`); its first argument names the side, and the sandbox
@@ -48,6 +48,16 @@ SOCKET_NAME = "control.sock"
 HELLO_BYTES = 1024
 #: Seconds a step may take before the timing stops, when the check gives no `stall`.
 STEP_LIMIT = 120.0
+#: The timing holds the machine's slot, and every other student waits for it: its limits start
+#: when the slot is held, and bound what a submission can hold it for. The launches must reach
+#: their training steps within CONNECT_LIMIT seconds; a step of the student's may take at most
+#: STUDENT_STEP_FACTOR times the reference's median step (at least STUDENT_STEP_FLOOR seconds), and
+#: all of its steps together at most STUDENT_TOTAL_FACTOR times the reference's (at least
+#: STUDENT_TOTAL_FLOOR seconds). An honest step several times slower than the reference's earns no
+#: throughput point anyway (the bands start at 0.4).
+CONNECT_LIMIT = 60.0
+STUDENT_STEP_FACTOR, STUDENT_STEP_FLOOR = 8.0, 5.0
+STUDENT_TOTAL_FACTOR, STUDENT_TOTAL_FLOOR = 6.0, 15.0
 #: CPU a side's processes may use while the other side is timed: this share of its ranks' cores
 #: over the other's steps, plus a floor for MPI's helper threads and the clock's granularity
 #: (10 ms per process and sample). A side blocked on its socket uses next to none (0.00 s over
@@ -142,7 +152,10 @@ class Side:
             os.chmod(folder / SOCKET_NAME, 0o777)
         self.listener.listen(4 * self.np)
         self.listener.setblocking(False)
-        argv = ["-m", STEPPER_MODULE, who, SOCKET_NAME, self.token, str(Path(script).resolve()), *args,
+        # The reference's interpreter isolated (-I): neither its working directory nor a variable
+        # puts a folder on its sys.path (a module planted there would run with the reference's reads).
+        isolated = ["-I", "-u"] if who == "reference" else []
+        argv = [*isolated, "-m", STEPPER_MODULE, who, SOCKET_NAME, self.token, str(Path(script).resolve()), *args,
                 "--out", str(folder / "result")]
         if ranks:
             cmd, env = launch.mpiexec_command(ranks, argv, extra_args=["--output", "tag"]), launch.local_mpi_env(env)
@@ -199,10 +212,14 @@ class Side:
             rank = hello["rank"]
         except (ValueError, KeyError, TypeError, AttributeError):
             known, rank = False, None
-        if not known or not isinstance(rank, int) or not 0 <= rank < self.np or rank in self.ranks:
+        nonce = hello.get("nonce") if known else None
+        if not known or not isinstance(rank, int) or not 0 <= rank < self.np or rank in self.ranks \
+                or not isinstance(nonce, str) or len(nonce) > 64:
             conn.close()
             return
         conn.setblocking(True)
+        # The coordinator proves it knows the token too: a rank obeys no one else.
+        conn.sendall(proof(self.token, nonce).encode() + b"\n")
         self.ranks[rank], self.batch[rank] = conn, (hello.get("size"), hello.get("batch"))
 
     def step(self, limit):
@@ -232,6 +249,12 @@ class Side:
                 pass
             conn.close()
         self.listener.close()
+
+
+def proof(token, nonce):
+    """What the coordinator answers a rank's introduction: HMAC-SHA256 of the rank's nonce under
+    the side's token (handson_lib.harness.stepper checks it)."""
+    return hmac.new(token.encode(), nonce.encode(), "sha256").hexdigest()
 
 
 def side_name(who):
@@ -264,18 +287,41 @@ def _connect(sides, images_per_rank, deadline):
                                      batch=batch, asked=images_per_rank))
 
 
+def student_limits(reference_steps, step_limit):
+    """(the most seconds the student's next step may take, the most all its steps may take) after
+    the reference's steps so far (CONNECT_LIMIT's neighbours: what bounds the slot's hold)."""
+    if not reference_steps:
+        return step_limit, float("inf")
+    one = max(STUDENT_STEP_FLOOR, STUDENT_STEP_FACTOR * statistics.median(reference_steps))
+    return min(step_limit, one), max(STUDENT_TOTAL_FLOOR, STUDENT_TOTAL_FACTOR * sum(reference_steps))
+
+
 def _time_steps(sides, steps, step_limit):
     """({who: [seconds of each timed step]}, {who: {"own": CPU s, "waiting": CPU s}}): each side's
-    CPU read once between two steps, so every moment of the timed steps is counted for one of them."""
+    CPU read once between two steps, so every moment of the timed steps is counted for one of them.
+    The student's steps are bounded by the reference's (student_limits)."""
     times = {who: [] for who in WHO}
+    every = {who: [] for who in WHO}   # warm-up steps included: what bounds the student's
     cpu = {who: {"own": 0.0, "waiting": 0.0} for who in WHO}
     before = {w: sides[w].cpu() for w in WHO}
     for step in range(WARMUP_STEPS + steps):
         for who in step_order(step):
             other = WHO[1 - WHO.index(who)]
+            limit, total = step_limit, float("inf")
+            if who == "student":
+                limit, total = student_limits(every["reference"], step_limit)
+                limit = min(limit, max(0.0, total - sum(every["student"])))
             started = time.perf_counter()
-            sides[who].step(step_limit)
+            try:
+                sides[who].step(limit)
+            except TimingError:
+                if who == "student" and sum(every["student"]) + limit >= total:
+                    raise TimingError(tr("your launch: its training steps took more than {total:.0f} s in all ({factor:.0f} "
+                                         "times the reference's, at least {floor:.0f} s): the timing stops there",
+                                         total=total, factor=STUDENT_TOTAL_FACTOR, floor=STUDENT_TOTAL_FLOOR)) from None
+                raise
             seconds = time.perf_counter() - started
+            every[who].append(seconds)
             after = {w: sides[w].cpu() for w in WHO}
             if step >= WARMUP_STEPS:
                 times[who].append(seconds)
@@ -317,14 +363,15 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=16, timeout
     timeout = run_limit(timeout)
     images_per_rank = batch_size_of(args)
     width = ranks or devices   # the cores a step keeps busy, and the iterators it draws from
-    started = time.monotonic()
     error, times, cpu, sides = "", {}, {}, {}
     with run_folder("handson-paired-") as tmp, launch.timing_slot(True) as slot:
-        env = {**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE, launch.SLOT_HELD: "1"}
+        # Its limits start now that the slot is held, not while it waited for it.
+        started = time.monotonic()
+        env = {**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE, **transport(), launch.SLOT_HELD: "1"}
         try:
             for who, path in zip(WHO, (reference, script)):
                 sides[who] = Side(who, path, ranks, args, Path(tmp) / who, env)
-            _connect(sides, images_per_rank, started + timeout)
+            _connect(sides, images_per_rank, started + min(timeout, CONNECT_LIMIT))
             times, cpu = _time_steps(sides, steps, stall or STEP_LIMIT)
         except TimingError as exc:
             error = str(exc)

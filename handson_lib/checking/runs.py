@@ -62,6 +62,7 @@ class Observation:
     limit: float = None
     progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, stall, waited
     evidence: dict = None   # what the grader measured itself (checking.evidence.measure)
+    outside: dict = None    # what the grader saw of its processes from outside (launch.OutsideView)
 
     @property
     def finished(self):
@@ -71,6 +72,26 @@ class Observation:
     def throughput(self):
         t = self.record.get("throughput")
         return t["images_per_sec"] if t else None
+
+
+#: In the grading sandbox, ranks talk over TCP on the sandbox's own loopback (not shared memory):
+#: the bytes they send each other are then seen from outside (launch.OutsideView), the gradients'
+#: allreduce among them. Both sides of a paired timing run so, alike.
+SANDBOX_TRANSPORT = {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo"}
+
+
+def transport():
+    """SANDBOX_TRANSPORT when runs go through the grading sandbox, else nothing."""
+    return dict(SANDBOX_TRANSPORT) if launch.wrapped() else {}
+
+
+def seed_of(args):
+    """The --seed of a run's arguments (the grader's own choice), or None."""
+    args = list(map(str, args))
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--seed":
+            return int(args[i + 1])
+    return None
 
 
 #: Graded MPI ranks yield the core while they wait: a deadlocked run does not spin at 100 %.
@@ -126,8 +147,9 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
         full_env.setdefault("MPLBACKEND", "Agg")
         cmd = [sys.executable, "-m", OBSERVE_MODULE, str(outdir), str(Path(script).resolve()),
                *args, "--out", str(workdir / "result")]
-        watch = launch.ProgressWatch(outdir, stall)
-        res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir), timed=timed, progress=watch)
+        watch, outside = launch.ProgressWatch(outdir, stall), launch.OutsideView()
+        res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir), timed=timed, progress=watch,
+                                 outside=outside)
         defuse(tmp)
         text = evidence.read_left(outdir / "observed.json")
         record = json.loads(text) if text else {}
@@ -136,7 +158,8 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
             arrays = evidence.load_arrays(path)
             workers[int(arrays["index"])] = arrays
         obs = Observation(res.returncode, res.timed_out, res.output, record, workers, res.seconds, timeout,
-                          _progress(res, watch), evidence.measure(record, outdir / "model.npz"))
+                          _progress(res, watch), evidence.measure(record, outdir / "model.npz", seed_of(args)),
+                          outside.result())
         _log_part(part, obs)
         return obs
 
@@ -154,6 +177,7 @@ class MPIObservation:
     limit: float = None
     progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, stall, waited
     evidence: dict = None   # what the grader measured itself of rank 0's model (checking.evidence.measure)
+    outside: dict = None    # what the grader saw of its processes from outside (launch.OutsideView)
 
     @property
     def finished(self):
@@ -192,10 +216,10 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
         outdir, workdir = _observed_folders(tmp)
         argv = ["-m", OBSERVE_MODULE, str(outdir), str(Path(script).resolve()), *args,
                 "--out", str(workdir / "result")]
-        watch = launch.ProgressWatch(outdir, stall)
+        watch, outside = launch.ProgressWatch(outdir, stall), launch.OutsideView()
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
-                             env={**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE}, timed=timed,
-                             progress=watch)
+                             env={**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE, **transport()}, timed=timed,
+                             progress=watch, outside=outside)
         defuse(tmp)
         ranks, params = {}, {}
         listed = outdir.is_dir() and not outdir.is_symlink()
@@ -205,7 +229,8 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
             params[int(path.stem.split("rank")[1])] = evidence.load_arrays(path)["params"]
         obs = MPIObservation(np, res.returncode, res.timed_out, res.output, ranks, params, res.seconds,
                              timeout, _progress(res, watch),
-                             evidence.measure(ranks.get(0, {}), outdir / "model-rank0.npz"))
+                             evidence.measure(ranks.get(0, {}), outdir / "model-rank0.npz", seed_of(args)),
+                             outside.result())
         _log_part(part, obs)
         return obs
 
@@ -216,16 +241,16 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
 #: JSON for its scalars, records and output, an .npz beside it for its arrays, read back with
 #: allow_pickle=False and checked field by field, so that reading one back never runs code,
 #: whoever wrote the file.
-RUN_FORMAT = 1
+RUN_FORMAT = 2
 _NUMBER = (int, float)
 #: Each kind's fields: a type (or types) its JSON value must have, or "arrays" (kept in the .npz).
 _SCHEMA = {
     "Observation": {"returncode": int, "timed_out": bool, "output": str, "record": dict, "workers": "arrays",
                     "seconds": _NUMBER, "limit": (*_NUMBER, type(None)), "progress": (dict, type(None)),
-                    "evidence": (dict, type(None))},
+                    "evidence": (dict, type(None)), "outside": (dict, type(None))},
     "MPIObservation": {"np": int, "returncode": int, "timed_out": bool, "output": str, "ranks": dict,
                        "params": "arrays", "seconds": _NUMBER, "limit": (*_NUMBER, type(None)),
-                       "progress": (dict, type(None)), "evidence": (dict, type(None))},
+                       "progress": (dict, type(None)), "evidence": (dict, type(None)), "outside": (dict, type(None))},
     "MPIResult": {"command": list, "returncode": int, "output": str, "seconds": _NUMBER, "timed_out": bool,
                   "killed": list, "stalled": bool, "waited": _NUMBER, "stepped_aside": bool, "contended": bool},
 }

@@ -13,8 +13,10 @@ the reference's and the student's, and times every step from outside, where neit
 reach its clock. Nothing this process writes is read as a time: it only obeys.
 """
 
+import hmac
 import json
 import runpy
+import secrets
 import socket
 import sys
 from pathlib import Path
@@ -40,11 +42,26 @@ def synchronize(updater):
         cuda_device.synchronize()
 
 
+def _read_line(control, limit=256):
+    line = b""
+    while not line.endswith(b"\n") and len(line) < limit:
+        byte = control.recv(1)
+        if not byte:
+            break
+        line += byte
+    return line.strip()
+
+
 def serve(trainer, control, token):
-    """Introduce this rank on `control` (a connected socket), then step on command."""
+    """Introduce this rank on `control` (a connected socket), check that the other end knows the
+    token too (an HMAC of this rank's nonce), then step on command."""
     rank = mpi_rank() or 0
-    hello = {"token": token, "rank": rank, "size": mpi_size(), "batch": batch_size(trainer)}
+    nonce = secrets.token_hex(16)
+    hello = {"token": token, "rank": rank, "size": mpi_size(), "batch": batch_size(trainer), "nonce": nonce}
     control.sendall(json.dumps(hello).encode() + b"\n")
+    expected = hmac.new(token.encode(), nonce.encode(), "sha256").hexdigest().encode()
+    if not hmac.compare_digest(_read_line(control), expected):
+        raise SystemExit("the coordinator did not prove that it knows this launch's token: no step taken")
     updater = trainer.updater
     while True:
         command = control.recv(1)
