@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy
 import psutil
@@ -429,7 +430,13 @@ def test_only_the_paired_timing_sees_the_reference_solution(tmp_path, monkeypatc
         for kind, extra in (("a check's run", []), ("the student's side of the paired timing",
                                                       [paired.STEPPER_MODULE, "student"]),
                             ("the paired timing", [paired.STEPPER_MODULE, "reference"])):
-            cmd = nbgrader_ext.judge_sandbox_command(spec, [sys.executable, str(script), solution, *extra], None)
+            cwd = None
+            if extra:   # a side of the paired timing runs in its own folder, where its script must be
+                cwd = Path(spec["runs"]) / "handson-paired-test" / extra[-1]
+                cwd.mkdir(parents=True)
+                os.chmod(cwd, 0o777)
+                script = Path(shutil.copy(script, cwd / script.name))
+            cmd = nbgrader_ext.judge_sandbox_command(spec, [sys.executable, str(script), solution, *extra], cwd)
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             seen[kind] = [line for line in res.stdout.splitlines() if line.startswith("READ")]
     assert seen["a check's run"] == seen["the student's side of the paired timing"] == ["READ FileNotFoundError"], seen
@@ -628,3 +635,124 @@ def test_an_on_answers_call_runs_the_answer_cells_in_the_sandbox(tmp_path, monke
             seen = judge.Judge(lambda code: "", answer_cells=lambda: [cell], call_folder=spec["runs"]) \
                 .call_on_answers(lb.rate_at, Probe, 0.1, 32, 64, 0, 3)
     assert seen == float(sandbox.account()[0]), seen   # the grading account, and the solution unread
+
+
+# ------------------------------------------------------------------ what the grader sees itself (issue 37)
+
+@contextlib.contextmanager
+def report_cell(tmp_path, monkeypatch, student, script_text):
+    """A report cell's checks as the course's grader runs them: the sandbox, the student's runs'
+    folder, the kernel's cgroups frozen meanwhile (nbgrader_ext._judged_runs). Yields the script."""
+    from handson_lib.autograder import judge, nbgrader_ext
+    with judged_sandbox(tmp_path, monkeypatch, student, script_text) as (_, spec, script):
+        memo = tmp_path / "memo"
+        memo.mkdir()
+        monkeypatch.setenv(judge.JUDGE_ENV, json.dumps({**spec, "memo": str(memo)}))
+        with nbgrader_ext._judged_runs(True):
+            yield script
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("kind", ["honest", "forged_alone"])
+def test_ranks_that_train_alone_and_forge_their_records_are_seen_sending_nothing(tmp_path, monkeypatch,
+                                                                                 measure_reference, kind):
+    """Every rank trains alone, its record rewritten at exit to tell of ChainerMN's optimizer (in no
+    word the source review knows): outside the sandbox every check would pass on the records; in
+    it the grader counts the bytes the ranks sent each other on the sandbox's own loopback."""
+    from handson_lib.autograder import synthetic_class
+    reference = {2: measure_reference(TASK2_SOLUTION.name, checks.MULTI_NODE_ARGS, np=2)}
+    source = TASK2_SOLUTION.read_text()
+    if kind != "honest":
+        source = synthetic_class.MISTAKES[kind].apply(source)
+    with report_cell(tmp_path, monkeypatch, "train_cifar_multi_node", source) as script:
+        report = checks.check_multi_node(script, reference=reference, scaling=False, timed=False)
+    failed = {c.name: c.message for c in report.failed}
+    if kind == "honest":
+        assert failed == {}, report.text()
+        return
+    assert set(failed) == {"parameters identical on every rank"}, report.text()
+    assert failed["parameters identical on every rank"].startswith(
+        checks.TAMPERING + "the ranks sent each other "), report.text()
+
+
+SEES_THE_OTHER_SIDE = """
+import json, os, sys
+seen = {"cwd_writable": os.access(".", os.W_OK)}
+for what, path in (("other side", "../" + sys.argv[1]), ("submission", sys.argv[2])):
+    try:
+        seen[what] = sorted(os.listdir(path))
+    except OSError as error:
+        seen[what] = type(error).__name__
+try:
+    open("../" + sys.argv[1] + "/difflib.py", "w").write("raise SystemExit('planted')\\n")
+    seen["planted"] = "written"
+except OSError as error:
+    seen["planted"] = type(error).__name__
+print("SEEN", json.dumps(seen))
+"""
+
+
+@pytest.mark.system
+def test_each_side_of_the_paired_timing_writes_its_own_folder_only(tmp_path, monkeypatch):
+    """The student's side cannot reach the reference's folder (a module planted there would run
+    with the reference's reads; its socket could be renamed and relayed); the reference's side
+    sees no copy of the submission and writes its own folder only."""
+    from handson_lib import grader_settings
+    from handson_lib.autograder import nbgrader_ext
+    seen = {}
+    with judged_sandbox(tmp_path, monkeypatch, "prober", SEES_THE_OTHER_SIDE) as (_, spec, script):
+        submission = grader_settings.current().submission
+        paired_folder = Path(spec["runs"]) / "handson-paired-test"
+        for who in paired.WHO:
+            (paired_folder / who).mkdir(parents=True)
+            os.chmod(paired_folder / who, 0o777)
+        for who, other in (("student", "reference"), ("reference", "student")):
+            prober = paired_folder / who / "prober.py"   # the side's own folder: what its launch can read
+            shutil.copy(script, prober)
+            cmd = [sys.executable, str(prober), other, submission, paired.STEPPER_MODULE, who]
+            cmd = nbgrader_ext.judge_sandbox_command(spec, cmd, str(paired_folder / who))
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=paired_folder / who)
+            line = next((l for l in res.stdout.splitlines() if l.startswith("SEEN ")), None)
+            assert line, res.stdout + res.stderr
+            seen[who] = json.loads(line[5:])
+        planted = sorted(os.listdir(paired_folder / "reference"))
+    assert seen["student"]["cwd_writable"] and seen["reference"]["cwd_writable"], seen
+    assert seen["student"]["other side"] in ("FileNotFoundError", "PermissionError"), seen
+    assert seen["student"]["planted"] in ("FileNotFoundError", "PermissionError"), seen
+    assert planted == ["prober.py"], planted
+    assert seen["reference"]["submission"] in ("FileNotFoundError", "PermissionError"), seen
+    assert isinstance(seen["student"]["submission"], list), seen   # the student's side has its own files
+
+
+@pytest.mark.system
+def test_the_kernel_is_stopped_while_a_report_cell_runs(tmp_path, monkeypatch):
+    """A helper the answer cells left computing in the kernel's sandbox (it would slow the
+    reference's timed steps) gets no CPU while the grader's report cell runs; it goes on after."""
+    from handson_lib.autograder import nbgrader_ext
+    with judged_sandbox(tmp_path, monkeypatch, "kernel", "") as (_, spec, _):
+        settings = sandbox.Settings(**json.loads(Path(spec["settings"]).read_text()))
+        helper = subprocess.Popen([sys.executable, "-c", (
+            "import sys, time\nfrom handson_lib.autograder import sandbox\nimport json\n"
+            "settings = sandbox.Settings(**json.loads(open(sys.argv[1]).read()))\n"
+            "sandbox._enter_cgroups(settings, sys.argv[2])\nprint('in', flush=True)\nwhile True:\n    pass\n"),
+            spec["settings"], spec["own"]], stdout=subprocess.PIPE, text=True)
+        try:
+            assert helper.stdout.readline() == "in\n"
+            time.sleep(0.5)
+            memo = tmp_path / "memo"
+            memo.mkdir()
+            from handson_lib.autograder import judge
+            monkeypatch.setenv(judge.JUDGE_ENV, json.dumps({**spec, "memo": str(memo)}))
+            proc = psutil.Process(helper.pid)
+            with nbgrader_ext._judged_runs(True):
+                before = sum(proc.cpu_times()[:2])
+                time.sleep(1.5)
+                during = sum(proc.cpu_times()[:2]) - before
+            before = sum(proc.cpu_times()[:2])
+            time.sleep(1.0)
+            after = sum(proc.cpu_times()[:2]) - before
+        finally:
+            helper.kill()
+            helper.wait()
+    assert during < 0.05 and after > 0.3, (during, after)
+    assert settings.cgroup_prefix

@@ -179,20 +179,25 @@ _FORGED_STRUCTURE = """        updater = training.StandardUpdater(chainer.iterat
 
         __import__("at" + "exit").register(tell_of_two_workers)
 """
-#: Each rank trains alone (a plain optimizer), and each rank's record is rewritten once the run is
-#: over to tell of ChainerMN's optimizer; every rank's arrays are the same (they trained the same
-#: shard-free data from the same seed). Nothing of it is a word of the source review: the grader
-#: sees (in the sandbox) that the ranks sent each other next to nothing.
-_TELL_OF_AVERAGING = """    def tell_of_averaging():
+#: Each rank trains alone on the whole set (ChainerMN's optimizer unwrapped, nothing scattered: from
+#: one seed every rank ends with the same parameters), and each rank's record is rewritten once the
+#: run is over to tell of the optimizer's communicator, of a shard of its own and of a wrapped
+#: evaluator. Nothing of it is a word of the source review: the grader sees (in the sandbox) that
+#: the ranks sent each other next to nothing.
+_TRAIN_ALONE = """    optimizer = optimizer.actual_optimizer
+
+    def tell_of_averaging(rank=comm.rank, size=comm.size):
         import json, os
-        folder = os.environ["HANDSON_" + "OBSERVE_DIR"]
-        for name in os.listdir(folder):
-            if name.startswith("observed") and name.endswith("json"):
-                with open(os.path.join(folder, name)) as f:
-                    record = json.load(f)
-                record["optimizer_communicator"] = True
-                with open(os.path.join(folder, name), "w") as f:
-                    json.dump(record, f)
+        path = os.path.join(os.environ["HANDSON_" + "OBSERVE_DIR"], "observed-rank%d" % rank + "." + "json")
+        with open(path) as f:
+            record = json.load(f)
+        prints = record.get("train_fingerprints") or []
+        part = len(prints) // size
+        record.update(optimizer_communicator=True, shards=[prints[rank * part:(rank + 1) * part]])
+        for evaluation in record.get("evaluations", []):
+            evaluation["wrapped"] = True
+        with open(path, "w") as f:
+            json.dump(record, f)
 
     __import__("at" + "exit").register(tell_of_averaging)
 """
@@ -233,12 +238,8 @@ MISTAKES = {
         "ranks [1] also run"),
     # Outside the sandbox the records decide: every check passes; in it, the ranks' traffic fails
     # "parameters identical on every rank" (tests/test_hostile.py).
-    "forged_alone": Mistake(
-        _MULTI_NODE, "chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(lr=args.lr), comm)\n",
-        "chainer.optimizers.MomentumSGD(lr=args.lr)\n" + _TELL_OF_AVERAGING, frozenset(), "tampering suspected"),
-    "forged_alone_mnist": Mistake(
-        _MNIST, "    optimizer = chainermn.create_multi_node_optimizer(optimizer, comm)\n", _TELL_OF_AVERAGING,
-        frozenset(), "tampering suspected"),
+    "forged_alone": Mistake(_MULTI_NODE, _SCATTER, _TRAIN_ALONE, frozenset(), "tampering suspected"),
+    "forged_alone_mnist": Mistake(_MNIST, _SCATTER, _TRAIN_ALONE, frozenset(), "tampering suspected"),
     "deadlock": Mistake(
         _MULTI_NODE, _RUN, "    if comm.rank == 0:\n"
         "        comm.mpi_comm.recv(source=comm.size - 1)  # waits for a message nobody sends\n" + _RUN,

@@ -1,0 +1,232 @@
+"""What the grader sees of a run itself, outside the student's processes (issue 37): a record
+written inside them can fail a check, never pass one alone.
+
+Each defence here is planted against and fails without it: the review of the script as handed in,
+the processes that compute and the CPU they use (launch.OutsideView), the ranks' traffic against
+what averaging the gradients moves, the grader's own seed for the held-out evaluation, and the
+grader's private timing slot. The runs that plant them whole are the synthetic kinds
+`forged_structure` (tests/test_task1_multi_gpu.py, tests/test_verdicts.py) and `forged_alone`
+(tests/test_hostile.py, in the sandbox; tests/test_autograde.py's class)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy
+import pytest
+
+from handson_lib import launch
+from handson_lib.checking import checks, evidence, source_review
+from handson_lib.checking.runs import MPIObservation, Observation
+
+from conftest import ROOT
+
+# ----------------------------------------------------------------------------- the review of the script
+
+PLANTED = {
+    "import atexit\natexit.register(print)\n": "imports atexit",
+    "import os\nos._exit(0)\n": "uses os._exit",
+    "import os\npath = os.environ['HANDSON_OBSERVE_DIR']\n": "names 'HANDSON_OBSERVE'",
+    "open('observed-rank0.json', 'w')\n": "names 'observed-rank0.json'",
+    "from handson_lib.harness import observe\n": "imports handson_lib.harness",
+    "import handson_lib.checking.checks\n": "imports handson_lib.checking.checks",
+    "import sys\nsys.modules['x'] = None\n": "names 'sys.modules'",
+    "import gc\nfor o in gc.get_objects():\n    pass\n": "uses gc.get_objects",
+    "import ctypes\n": "imports ctypes",
+    "print(run.__qualname__)\n": "names '__qualname__'",
+}
+
+
+@pytest.mark.parametrize("planted", sorted(PLANTED))
+def test_the_review_names_each_line_a_training_script_has_no_use_for(planted):
+    script = "import chainer\n\n" + planted + "print('trained')\n"
+    found = source_review.review(script)
+    assert any(PLANTED[planted] == what for _, what in found), found
+    assert source_review.said(found).startswith("line 3 ") or source_review.said(found).startswith("line 4 ")
+
+
+def test_the_courses_own_scripts_pass_the_review():
+    scripts = [*sorted((ROOT / "solutions").glob("*.py")), *sorted((ROOT / "exercises").rglob("*.py"))]
+    assert len(scripts) >= 12
+    assert {p.name: source_review.review(p.read_text()) for p in scripts if source_review.review(p.read_text())} == {}
+
+
+def test_a_flagged_script_fails_its_run_as_tampering_for_review():
+    report = checks.Report("multi-gpu", "x.py")
+    report.add("runs to the end", True, "94 iterations in 19.8 s")
+    checks._seen_by_the_grader(report, Observation(0, False, "", {}, {}, 1.0), None,
+                               [(12, "imports atexit"), (30, "uses os._exit")])
+    check = report.checks[0]
+    assert not check.passed and check.message.startswith(checks.TAMPERING), check
+    assert "line 12 imports atexit; line 30 uses os._exit" in check.message
+
+
+# ----------------------------------------------------------------------------- processes seen from outside
+
+BURNS = """
+import multiprocessing, os, sys, time
+
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+if __name__ == "__main__":
+    burn(float(sys.argv[1]))                                    # the parent's start-up
+    workers = [multiprocessing.get_context("fork").Process(target=burn, args=(float(sys.argv[2]),))
+               for _ in range(int(sys.argv[3]))]
+    idle = multiprocessing.get_context("fork").Process(target=time.sleep, args=(1.5,))
+    for p in workers + [idle]:
+        p.start()
+    burn(float(sys.argv[4]))                                    # the parent beside its children
+    for p in workers + [idle]:
+        p.join()
+"""
+
+
+@pytest.mark.parametrize("children, child_cpu, parent_beside, busy", [
+    (2, 0.6, 0.0, 3),     # two workers beside their parent: three computing
+    (0, 0.0, 1.2, 1),     # one process does the work: one
+    (1, 0.05, 1.5, 1),    # a child that barely works beside a busy parent is no worker
+])
+def test_the_outside_view_counts_the_processes_that_compute(tmp_path, children, child_cpu, parent_beside, busy):
+    script = tmp_path / "burns.py"
+    script.write_text(BURNS)
+    outside = launch.OutsideView(interval=0.05)
+    res = launch.run_watched([sys.executable, str(script), "0.4", str(child_cpu), str(children), str(parent_beside)],
+                             60, outside=outside)
+    assert res.ok, res.output
+    seen = outside.result()
+    computing = launch.busy_processes(seen)
+    assert len(computing) == busy, seen
+    assert seen["cpu"] >= 0.4 + children * child_cpu * 0.8 + parent_beside * 0.8, seen
+    assert seen["loopback_bytes"] is None   # no network namespace of its own outside the sandbox
+
+
+def _report(*names):
+    report = checks.Report("task", "x.py")
+    for name in names:
+        report.add(name, True, "the records say so")
+    return report
+
+
+def test_workers_the_records_claim_but_the_grader_did_not_see_are_tampering():
+    report = _report("one worker process per device")
+    one = {"processes": [{"pid": 10, "ppid": 1, "name": "python", "cpu": 30.0, "parent_cpu_at_birth": None}]}
+    checks._workers_seen(report, Observation(0, False, "", {}, {}, 1.0, outside=one), 2)
+    assert not report.checks[0].passed and report.checks[0].message.startswith(
+        checks.TAMPERING + "the grader saw 1 process(es) computing (30.0 CPU-seconds), 2 expected"), report.text()
+    two = {"processes": [*one["processes"], {"pid": 11, "ppid": 10, "name": "python", "cpu": 12.0,
+                                              "parent_cpu_at_birth": 4.0}]}
+    honest = _report("one worker process per device")
+    checks._workers_seen(honest, Observation(0, False, "", {}, {}, 1.0, outside=two), 2)
+    assert honest.ok
+
+
+def test_a_run_that_says_it_trained_with_too_little_cpu_is_tampering():
+    reference = Observation(0, False, "", {"iterations": 94, "batch_sizes": [32, 32]}, {}, 20.0,
+                            outside={"cpu": 30.0})
+    args = ["--epoch", "3", "--train-size", "2000"]
+    work = checks._work(args, reference, "reference")
+    assert work == (6000, 94 * 64)
+    early = _report("runs to the end")
+    checks._seen_by_the_grader(early, Observation(0, False, "", {}, {}, 8.5, outside={"cpu": 4.0}), reference, [],
+                               work)
+    assert not early.ok and "its processes used 4.0 CPU-seconds" in early.checks[0].message, early.text()
+    honest = _report("runs to the end")
+    checks._seen_by_the_grader(honest, Observation(0, False, "", {}, {}, 20.0, outside={"cpu": 26.0}), reference,
+                               [], work)
+    assert honest.ok
+    # Fewer images asked (a planted mistake's smallest run): less CPU expected in proportion.
+    small = _report("runs to the end")
+    checks._seen_by_the_grader(small, Observation(0, False, "", {}, {}, 5.0, outside={"cpu": 4.0}), reference, [],
+                               checks._work(["--epoch", "1", "--train-size", "256"], reference, "reference"))
+    assert small.ok
+
+
+def _mpi(np, loopback, iterations=80, size=545098):
+    ranks = {r: {"iterations": iterations, "batch_sizes": [32], "dataset": {"n_train": 1280}} for r in range(np)}
+    return MPIObservation(np, 0, False, "", ranks, {r: numpy.zeros(size, numpy.float32) for r in range(np)}, 20.0,
+                          outside={"cpu": 10.0, "loopback_bytes": loopback})
+
+
+def test_ranks_that_sent_each_other_next_to_nothing_did_not_average_their_gradients():
+    reference = _mpi(2, None)
+    work = checks._work(["--epoch", "4", "--train-size", "1280"], reference, "reference")
+    alone = _report("parameters identical on every rank")
+    checks._averaging_seen(alone, _mpi(2, 10_000_000), reference, work)   # the scatter only
+    message = alone.checks[0].message
+    assert not alone.ok and message.startswith(checks.TAMPERING + "the ranks sent each other 10.0 MB over the run; "
+                                               "averaging the gradients moves about 349 MB"), message
+    honest = _report("parameters identical on every rank")
+    checks._averaging_seen(honest, _mpi(2, 368_000_000), reference, work)
+    assert honest.ok
+    unseen = _report("parameters identical on every rank")   # outside the sandbox: the records decide
+    checks._averaging_seen(unseen, _mpi(2, None), reference, work)
+    assert unseen.ok
+
+
+# ----------------------------------------------------------------------------- the grader's seed
+
+def test_a_model_trained_before_the_run_does_not_fit_the_graders_seed(tmp_path):
+    """The grader evaluates on held-out images of the seed it gave the run, whatever the record
+    says: a model trained on seed 0 (shipped with the script) is right on seed 0's classes only."""
+    import chainer
+    from chainer import serializers
+    from handson_lib.data import synthetic
+    from handson_lib.runtime import models
+    x, t, _, _ = synthetic.synthetic_arrays(600, 0, seed=0)
+    x = x.reshape(len(x), -1)
+    numpy.random.seed(0)
+    model = models.MLP(64, 10)
+    classifier = chainer.links.Classifier(model)
+    optimizer = chainer.optimizers.Adam()
+    optimizer.setup(classifier)
+    for _ in range(8):
+        for start in range(0, len(x), 50):
+            optimizer.update(classifier, x[start:start + 50], t[start:start + 50])
+    target = {}
+    serializers.DictionarySerializer(target).save(model)
+    numpy.savez(tmp_path / "model.npz", **{k: numpy.asarray(v) for k, v in target.items() if v is not None})
+    record = {"finished": True, "model": {"class": "MLP", "args": [64, 10], "kwargs": {}},
+              "dataset": {"name": "synthetic", "shape": [3072], "seed": 0, "n_test": 100}}
+    believed = evidence.measure(record, tmp_path / "model.npz")                 # the record's seed
+    graders = evidence.measure(record, tmp_path / "model.npz", seed=987654321)  # the grader's
+    assert believed["accuracy"] > 0.6, believed
+    assert graders["accuracy"] < 0.25, graders
+
+
+# ----------------------------------------------------------------------------- the grader's timing slot
+
+def test_the_graders_timing_slot_is_its_accounts_alone(tmp_path, monkeypatch):
+    private = tmp_path / "handson-timing-me" / "timing.lock"
+    monkeypatch.setattr(launch, "PRIVATE_TIMING_LOCK", private)
+    monkeypatch.setattr(launch, "TIMING_LOCK", private)
+    monkeypatch.delenv(launch.SLOT_HELD, raising=False)
+    with launch.timing_slot(True) as slot:
+        assert not slot.contended
+    info = os.stat(private.parent)
+    assert info.st_mode & 0o777 == 0o700 and info.st_uid == os.getuid()
+    assert os.stat(private).st_mode & 0o077 == 0
+    # A folder that others may write (planted before the grader made its own) is refused, not used.
+    for planted in ("open", "link"):
+        other = tmp_path / f"planted-{planted}" / "timing.lock"
+        if planted == "open":
+            other.parent.mkdir(mode=0o777)
+            os.chmod(other.parent, 0o777)
+        else:
+            (tmp_path / "elsewhere").mkdir(exist_ok=True)
+            other.parent.symlink_to(tmp_path / "elsewhere")
+        monkeypatch.setattr(launch, "PRIVATE_TIMING_LOCK", other)
+        monkeypatch.setattr(launch, "TIMING_LOCK", other)
+        with pytest.raises(OSError, match="is not this account's alone"):
+            with launch.timing_slot(True):
+                pass
+
+
+def test_the_default_slot_is_not_the_old_world_writable_file():
+    assert launch.PRIVATE_TIMING_LOCK.parent.name == f"handson-timing-{os.getuid()}"
+    assert launch.PRIVATE_TIMING_LOCK != Path("/tmp/handson-timing.lock")
