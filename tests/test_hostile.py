@@ -539,6 +539,14 @@ TIMING_ATTACKS = {
         "        if calls[0] % 3 == 0:\n"
         "            real_update()\n"
         "    updater.update = lazy\n", "a step that skips its work"),
+    # Steps that do their work and then sleep just under the stall limit: they would hold the
+    # machine's timing slot for minutes while every other student waits. Its steps are bounded
+    # in total by the reference's (paired.student_limits).
+    "steps that hold the slot": (
+        "    import time\n"
+        "    real_update = updater.update\n"
+        "    updater.update = lambda: (real_update(), time.sleep(2.0))\n",
+        "your launch: its training steps took more than 15 s in all"),
     # Half the images per step, said as such.
     "half the batch": (
         "    train_iter.batch_size = args.batchsize // 2\n", "trains on 16 images per step"),
@@ -579,6 +587,14 @@ def test_an_attack_on_the_paired_timing_is_named(timing_attacks, name):
     obs, says = timing_attacks[name], TIMING_ATTACKS[name][1]
     said = "\n".join([obs.error, *obs.suspicions])
     assert any(words in said for words in ((says,) if isinstance(says, str) else says)), (name, said, obs.cpu)
+
+
+@pytest.mark.slow
+def test_a_submission_holds_the_timing_slot_a_bounded_time(timing_attacks):
+    """Its limits start once the slot is held: start-up within paired.CONNECT_LIMIT, its steps at
+    most STUDENT_TOTAL_FLOOR seconds in all here (6 times the reference's are less)."""
+    held = timing_attacks["steps that hold the slot"]
+    assert not held.finished and held.seconds < paired.CONNECT_LIMIT + paired.STUDENT_TOTAL_FLOOR + 10, held
 
 
 @pytest.mark.slow

@@ -230,3 +230,34 @@ def test_the_graders_timing_slot_is_its_accounts_alone(tmp_path, monkeypatch):
 def test_the_default_slot_is_not_the_old_world_writable_file():
     assert launch.PRIVATE_TIMING_LOCK.parent.name == f"handson-timing-{os.getuid()}"
     assert launch.PRIVATE_TIMING_LOCK != Path("/tmp/handson-timing.lock")
+
+
+# ----------------------------------------------------------------------------- the reference slowed down
+
+def _timing(reference_step, student_step=0.1, steps=16):
+    from handson_lib.checking.paired import PairedObservation
+    return PairedObservation(2, {"reference": [reference_step] * steps, "student": [student_step] * steps},
+                             {"reference": 64, "student": 64}, "", 3.0)
+
+
+@pytest.mark.parametrize("again, credited", [(0.1, True), (0.25, False)])
+def test_a_timing_whose_reference_ran_slow_is_timed_again_then_flagged(monkeypatch, tmp_path, again, credited):
+    """Something beside the reference's steps slowed them (a helper of the submission, say): the
+    student's ratio would gain. Timed once more; slowed again, flagged and not credited."""
+    from handson_lib import grader_settings
+    monkeypatch.setenv(grader_settings.VARIABLES["reference_cache"], str(tmp_path))
+    for _ in range(3):
+        checks._keep_rate("multi-node:2:ranks", 640.0)   # the session's earlier timings: 0.1 s a step
+    timings = iter([_timing(0.25), _timing(again)])
+    monkeypatch.setattr(checks, "_time_in_turn", lambda *a, **k: next(timings))
+    report = checks.Report("multi-node", "x.py")
+    said = []
+    checks._paired_speed_checks(report, "x.py", "ref.py", 2, False, 60, None, [(0.7, 1.0), (0.4, 0.5)], 0.7, 0.75,
+                                "multi-node", said.append)
+    assert any("timing once more" in line for line in said), said
+    (check,) = report.checks
+    if credited:
+        assert check.passed and abs(check.value - 1.0) < 1e-9, check
+    else:
+        assert not check.passed and check.message.startswith(checks.TAMPERING + "the reference's steps ran 2.5 times "
+                                                             "slower"), check

@@ -839,6 +839,55 @@ def _undecided(values, bands):
     return band_share(min(values), bands) != band_share(max(values), bands)
 
 
+#: A paired timing in which the reference's steps ran this many times slower than its median over
+#: the session's other timings (something beside it slowed it: a student's ratio would gain) is
+#: timed once more; slowed again, it is flagged for the instructor, never credited.
+REFERENCE_SLOWDOWN = 1.6
+#: The session's reference rates of the paired timings, in the grader's reference cache.
+REFERENCE_RATES = "paired-reference-rates.jsonl"
+
+
+def _session_rates(key):
+    """The reference's rates in this session's earlier paired timings of `key` ([] outside a
+    grading session: the student's self-check, a test)."""
+    cache = grader_settings.current().reference_cache
+    if not cache:
+        return []
+    try:
+        lines = (Path(cache) / REFERENCE_RATES).read_text().splitlines()
+    except OSError:
+        return []
+    rates = []
+    for line in lines:
+        try:
+            kept = json.loads(line)
+        except ValueError:
+            continue
+        if kept.get("key") == key and isinstance(kept.get("rate"), (int, float)):
+            rates.append(float(kept["rate"]))
+    return rates
+
+
+def _keep_rate(key, rate):
+    cache = grader_settings.current().reference_cache
+    if cache:
+        import fcntl
+        with open(Path(cache) / REFERENCE_RATES, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.write(json.dumps({"key": key, "rate": rate}) + "\n")
+
+
+def _slowed(key, timing):
+    """How many times slower than its session median the reference ran in `timing` (None when it
+    did not, or there is no median yet)."""
+    rates = sorted(_session_rates(key))
+    if len(rates) < 2 or not timing.finished:
+        return None
+    median = rates[len(rates) // 2]
+    slowdown = median / timing.rate("reference")
+    return slowdown if slowdown > REFERENCE_SLOWDOWN else None
+
+
 def _paired_speed_checks(report, script, reference_script, np, scaling, limit, stall, bands, min_ratio,
                          min_scaling, task, say, devices=False):
     """Reference mode: the student's training step timed in turn with the reference's, on `np`
@@ -860,7 +909,24 @@ def _paired_speed_checks(report, script, reference_script, np, scaling, limit, s
             say(tr("The spread of the ratio crosses a band's floor: timing once more ..."))
             timed = {n: _time_in_turn(reference_script, script, n, limit, stall, task, say, timed[n], devices)
                      for n in counts}
+    keys = {n: f"{task}:{n}:{'devices' if devices else 'ranks'}" for n in counts}
+    slowed = [n for n in counts if _slowed(keys[n], timed[n])]
+    if slowed:
+        say(tr("The reference ran slower than in this session's other timings: timing once more ..."))
+        for n in slowed:
+            timed[n] = _time_in_turn(reference_script, script, n, limit, stall, task, say, devices=devices)
     names = _multi_node_speed_names("reference", np, scaling)
+    still = {n: _slowed(keys[n], timed[n]) for n in counts}
+    if any(still.values()):
+        for name in names:
+            report.add(name, False, tr("tampering suspected, for the instructor to review: ")   # TAMPERING
+                       + tr("the reference's steps ran {slowdown:.1f} times slower than in this session's other "
+                            "timings, twice: something beside them slowed them down, and a ratio to them is not "
+                            "credited", slowdown=max(v for v in still.values() if v)))
+        return
+    for n in counts:
+        if timed[n].finished:
+            _keep_rate(keys[n], timed[n].rate("reference"))
     broken = [n for n in counts if not timed[n].finished]
     if broken:
         # The timing's own words and the student's launch's output: never the reference's under
