@@ -628,3 +628,56 @@ def test_an_on_answers_call_runs_the_answer_cells_in_the_sandbox(tmp_path, monke
             seen = judge.Judge(lambda code: "", answer_cells=lambda: [cell], call_folder=spec["runs"]) \
                 .call_on_answers(lb.rate_at, Probe, 0.1, 32, 64, 0, 3)
     assert seen == float(sandbox.account()[0]), seen   # the grading account, and the solution unread
+
+
+# --------------------------------------------------- a grade cell's call of the student's function
+
+PROBES_FROM_A_STUDENT_FUNCTION = """
+import os
+seen = []
+
+
+def total_batch_size(b, n):
+    seen.append((b, n))   # a stash of the hidden test's arguments, for a later cell to print
+    try:
+        open({solution!r}).read()
+        solution = "read"
+    except OSError as error:
+        solution = type(error).__name__
+    return os.getuid(), solution, os.path.exists({kernel_folder!r}), b * n
+"""
+
+
+@pytest.mark.system
+def test_a_grade_cells_call_of_a_student_function_runs_in_the_sandbox_not_the_kernel(tmp_path, monkeypatch):
+    """A grade cell's call of the student's function runs in a fresh process in the sandbox, as
+    the grading account, without the reference solutions and without the kernel's folder; the
+    kernel is asked only whether the name is a function, and its own copy is never called."""
+    import io
+    from handson_lib.autograder import judge, nbgrader_ext
+    solution = str(sandbox.COURSE_ROOT / "solutions" / "00_setup.ipynb")
+    with judged_sandbox(tmp_path, monkeypatch, "caller", "") as (_, spec, _):
+        answer = PROBES_FROM_A_STUDENT_FUNCTION.format(solution=solution, kernel_folder=spec["own"])
+        memo = tmp_path / "memo"
+        memo.mkdir()
+        monkeypatch.setenv(judge.JUDGE_ENV, json.dumps({**spec, "memo": str(memo)}))
+        kernel, asked = {}, []
+        exec(answer, kernel)
+
+        def ask(code):   # the kernel, as the judge reaches it
+            asked.append(code)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(code, kernel)
+            return out.getvalue()
+
+        with nbgrader_ext._judged_runs(False):
+            outputs = judge.Judge(ask, answer_cells=lambda: [answer], call_folder=spec["runs"]).run(
+                "total_batch_size(32, 4)", "q1_total_batch_test")
+        left = list(os.scandir(spec["runs"]))
+    assert [o["output_type"] for o in outputs] == ["execute_result"], outputs
+    uid, solution_read, kernel_folder_seen, total = ast.literal_eval(outputs[0]["data"]["text/plain"])
+    assert (uid, solution_read, kernel_folder_seen, total) == (sandbox.account()[0], "FileNotFoundError", False, 128)
+    assert kernel["seen"] == [] and len(asked) == 1 and "32" not in asked[0][len(judge.CODEC):]
+    assert left == [], left   # the call's folder went with the cell
+    assert psutil.Process().children(recursive=True) == []   # nothing of it left running
