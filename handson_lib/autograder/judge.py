@@ -354,14 +354,14 @@ class AnswerCalls:
                     raise _NoAnswer("ended")
             except _NoAnswer as why:
                 self._broken = (str(why), limit)
-                self.stop()
+                self.stop(wait=0)
         if self._broken is not None:
             raise KernelAnswerError(self._why(name, *self._broken, starting=True))
         try:
             answer = self._exchange({"function": name, "args": encode(list(args)), "kwargs": encode(kwargs)},
                                     limit, name)
         except _NoAnswer as why:
-            self.stop()
+            self.stop(wait=0)
             raise KernelAnswerError(self._why(name, str(why), limit, starting=False)) from None
         if not isinstance(answer, dict) or not {"value", "error", "missing"} & set(answer):
             self.stop()
@@ -454,8 +454,9 @@ class AnswerCalls:
         print(f"[judge] the process of the answer cells ended (exit status {status}): {said}", file=sys.__stderr__)
         return _NoAnswer("ended")
 
-    def stop(self):
-        """Stop the process (its whole tree) and remove its folder; nothing of it is left running."""
+    def stop(self, wait=STOP_SECONDS):
+        """Stop the process (its whole tree) and remove its folder; nothing of it is left running.
+        `wait`: seconds it may take to end by itself once its requests end (0: it is stuck)."""
         from handson_lib import launch
         proc, self._proc = self._proc, None
         if proc is not None:
@@ -464,11 +465,11 @@ class AnswerCalls:
                     pipe.close()
                 except OSError:
                     pass
-            try:   # the end of its requests ends it (a signal would wait on the sandbox's init, which ignores it)
-                proc.wait(timeout=STOP_SECONDS)
+            try:   # the end of its requests ends it (a SIGTERM waits on the sandbox's init, which ignores it)
+                proc.wait(timeout=wait)
             except subprocess.TimeoutExpired:
                 pass
-            launch.kill_tree(proc, grace=1.0)   # what is left: a hung call, a process it started
+            launch.kill_tree(proc, grace=0.2)   # what is left: a hung call, a process it started
         folders, self._folders = self._folders, None
         if folders is not None:
             folders.close()
