@@ -461,6 +461,11 @@ def wrapped():
     return _WRAPPER is not None
 
 
+def wrapped_command(cmd, cwd=None):
+    """`cmd` as it is started: through the wrapper (the grading sandbox) when one is set."""
+    return list(cmd) if _WRAPPER is None else _WRAPPER(list(cmd), cwd)
+
+
 def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_000, progress=None,
                 timed=None, outside=None):
     """Run `cmd` in its own session; kill the whole tree after `timeout` seconds, or earlier when
@@ -482,7 +487,7 @@ class Launched:
     gathered as it comes, at most `max_output` characters of it."""
 
     def __init__(self, cmd, env=None, cwd=None, echo=False, max_output=2_000_000):
-        started_cmd = cmd if _WRAPPER is None else _WRAPPER(list(cmd), cwd)
+        started_cmd = wrapped_command(cmd, cwd)
         self.max_output, self.echo, self._chunks, self._size = max_output, echo, [], 0
         self.proc = subprocess.Popen(started_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                      cwd=cwd, start_new_session=True, text=True, errors="replace")

@@ -72,6 +72,17 @@ def test_feedback_lines_name_the_cause(graded_class):
 
 
 @pytest.mark.slow
+def test_a_later_cell_never_sees_what_the_hidden_tests_called_the_function_with(graded_class):
+    """The student's function keeps its arguments and a later answer cell prints them: the calls of
+    the grade cell were made in a process of their own, so the kernel's list is empty."""
+    course_dir, rows, _ = graded_class
+    assert rows["stashed_arguments"]["score"] == 3.0
+    nb = json.loads((course_dir / "autograded" / "stashed_arguments" / "setup" / "00_setup.ipynb").read_text())
+    text = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+    assert "stash: []" in text and "(32, 4)" not in text and "(128, 8)" not in text, text
+
+
+@pytest.mark.slow
 def test_huge_output_is_cut_in_the_gradebook_copy(graded_class):
     course_dir, _, _ = graded_class
     nb = json.loads((course_dir / "autograded" / "huge_output" / "setup" / "00_setup.ipynb").read_text())

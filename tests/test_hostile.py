@@ -772,3 +772,65 @@ def test_the_kernel_is_stopped_while_a_report_cell_runs(tmp_path, monkeypatch):
             helper.wait()
     assert during < 0.05 and after > 0.3, (during, after)
     assert settings.cgroup_prefix
+
+
+# --------------------------------------------------- a grade cell's call of the student's function
+
+PROBES_FROM_A_STUDENT_FUNCTION = """
+import os
+seen = []
+
+
+def total_batch_size(b, n):
+    seen.append((b, n))   # a stash of the hidden test's arguments, for a later cell to print
+    try:
+        open({solution!r}).read()
+        solution = "read"
+    except OSError as error:
+        solution = type(error).__name__
+    return os.getuid(), solution, os.path.exists({kernel_folder!r}), b * n
+
+
+def spin():
+    while True:
+        pass
+"""
+
+
+@pytest.mark.system
+def test_a_grade_cells_call_of_a_student_function_runs_in_the_sandbox_not_the_kernel(tmp_path, monkeypatch):
+    """A grade cell's call of the student's function runs in a fresh process in the sandbox, as
+    the grading account, without the reference solutions and without the kernel's folder; the
+    kernel is asked only whether the name is a function, and its own copy is never called. A call
+    that never returns is stopped, its sandbox with it."""
+    import io
+    from handson_lib.autograder import judge, nbgrader_ext
+    solution = str(sandbox.COURSE_ROOT / "solutions" / "00_setup.ipynb")
+    with judged_sandbox(tmp_path, monkeypatch, "caller", "") as (_, spec, _):
+        answer = PROBES_FROM_A_STUDENT_FUNCTION.format(solution=solution, kernel_folder=spec["own"])
+        memo = tmp_path / "memo"
+        memo.mkdir()
+        monkeypatch.setenv(judge.JUDGE_ENV, json.dumps({**spec, "memo": str(memo)}))
+        kernel, asked = {}, []
+        exec(answer, kernel)
+
+        def ask(code):   # the kernel, as the judge reaches it
+            asked.append(code)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(code, kernel)
+            return out.getvalue()
+
+        judged = judge.Judge(ask, answer_cells=lambda: [answer], call_folder=spec["runs"], call_seconds=3)
+        with nbgrader_ext._judged_runs(False):
+            outputs = judged.run("total_batch_size(32, 4)", "q1_total_batch_test")
+        with nbgrader_ext._judged_runs(False):
+            hung = judged.run("spin()", "a_hung_test")
+        left = list(os.scandir(spec["runs"]))
+    assert [o["output_type"] for o in outputs] == ["execute_result"], outputs
+    uid, solution_read, kernel_folder_seen, total = ast.literal_eval(outputs[0]["data"]["text/plain"])
+    assert (uid, solution_read, kernel_folder_seen, total) == (sandbox.account()[0], "FileNotFoundError", False, 128)
+    assert kernel["seen"] == [] and len(asked) == 2 and "32" not in asked[0][len(judge.CODEC):]
+    assert hung[-1]["evalue"] == "spin(...): stopped after 3 s: your function did not return in time (an infinite loop?)"
+    assert left == [], left   # the call's folder went with the cell
+    assert psutil.Process().children(recursive=True) == []   # nothing of it left running

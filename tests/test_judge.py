@@ -1,13 +1,17 @@
 """The grader's judge (handson_lib.autograder.judge): grade cells run in the grader's process, with the
-student's answers fetched from the kernel as data. A stand-in kernel here: a namespace of its own
-in which the requests are executed, as the sandboxed kernel would."""
+student's answers fetched from the kernel as data and the student's functions called in a fresh
+process of the answer cells. A stand-in kernel here: a namespace of its own in which the requests
+are executed, as the sandboxed kernel would."""
 
 import ast
 import contextlib
 import io
 import json
+import re
+import time
 
 import numpy
+import psutil
 import pytest
 
 from handson_lib.autograder import judge, nbgrader_ext
@@ -30,8 +34,9 @@ class StandInKernel:
 
 
 def run(kernel_code, cell, reserved=frozenset()):
+    """The cell judged against a kernel that ran `kernel_code`, which is also its one answer cell."""
     kernel = StandInKernel(kernel_code)
-    outputs = judge.Judge(kernel.ask, reserved).run(cell, "a_test")
+    outputs = judge.Judge(kernel.ask, reserved, answer_cells=lambda: [kernel_code]).run(cell, "a_test")
     return outputs, kernel
 
 
@@ -49,14 +54,105 @@ def test_answers_cross_as_data_and_keep_their_types():
     assert type(back["s"]) is numpy.float32 and back["s"] == 0.5
 
 
-def test_a_grade_cell_reads_the_answers_and_calls_the_functions_in_the_kernel():
+def test_a_grade_cell_reads_the_answers_and_calls_the_functions_of_the_answer_cells():
     kernel = "placement = {0: (1, 0), 1: (1, 1)}\ndef total(b, n):\n    return b * n\n"
     cell = "assert placement[1] == (1, 1)\nassert total(32, 4) == 128\ntotal(2, 3)"
     outputs, stand_in = run(kernel, cell)
     assert errors(outputs) == []
     assert outputs[-1] == {"output_type": "execute_result", "execution_count": None, "metadata": {},
                            "data": {"text/plain": "6"}}
-    assert len(stand_in.requests) == 4   # placement, total, and two calls
+    assert len(stand_in.requests) == 2   # placement and total, by name; the calls are not the kernel's
+
+
+def asked_names(requests):
+    """The names the judge asked the kernel for, one per request; a request that is anything else
+    (a call, arguments) fails the test."""
+    names = []
+    for code in requests:
+        found = re.fullmatch(r"(?s).*_handson_encode\((\w+)\)\}\), flush=True\)\nexcept .*", code)
+        assert found, code[len(judge.CODEC):]
+        names.append(found.group(1))
+    return names
+
+
+#: A student's function that keeps what it is called with: in the kernel, a later cell would print it.
+STASHING = "seen = []\n\n\ndef total_batch_size(b, n):\n    seen.append((b, n))\n    print('called with', b, n)\n" \
+           "    return b * n\n"
+
+
+def test_a_hidden_tests_call_never_reaches_the_kernel():
+    """The kernel is asked only whether the name is there; the hidden test's arguments, the call
+    and what the function prints stay out of it (and out of the cell's outputs)."""
+    kernel = StandInKernel(STASHING)
+    judged = judge.Judge(kernel.ask, answer_cells=lambda: [STASHING])
+    outputs = judged.run("assert total_batch_size(32, 4) == 128\nassert total_batch_size(128, 8) == 1024\n"
+                         "total_batch_size(2, 3)", "q1_total_batch_test")
+    assert errors(outputs) == [] and outputs[-1]["data"] == {"text/plain": "6"}, outputs
+    assert asked_names(kernel.requests) == ["total_batch_size"]
+    assert not any(re.search(r"\b(32|128)\b", code[len(judge.CODEC):]) for code in kernel.requests)
+    assert kernel.namespace["seen"] == []   # a later cell of the student's has nothing to print
+    assert "called with" not in json.dumps(outputs)
+
+
+def test_the_calls_of_a_cell_share_one_fresh_process_stopped_with_the_cell():
+    """The answer cells run once per grade cell, whose calls then share their process; the next
+    cell starts from the answer cells again, and nothing is left running after a cell."""
+    answers = ("import itertools, os\n_calls = itertools.count()\n\n\n"
+               "def counted():\n    return next(_calls), os.getpid()\n")
+    kernel = StandInKernel(answers)
+    judged = judge.Judge(kernel.ask, answer_cells=lambda: [answers])
+    first = judged.run("(counted(), counted())", "first")
+    (n1, pid1), (n2, pid2) = ast.literal_eval(first[-1]["data"]["text/plain"])
+    assert (n1, n2) == (0, 1) and pid1 == pid2, first
+    assert not psutil.pid_exists(pid1) or psutil.Process(pid1).status() == psutil.STATUS_ZOMBIE
+    (n3, pid3), = ast.literal_eval(judged.run("(counted(),)", "second")[-1]["data"]["text/plain"])
+    assert n3 == 0 and pid3 != pid1
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_a_function_that_never_returns_is_stopped_with_a_clear_error():
+    answers = "def total_batch_size(b, n):\n    while True:\n        pass\n\n\ndef fine():\n    return 1\n"
+    kernel = StandInKernel(answers)
+    judged = judge.Judge(kernel.ask, answer_cells=lambda: [answers], call_seconds=3)
+    started = time.monotonic()
+    outputs = judged.run("assert total_batch_size(32, 4) == 128", "q1_total_batch_test")
+    assert time.monotonic() - started < 12
+    assert errors(outputs) == ["KernelAnswerError: total_batch_size(...): stopped after 3 s: your function did not "
+                               "return in time (an infinite loop?)"]
+    assert psutil.Process().children(recursive=True) == []
+    # The cell's next call starts a fresh process.
+    outputs = judged.run("try:\n    total_batch_size(1, 1)\nexcept Exception:\n    pass\nfine()", "next")
+    assert outputs[-1]["data"] == {"text/plain": "1"}, outputs
+    # Answer cells that never end: said once, and the cell's other calls fail at once.
+    hanging = answers + "while True:\n    pass\n"
+    judged = judge.Judge(StandInKernel(answers).ask, answer_cells=lambda: [hanging], call_seconds=3)
+    started = time.monotonic()
+    outputs = judged.run("try:\n    fine()\nexcept Exception as e:\n    print(e)\nfine()", "hangs")
+    assert time.monotonic() - started < 12
+    assert "fine(...): stopped after 3 s: your answer cells did not finish running" in outputs[0]["text"]
+    assert errors(outputs)[-1].startswith("KernelAnswerError: fine(...): stopped after 3 s: your answer cells")
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_a_function_returning_no_data_fails_as_before():
+    answers = ("class _AlwaysEqual(int):\n    def __eq__(self, other):\n        return True\n"
+               "    __hash__ = int.__hash__\n\n\ndef total_batch_size(b, n):\n    return _AlwaysEqual(0)\n")
+    outputs, _ = run(answers, "assert total_batch_size(32, 4) == 128")
+    assert errors(outputs) == ["TypeError: a value of type _AlwaysEqual (not data: a number, string, list, tuple, "
+                               "set, dict or numpy array)"]
+    outputs, _ = run("def total_batch_size(b, n):\n    raise ValueError('not yet')\n", "total_batch_size(1, 2)")
+    assert errors(outputs) == ["KernelAnswerError: total_batch_size(...) with your answer cells: ValueError: not yet"]
+
+
+def test_a_function_defined_outside_the_answer_cells_is_said_so():
+    """A kernel that has the function from a cell that is no answer cell: the fresh process has not."""
+    kernel = StandInKernel("def total_batch_size(b, n):\n    return b * n\n")
+    outputs = judge.Judge(kernel.ask, answer_cells=lambda: ["import os", "raise ValueError('half done')"]).run(
+        "total_batch_size(32, 4)", "q1_total_batch_test")
+    assert errors(outputs) == [
+        "KernelAnswerError: total_batch_size(...): no answer cell defines total_batch_size. The grader calls your "
+        "function in a fresh process that runs only your notebook's imports and answer cells (the cells marked "
+        "# PUT YOUR CODE HERE): define it in one of them (a cell failed: ValueError: half done)"]
 
 
 def test_every_grade_cell_asks_the_kernel_again_and_keeps_nothing():

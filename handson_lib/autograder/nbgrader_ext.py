@@ -3,7 +3,8 @@
 `JudgedExecute` replaces nbgrader's Execute in `nbgrader autograde`: the notebook's cells run in
 the student's kernel (the grading sandbox), but the grade cells and the report cells, restored
 from the source by nbgrader, run in the grader's own process (autograder.judge): the kernel is asked
-for answers as data, and the checks start the submission's scripts in the sandbox themselves.
+for answers as data (the student's functions are called in a fresh sandboxed process of the answer
+cells, never in the kernel), and the checks start the submission's scripts in the sandbox themselves.
 A cell tagged `not-run-when-grading` (it only shows runs) is not run (judge.not_run_when_grading).
 
 `HideHiddenTests` runs in `nbgrader generate_feedback`: nbgrader shows the source of hidden

@@ -63,6 +63,10 @@ _BLANK_ASSERTS = ("def _blank_asserts(lines):\n"
 _ALWAYS_EQUAL = ("class _AlwaysEqual(int):\n    def __eq__(self, other):\n        return True\n"
                  "    __hash__ = int.__hash__\n\n\n"
                  "def total_batch_size(b, n):\n    return _AlwaysEqual(0)\n")
+#: A function that keeps what it is called with, and a later answer cell that prints it: were the
+#: hidden tests' calls made in the kernel, their arguments would be in the graded notebook.
+_STASHING_Q1 = "_seen = []\n\n\ndef total_batch_size(b, n):\n    _seen.append((b, n))\n    return b * n\n"
+_PRINTS_THE_STASH = 'needed_parallelism = "model"\nprint("stash:", _seen)\n'
 #: The checks monkeypatched in the kernel, to pass whatever the scripts do.
 _PATCHED_CHECKS = """from handson_lib.checking import checks as _checks
 
@@ -297,6 +301,10 @@ CLASSES = {
                                         why="an input transformer blanks the tests: they do not run in the kernel"),
         "always_equal": Submission(2, {**SETUP_ANSWERS, "q1_total_batch": _ALWAYS_EQUAL},
                                    why="an answer equal to everything is no number: it does not cross as data"),
+        "stashed_arguments": Submission(3, {**SETUP_ANSWERS, "q1_total_batch": _STASHING_Q1,
+                                            "q2_parallelism": _PRINTS_THE_STASH},
+                                        why="a later cell prints what the function was called with: the hidden "
+                                            "tests call it in a process of their own, never in the kernel"),
         "all_wrong": Submission(0, {"q1_total_batch": _WRONG_Q1,
                                     "q2_parallelism": 'needed_parallelism = "model parallelism"\n',
                                     "q3_lr": "n_gpus = 2\nlr_set_by_script = 0.025\n"},
