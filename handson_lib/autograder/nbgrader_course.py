@@ -273,6 +273,17 @@ def profile_csv_rows(result, session_start):
     return rows
 
 
+def write_profile(path, results, session_start):
+    """autograde_<assignment>_profile.csv: profile_csv_rows of every student's result."""
+    with Path(path).open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "part", "seconds", "ended_s", "note"])
+        for result in results:
+            writer.writerows([spreadsheet_cell(value) for value in row]
+                             for row in profile_csv_rows(result, session_start))
+    return path
+
+
 def _progress_line(done, total, elapsed, width=24):
     """`[#####-----] 3/7  2:10 elapsed, about 3:00 left` (the time left from the mean so far)."""
     filled = int(width * done / total)
@@ -411,6 +422,22 @@ REPORT_FIELDS = ["student", "score", "max_score", "status", "seconds", "throughp
                  "feedback"]
 
 
+#: What a spreadsheet takes for the start of a formula (OWASP's CSV injection list); a quote, the
+#: prefix itself, so that every text reads back as it was written.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def spreadsheet_cell(value):
+    """A cell of a CSV an instructor opens: a text that a spreadsheet would run as a formula (a
+    student's exception named `=HYPERLINK(...)`) gets a leading `'`; numbers stay numbers."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
+def from_spreadsheet_cell(text):
+    """The value of a cell written by spreadsheet_cell."""
+    return text[1:] if isinstance(text, str) and text.startswith("'") else text
+
+
 def report_path(course_dir, assignment):
     return Path(course_dir) / f"autograde_{assignment}.csv"
 
@@ -424,11 +451,12 @@ def read_report(course_dir, assignment):
         return _finite(text) if text not in ("", None) else None
 
     with path.open(newline="") as f:
-        return {row["student"]: {**row, "score": number(row["score"]) or 0.0, "max_score": number(row["max_score"]),
-                                 "seconds": number(row["seconds"]) or 0.0,
-                                 "throughput_ratio": number(row["throughput_ratio"]),
-                                 "scaling_ratio": number(row["scaling_ratio"])}
-                for row in csv.DictReader(f)}
+        rows = [{key: from_spreadsheet_cell(text) for key, text in row.items()} for row in csv.DictReader(f)]
+    return {row["student"]: {**row, "score": number(row["score"]) or 0.0, "max_score": number(row["max_score"]),
+                             "seconds": number(row["seconds"]) or 0.0,
+                             "throughput_ratio": number(row["throughput_ratio"]),
+                             "scaling_ratio": number(row["scaling_ratio"])}
+            for row in rows}
 
 
 def write_report(course_dir, assignment, rows):
@@ -438,7 +466,7 @@ def write_report(course_dir, assignment, rows):
     with tmp.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=REPORT_FIELDS)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({key: spreadsheet_cell(value) for key, value in row.items()} for row in rows)
     tmp.replace(path)
     return path
 
@@ -560,12 +588,8 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     for row in rows:
         print_fn(_row_line(row))
     report = write_report(course_dir, assignment, report_rows())
-    profile_csv = report.with_name(f"autograde_{assignment}_profile.csv")
-    with profile_csv.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student", "part", "seconds", "ended_s", "note"])
-        for s in to_grade:
-            writer.writerows(profile_csv_rows(results[s], session_start))
+    profile_csv = write_profile(report.with_name(f"autograde_{assignment}_profile.csv"),
+                                [results[s] for s in to_grade], session_start)
     if profile:
         print_fn(profile_table(results[s] for s in to_grade))
     print_fn(f"{len(to_grade)} submission(s) in {total:.1f} s with {jobs} at a time; report: {report}; "
