@@ -239,7 +239,7 @@ def _profile_parts(log):
         text = ""
     for line in text.splitlines():
         try:
-            part = json.loads(line)
+            part = evidence.parse_record(line, most_containers=1)   # a part is one flat object
         except ValueError:
             continue
         if isinstance(part, dict) and isinstance(part.get("part"), str) and \
