@@ -4,6 +4,7 @@ autograded in parallel and each kind of bad submission gets its expected score."
 import csv
 import html
 import json
+import os
 import re
 import shutil
 import signal
@@ -481,3 +482,36 @@ def test_a_formula_in_the_profile_csv_is_neutralised(tmp_path):
     cells = _cells(path)
     assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@", "\t", "\r"))], cells
     assert {f"'{formula}" for formula in FORMULAS} <= set(cells)
+
+
+def _deep_tree(folder, depth):
+    """`depth` nested folders below `folder` (made relative to each other: the path is longer than
+    PATH_MAX)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+
+
+def test_the_session_cleanup_removes_a_3000_deep_tree_without_raising():
+    """A submission that wrote 3000 nested folders in its session folder made the end of `handson
+    autograde` raise RecursionError (shutil.rmtree): no summary, no report, the session left behind."""
+    said = []
+    with nbgrader_course._session_folders(print_fn=said.append) as (_, scratch):
+        _deep_tree(scratch, 3000)
+    assert not os.path.exists(scratch) and said == [], said
+
+
+def test_a_failed_session_cleanup_is_said_never_raised(tmp_path, monkeypatch):
+    from handson_lib.autograder import sandbox
+    def refused(*args, **kwargs):
+        raise OSError("planted")
+    monkeypatch.setattr(sandbox.subprocess, "run", refused)
+    said = []
+    sandbox.remove_session(tmp_path, print_fn=said.append)
+    assert len(said) == 1 and "could not be removed" in said[0] and "planted" in said[0], said

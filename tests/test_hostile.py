@@ -628,3 +628,51 @@ def test_an_on_answers_call_runs_the_answer_cells_in_the_sandbox(tmp_path, monke
             seen = judge.Judge(lambda code: "", answer_cells=lambda: [cell], call_folder=spec["runs"]) \
                 .call_on_answers(lb.rate_at, Probe, 0.1, 32, 64, 0, 3)
     assert seen == float(sandbox.account()[0]), seen   # the grading account, and the solution unread
+
+
+FILLS_ITS_OWN_FOLDER = """
+import errno, os, sys
+written = 0
+try:
+    with open(os.path.join(sys.argv[1], "fill"), "wb") as f:
+        while written < 64 << 20:
+            f.write(bytes(1 << 20))
+            f.flush()
+            written += 1 << 20
+    print("WROTE", written)
+except OSError as error:
+    print("STOPPED", errno.errorcode[error.errno], written)
+"""
+
+
+@pytest.mark.system
+def test_the_kernels_own_folder_is_a_capped_tmpfs_never_the_hosts_disk(tmp_path):
+    """The session's folder of a student (the only host folder its kernel writes) is a tmpfs of
+    Limits.own_bytes: a submission that writes past it gets ENOSPC, and after release nothing of it
+    is left on the host's disk (once, 1.5 GiB in 5.5 s there)."""
+    why = sandbox_missing()
+    if why:
+        pytest.skip(why)
+    session = tmp_path / "session"
+    session.mkdir()
+    os.chmod(tmp_path, 0o755)
+    settings = sandbox.prepare(session, limits=sandbox.Limits(own_bytes=16 << 20))
+    _, _, own = sandbox.for_student(session, settings, "filler")
+    try:
+        folder = tmp_path / "notebook"
+        folder.mkdir()
+        (folder / "fill.py").write_text(FILLS_ITS_OWN_FOLDER)
+        fds = []
+        cmd = sandbox.command(settings, [sys.executable, str(folder / "fill.py"), str(own)], folder, own, fds)
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, pass_fds=fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        assert "STOPPED ENOSPC" in res.stdout, res.stdout + res.stderr
+        assert int(res.stdout.split()[-1]) <= 16 << 20
+        assert os.path.ismount(own) and os.stat(own).st_dev != os.stat(session).st_dev
+        assert (own / "fill").stat().st_uid == settings.uid
+    finally:
+        sandbox.release(settings, own)
+    assert not os.path.ismount(own) and list(own.iterdir()) == []    # nothing reached the host's /tmp

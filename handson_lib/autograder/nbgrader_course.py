@@ -214,10 +214,11 @@ def _autograde_one(course_dir, assignment, student, timeout, settings, env=None,
         res = nbgrader("autograde", assignment, "--student", student, "--force", *options,
                        course_dir=course_dir, timeout=timeout, env=env)
     finally:
+        kernel_parts = _profile_parts(log)   # before release: the log is on the student's tmpfs
         if box is not None:
             sandbox.release(box, own)
     seconds = time.monotonic() - started
-    parts = _profile_parts(log) + _profile_parts(memo / "profile.jsonl")   # the kernel's runs, the grader's
+    parts = kernel_parts + _profile_parts(memo / "profile.jsonl")   # the kernel's runs, the grader's
     if res.timed_out:
         status = f"stopped after {timeout:.0f} s (the whole run: a cell that never ends?)"
     elif res.returncode != 0:
@@ -526,7 +527,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
         before = set()
     started, session_start = time.monotonic(), time.time()
     results, interrupted = {}, False
-    with _session_folders(reference_cache) as (shared, scratch):
+    with _session_folders(reference_cache, print_fn) as (shared, scratch):
         pool = ThreadPoolExecutor(max_workers=jobs)
         print_fn(f"Autograding {len(to_grade)} submission(s) of {assignment!r}, {jobs} at a time "
                  f"(session {scratch}) ...")
@@ -616,15 +617,19 @@ def _measure_references(assignment, cache, print_fn):
 
 
 @contextlib.contextmanager
-def _session_folders(shared=None):
+def _session_folders(shared=None, print_fn=print):
     """(the folder that keeps a grading session's reference runs and demos, the session's own
     folder for each student's profile and runs): `shared` where given (a test session grades
     several classes with one set of references), else inside the session's folder; the
-    session's folder is removed at the end."""
-    with tempfile.TemporaryDirectory(prefix="handson-autograde-") as scratch:
+    session's folder is removed at the end (sandbox.remove_session: whatever a submission left
+    there, never an error in place of the grading's result)."""
+    scratch = tempfile.mkdtemp(prefix="handson-autograde-")
+    try:
         shared = Path(shared) if shared is not None else Path(scratch) / "references"
         shared.mkdir(parents=True, exist_ok=True)
         yield str(shared), scratch
+    finally:
+        sandbox.remove_session(scratch, print_fn)
 
 
 def _name_of(proc):

@@ -24,6 +24,7 @@ import grp
 import json
 import os
 import pwd
+import re
 import resource
 import shutil
 import signal
@@ -67,6 +68,7 @@ class Limits:
                                     # process that asks (MemoryError), before the cgroup kills the kernel
     folder_bytes: int = 512 << 20   # the submission's folder (a tmpfs copy)
     tmp_bytes: int = 1 << 30        # /tmp
+    own_bytes: int = 256 << 20      # the student's own folder in the session (a tmpfs: not the host's disk)
 
 
 @dataclass
@@ -161,7 +163,9 @@ def for_student(session, settings, student):
     folder the sandbox writes."""
     own = Path(session) / f"student-{student}"
     own.mkdir(mode=0o700)
-    os.chown(own, settings.uid, settings.gid)
+    # A tmpfs of its own: what the kernel writes there fills that, never the disk of the gradebook.
+    _mount_tmpfs(own, settings.limits.get("own_bytes", Limits().own_bytes), f"mode=0700,uid={settings.uid},"
+                 f"gid={settings.gid}")
     jupyter_path = os.pathsep.join(filter(None, [str(Path(session) / "jupyter"), os.environ.get("JUPYTER_PATH")]))
     env = {"JUPYTER_PATH": jupyter_path, "TMPDIR": str(own),  # nbgrader writes the connection file in TMPDIR
            # ... which must not move the grader's timing slot into the student's folder: the
@@ -172,6 +176,11 @@ def for_student(session, settings, student):
     return env, options, own
 
 
+def _mount_tmpfs(path, size, options):
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},{options},nosuid,nodev", "tmpfs", str(path)],
+                   check=True, capture_output=True)
+
+
 def cgroup_name(settings, own):
     return f"{settings.cgroup_prefix}-{Path(own).name}"
 
@@ -179,10 +188,11 @@ def cgroup_name(settings, own):
 def release(settings, own, wait=10.0):
     """Stop what is left of a student's sandbox (the kernel's pid namespace ends it: this is for a
     kernel nbgrader could not stop), remove the student's cgroups and unmount the tmpfs of the
-    report cells' runs."""
+    report cells' runs and of the student's own folder."""
     runs = Path(own).parent / ("runs-" + Path(own).name.removeprefix("student-"))
-    if os.path.ismount(runs):
-        subprocess.run(["umount", "--lazy", str(runs)], capture_output=True)
+    for folder in (runs, Path(own)):
+        if os.path.ismount(folder):
+            subprocess.run(["umount", "--lazy", str(folder)], capture_output=True)
     pids = CGROUPS / "pids" / "handson" / cgroup_name(settings, own)
     deadline = time.monotonic() + wait
     while pids.exists():
@@ -318,11 +328,40 @@ def judged_runs(session, student):
     runs = Path(session) / f"runs-{student}"
     runs.mkdir(mode=0o755)   # the grader's: a run writes only in the folder made for it (runs.run_folder)
     # A tmpfs of its own: what the runs write fills that, never the machine's disk.
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={Limits().tmp_bytes},mode=0755,nosuid,nodev",
-                    "tmpfs", str(runs)], check=True, capture_output=True)
+    _mount_tmpfs(runs, Limits().tmp_bytes, "mode=0755")
     memo = Path(session) / f"memo-{student}"
     memo.mkdir(mode=0o700)
     return runs, memo
+
+
+def mounts_below(folder):
+    """The mount points below `folder` (deepest first), from /proc/self/mountinfo."""
+    folder = os.path.realpath(folder).rstrip("/") + "/"
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            # The mount point is the fifth field, with space, tab, newline and backslash as octal escapes.
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split(" ")[4])
+            if point.startswith(folder):
+                points.append(point)
+    return sorted(points, key=len, reverse=True)
+
+
+def remove_session(folder, print_fn=print):
+    """Remove a grading session's folder whatever a submission left there: first every mount below
+    it (a student's tmpfs), then the rest with `rm -rf --one-file-system` (a tree of any depth:
+    shutil.rmtree recurses, and 3000 nested folders made it raise). Never raises: a failure is
+    said, and the grading's result stands."""
+    try:
+        for point in mounts_below(folder):
+            subprocess.run(["umount", "--lazy", point], capture_output=True)
+        res = subprocess.run(["rm", "-rf", "--one-file-system", "--", str(folder)], capture_output=True, text=True)
+        if os.path.lexists(folder):
+            print_fn(f"The grading session's folder {folder} could not be removed (remove it by hand): "
+                     f"{res.stderr.strip()[-300:]}")
+    except Exception as error:   # the cleanup's, never the grading's
+        print_fn(f"The grading session's folder {folder} could not be removed (remove it by hand): "
+                 f"{type(error).__name__}: {error}")
 
 
 def run_main(settings_path, own, runs, folder, cwd, argv):

@@ -21,6 +21,9 @@ scheduler would refuse only after a wait in the queue:
 - `#PBS` lines after the first command (qsub ignores them), shell variables in `#PBS` lines
   (qsub does not expand them), an en dash copied from the slides (`–W`).
 
+A script over 256 KiB (LARGEST_SCRIPT) is one error, and no rule reads it: every rule is linear in
+the script's size, and a grader lints whatever a student hands in.
+
 Warnings (the job runs, but probably not as meant): no `cd $PBS_O_WORKDIR`, no `#!` line,
 `# PBS` with a space (a comment, not a directive), several nodes but no `mpiexec`.
 
