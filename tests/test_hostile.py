@@ -708,6 +708,21 @@ print("SEEN", json.dumps(seen))
 """
 
 
+FILLS_ITS_OWN_FOLDER = """
+import errno, os, sys
+written = 0
+try:
+    with open(os.path.join(sys.argv[1], "fill"), "wb") as f:
+        while written < 64 << 20:
+            f.write(bytes(1 << 20))
+            f.flush()
+            written += 1 << 20
+    print("WROTE", written)
+except OSError as error:
+    print("STOPPED", errno.errorcode[error.errno], written)
+"""
+
+
 @pytest.mark.system
 def test_each_side_of_the_paired_timing_writes_its_own_folder_only(tmp_path, monkeypatch):
     """The student's side cannot reach the reference's folder (a module planted there would run
@@ -834,3 +849,36 @@ def test_a_grade_cells_call_of_a_student_function_runs_in_the_sandbox_not_the_ke
     assert hung[-1]["evalue"] == "spin(...): stopped after 3 s: your function did not return in time (an infinite loop?)"
     assert left == [], left   # the call's folder went with the cell
     assert psutil.Process().children(recursive=True) == []   # nothing of it left running
+
+
+@pytest.mark.system
+def test_the_kernels_own_folder_is_a_capped_tmpfs_never_the_hosts_disk(tmp_path):
+    """The session's folder of a student (the only host folder its kernel writes) is a tmpfs of
+    Limits.own_bytes: a submission that writes past it gets ENOSPC, and after release nothing of it
+    is left on the host's disk (once, 1.5 GiB in 5.5 s there)."""
+    why = sandbox_missing()
+    if why:
+        pytest.skip(why)
+    session = tmp_path / "session"
+    session.mkdir()
+    os.chmod(tmp_path, 0o755)
+    settings = sandbox.prepare(session, limits=sandbox.Limits(own_bytes=16 << 20))
+    _, _, own = sandbox.for_student(session, settings, "filler")
+    try:
+        folder = tmp_path / "notebook"
+        folder.mkdir()
+        (folder / "fill.py").write_text(FILLS_ITS_OWN_FOLDER)
+        fds = []
+        cmd = sandbox.command(settings, [sys.executable, str(folder / "fill.py"), str(own)], folder, own, fds)
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, pass_fds=fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        assert "STOPPED ENOSPC" in res.stdout, res.stdout + res.stderr
+        assert int(res.stdout.split()[-1]) <= 16 << 20
+        assert os.path.ismount(own) and os.stat(own).st_dev != os.stat(session).st_dev
+        assert (own / "fill").stat().st_uid == settings.uid
+    finally:
+        sandbox.release(settings, own)
+    assert not os.path.ismount(own) and list(own.iterdir()) == []    # nothing reached the host's /tmp

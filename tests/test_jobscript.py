@@ -220,6 +220,33 @@ def test_site_specific_rules():
     assert lint(regular, "miyabi") == []
 
 
+#: Job scripts that once cost lint time quadratic in their size: blank lines (rule_workdir's
+#: `^\s*` ran on over every blank line below each line start) and launcher names among a
+#: launcher's options (each was scanned as a call of its own, to the line's end).
+SLOW_SHAPES = {
+    "100,000 blank lines": "#!/bin/bash\necho\n" + "\n" * 100_000,
+    "blank lines to the cap": "#!/bin/bash\necho\n" + "\n" * (jobscript.LARGEST_SCRIPT - 20),
+    "launcher names as options": "#!/bin/bash\nmpiexec " + "-x/mpiexec " * (jobscript.LARGEST_SCRIPT // 12),
+    "a 1 MB script": "#!/bin/bash\necho\n" + "\n" * (1 << 20),
+}
+
+
+@pytest.mark.parametrize("shape", SLOW_SHAPES)
+def test_lint_takes_time_linear_in_the_script(shape):
+    """A bound in seconds: it guards against a quadratic blow-up (minutes), not a speed."""
+    started = time.process_time()
+    lint(SLOW_SHAPES[shape], "reedbush")
+    assert time.process_time() - started < 5
+
+
+def test_a_script_over_the_cap_is_one_error_and_no_rule_reads_it():
+    text = solution_text() + "#" * jobscript.LARGEST_SCRIPT
+    assert [(f.code, f.line) for f in lint(text, "reedbush")] == [("too-large", 1)]
+    assert f"over {jobscript.LARGEST_SCRIPT >> 10} KiB" in lint(text, "reedbush")[0].message
+    assert lint(solution_text() + "#" * (jobscript.LARGEST_SCRIPT - len(solution_text()) - 1),
+                "reedbush", template=True) == lint(solution_text(), "reedbush", template=True)
+
+
 def test_parsers():
     assert jobscript.parse_walltime("00:15:00") == 900
     assert jobscript.parse_walltime("1:00:00") == 3600

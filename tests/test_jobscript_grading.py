@@ -104,3 +104,24 @@ def test_handson_check_grades_a_job_script_like_the_notebook(tmp_path):
     assert res.returncode == 1, res.stdout + res.stderr
     assert "handson check jobscript-multi-node" in res.stdout
     assert "[FAIL] resources of the task: asks for 1 node(s) x 2 MPI process(es)" in res.stdout
+
+
+def test_a_huge_job_script_is_refused_unread(tmp_path):
+    """A job script over jobscript.LARGEST_SCRIPT is an error of lint, and the grader reads no more
+    of it than that (a 64 MiB file, sparse: it costs no disk)."""
+    import tracemalloc
+    from handson_lib.sites import jobscript
+    path = tmp_path / checks.JOBSCRIPTS["multi-node"][0]
+    with open(path, "wb") as f:
+        f.write((ROOT / "solutions" / path.name).read_bytes())
+        f.truncate(64 << 20)
+    tracemalloc.start()
+    try:
+        report = checks.check_jobscript(path, "multi-node")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    failed = {c.name: c.message for c in report.failed}
+    assert set(failed) == {"job script lint", "resources of the task"}, report.text()
+    assert f"over {jobscript.LARGEST_SCRIPT >> 10} KiB" in failed["job script lint"]
+    assert peak < 8 * jobscript.LARGEST_SCRIPT, f"read {peak >> 20} MiB of a 64 MiB job script"

@@ -49,8 +49,15 @@ REPORT_CELLS = {"task1_job_report", "task1_report", "task2_mnist_report", "task2
 JUDGE_ENV = "GRADER_JUDGE"
 #: The most a kernel answer may weigh (its JSON text).
 MAX_ANSWER_CHARS = 32 << 20
+<<<<<<< HEAD
 #: The fresh process of a hidden test's `on_answers` call and of a grade cell's calls of the
 #: student's functions (`python -m`), and the seconds a call may take (the answer cells' run too).
+=======
+#: The most lists and objects an answer may hold (an array's rows count one each): json.loads
+#: builds them all before the codec checks anything.
+MOST_ANSWER_CONTAINERS = 1 << 20
+#: The fresh process of a hidden test's `on_answers` call (`python -m`), and the seconds it may take.
+>>>>>>> caps
 ANSWER_CALL_MODULE = "handson_lib.harness.answer_call"
 ANSWER_CALL_SECONDS = 120
 #: How long a grade cell's process of the answer cells may take to end by itself at the cell's end.
@@ -163,6 +170,7 @@ class Judge:
 
     # -- the kernel, as data
     def _request(self, expression):
+        from handson_lib.checking import evidence
         nonce = secrets.token_hex(8)
         code = (CODEC + "\ntry:\n    print(" + repr(nonce) + ", __import__('json').dumps({'value': _handson_encode("
                 + expression + ")}), flush=True)\nexcept BaseException as _e:\n    print(" + repr(nonce)
@@ -173,7 +181,10 @@ class Judge:
             if line.startswith(nonce + " "):
                 if len(line) > MAX_ANSWER_CHARS:
                     raise KernelAnswerError(f"an answer of {len(line)} characters (at most {MAX_ANSWER_CHARS})")
-                answer = json.loads(line[len(nonce) + 1:])
+                try:
+                    answer = evidence.parse_record(line[len(nonce) + 1:], MOST_ANSWER_CONTAINERS, "an answer")
+                except ValueError as error:
+                    raise KernelAnswerError(str(error)[:300]) from None
                 if "error" in answer:
                     raise KernelAnswerError(answer["error"])
                 return answer["value"]
@@ -233,7 +244,8 @@ class Judge:
             runs.defuse(folder)
             try:
                 text = evidence.read_left(Path(folder) / "answer.json", MAX_ANSWER_CHARS)
-                answer = json.loads(text) if text is not None else None
+                answer = (evidence.parse_record(text, MOST_ANSWER_CONTAINERS, "an answer")
+                          if text is not None else None)
             except ValueError as error:
                 raise KernelAnswerError(f"{said}: {error}") from None
         if not isinstance(answer, dict) or not ("value" in answer or "error" in answer):

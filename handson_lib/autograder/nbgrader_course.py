@@ -214,10 +214,11 @@ def _autograde_one(course_dir, assignment, student, timeout, settings, env=None,
         res = nbgrader("autograde", assignment, "--student", student, "--force", *options,
                        course_dir=course_dir, timeout=timeout, env=env)
     finally:
+        kernel_parts = _profile_parts(log)   # before release: the log is on the student's tmpfs
         if box is not None:
             sandbox.release(box, own)
     seconds = time.monotonic() - started
-    parts = _profile_parts(log) + _profile_parts(memo / "profile.jsonl")   # the kernel's runs, the grader's
+    parts = kernel_parts + _profile_parts(memo / "profile.jsonl")   # the kernel's runs, the grader's
     if res.timed_out:
         status = f"stopped after {timeout:.0f} s (the whole run: a cell that never ends?)"
     elif res.returncode != 0:
@@ -239,7 +240,7 @@ def _profile_parts(log):
         text = ""
     for line in text.splitlines():
         try:
-            part = json.loads(line)
+            part = evidence.parse_record(line, most_containers=1)   # a part is one flat object
         except ValueError:
             continue
         if isinstance(part, dict) and isinstance(part.get("part"), str) and \
@@ -271,6 +272,17 @@ def profile_csv_rows(result, session_start):
         rows.append([result["student"], part, seconds, ended,
                      "stepped aside from the timing slot while idle" if run.get("stepped_aside") else ""])
     return rows
+
+
+def write_profile(path, results, session_start):
+    """autograde_<assignment>_profile.csv: profile_csv_rows of every student's result."""
+    with Path(path).open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "part", "seconds", "ended_s", "note"])
+        for result in results:
+            writer.writerows([spreadsheet_cell(value) for value in row]
+                             for row in profile_csv_rows(result, session_start))
+    return path
 
 
 def _progress_line(done, total, elapsed, width=24):
@@ -411,6 +423,22 @@ REPORT_FIELDS = ["student", "score", "max_score", "status", "seconds", "throughp
                  "feedback"]
 
 
+#: What a spreadsheet takes for the start of a formula (OWASP's CSV injection list); a quote, the
+#: prefix itself, so that every text reads back as it was written.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def spreadsheet_cell(value):
+    """A cell of a CSV an instructor opens: a text that a spreadsheet would run as a formula (a
+    student's exception named `=HYPERLINK(...)`) gets a leading `'`; numbers stay numbers."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
+def from_spreadsheet_cell(text):
+    """The value of a cell written by spreadsheet_cell."""
+    return text[1:] if isinstance(text, str) and text.startswith("'") else text
+
+
 def report_path(course_dir, assignment):
     return Path(course_dir) / f"autograde_{assignment}.csv"
 
@@ -424,11 +452,12 @@ def read_report(course_dir, assignment):
         return _finite(text) if text not in ("", None) else None
 
     with path.open(newline="") as f:
-        return {row["student"]: {**row, "score": number(row["score"]) or 0.0, "max_score": number(row["max_score"]),
-                                 "seconds": number(row["seconds"]) or 0.0,
-                                 "throughput_ratio": number(row["throughput_ratio"]),
-                                 "scaling_ratio": number(row["scaling_ratio"])}
-                for row in csv.DictReader(f)}
+        rows = [{key: from_spreadsheet_cell(text) for key, text in row.items()} for row in csv.DictReader(f)]
+    return {row["student"]: {**row, "score": number(row["score"]) or 0.0, "max_score": number(row["max_score"]),
+                             "seconds": number(row["seconds"]) or 0.0,
+                             "throughput_ratio": number(row["throughput_ratio"]),
+                             "scaling_ratio": number(row["scaling_ratio"])}
+            for row in rows}
 
 
 def write_report(course_dir, assignment, rows):
@@ -438,7 +467,7 @@ def write_report(course_dir, assignment, rows):
     with tmp.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=REPORT_FIELDS)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({key: spreadsheet_cell(value) for key, value in row.items()} for row in rows)
     tmp.replace(path)
     return path
 
@@ -498,7 +527,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
         before = set()
     started, session_start = time.monotonic(), time.time()
     results, interrupted = {}, False
-    with _session_folders(reference_cache) as (shared, scratch):
+    with _session_folders(reference_cache, print_fn) as (shared, scratch):
         pool = ThreadPoolExecutor(max_workers=jobs)
         print_fn(f"Autograding {len(to_grade)} submission(s) of {assignment!r}, {jobs} at a time "
                  f"(session {scratch}) ...")
@@ -560,12 +589,8 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     for row in rows:
         print_fn(_row_line(row))
     report = write_report(course_dir, assignment, report_rows())
-    profile_csv = report.with_name(f"autograde_{assignment}_profile.csv")
-    with profile_csv.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student", "part", "seconds", "ended_s", "note"])
-        for s in to_grade:
-            writer.writerows(profile_csv_rows(results[s], session_start))
+    profile_csv = write_profile(report.with_name(f"autograde_{assignment}_profile.csv"),
+                                [results[s] for s in to_grade], session_start)
     if profile:
         print_fn(profile_table(results[s] for s in to_grade))
     print_fn(f"{len(to_grade)} submission(s) in {total:.1f} s with {jobs} at a time; report: {report}; "
@@ -592,15 +617,19 @@ def _measure_references(assignment, cache, print_fn):
 
 
 @contextlib.contextmanager
-def _session_folders(shared=None):
+def _session_folders(shared=None, print_fn=print):
     """(the folder that keeps a grading session's reference runs and demos, the session's own
     folder for each student's profile and runs): `shared` where given (a test session grades
     several classes with one set of references), else inside the session's folder; the
-    session's folder is removed at the end."""
-    with tempfile.TemporaryDirectory(prefix="handson-autograde-") as scratch:
+    session's folder is removed at the end (sandbox.remove_session: whatever a submission left
+    there, never an error in place of the grading's result)."""
+    scratch = tempfile.mkdtemp(prefix="handson-autograde-")
+    try:
         shared = Path(shared) if shared is not None else Path(scratch) / "references"
         shared.mkdir(parents=True, exist_ok=True)
         yield str(shared), scratch
+    finally:
+        sandbox.remove_session(scratch, print_fn)
 
 
 def _name_of(proc):

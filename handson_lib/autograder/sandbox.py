@@ -25,6 +25,7 @@ import grp
 import json
 import os
 import pwd
+import re
 import resource
 import shutil
 import signal
@@ -68,6 +69,7 @@ class Limits:
                                     # process that asks (MemoryError), before the cgroup kills the kernel
     folder_bytes: int = 512 << 20   # the submission's folder (a tmpfs copy)
     tmp_bytes: int = 1 << 30        # /tmp
+    own_bytes: int = 256 << 20      # the student's own folder in the session (a tmpfs: not the host's disk)
 
 
 @dataclass
@@ -162,7 +164,9 @@ def for_student(session, settings, student):
     folder the sandbox writes."""
     own = Path(session) / f"student-{student}"
     own.mkdir(mode=0o700)
-    os.chown(own, settings.uid, settings.gid)
+    # A tmpfs of its own: what the kernel writes there fills that, never the disk of the gradebook.
+    _mount_tmpfs(own, settings.limits.get("own_bytes", Limits().own_bytes), f"mode=0700,uid={settings.uid},"
+                 f"gid={settings.gid}")
     jupyter_path = os.pathsep.join(filter(None, [str(Path(session) / "jupyter"), os.environ.get("JUPYTER_PATH")]))
     env = {"JUPYTER_PATH": jupyter_path, "TMPDIR": str(own),  # nbgrader writes the connection file in TMPDIR
            # ... which must not move the grader's timing slot into the student's folder: the
@@ -173,6 +177,7 @@ def for_student(session, settings, student):
     return env, options, own
 
 
+<<<<<<< HEAD
 #: The cgroups of one student: the kernel's (ROLES[0], frozen while the grader times anything of
 #: this student's, nbgrader_ext._judged_runs), the checks' runs (the student's side of the paired
 #: timing included) and the reference's side of the paired timing, each with the limits.
@@ -205,17 +210,35 @@ def frozen_kernel(settings_path, own, wait=5.0):
         yield True
     finally:
         state.write_text("THAWED")
+=======
+def _mount_tmpfs(path, size, options):
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},{options},nosuid,nodev", "tmpfs", str(path)],
+                   check=True, capture_output=True)
+
+
+def cgroup_name(settings, own):
+    return f"{settings.cgroup_prefix}-{Path(own).name}"
+>>>>>>> caps
 
 
 def release(settings, own, wait=10.0):
     """Stop what is left of a student's sandbox (the kernel's pid namespace ends it: this is for a
     kernel nbgrader could not stop), remove the student's cgroups and unmount the tmpfs of the
-    report cells' runs."""
+    report cells' runs and of the student's own folder."""
     runs = Path(own).parent / ("runs-" + Path(own).name.removeprefix("student-"))
+<<<<<<< HEAD
     if os.path.ismount(runs):
         subprocess.run(["umount", "--lazy", str(runs)], capture_output=True)
     freezer = _cgroup("freezer", settings, own)
     if freezer.exists():   # a frozen process takes no SIGKILL until it is thawed
+=======
+    for folder in (runs, Path(own)):
+        if os.path.ismount(folder):
+            subprocess.run(["umount", "--lazy", str(folder)], capture_output=True)
+    pids = CGROUPS / "pids" / "handson" / cgroup_name(settings, own)
+    deadline = time.monotonic() + wait
+    while pids.exists():
+>>>>>>> caps
         try:
             (freezer / "freezer.state").write_text("THAWED")
         except OSError:
@@ -362,13 +385,13 @@ def judged_runs(session, student):
     runs = Path(session) / f"runs-{student}"
     runs.mkdir(mode=0o755)   # the grader's: a run writes only in the folder made for it (runs.run_folder)
     # A tmpfs of its own: what the runs write fills that, never the machine's disk.
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={Limits().tmp_bytes},mode=0755,nosuid,nodev",
-                    "tmpfs", str(runs)], check=True, capture_output=True)
+    _mount_tmpfs(runs, Limits().tmp_bytes, "mode=0755")
     memo = Path(session) / f"memo-{student}"
     memo.mkdir(mode=0o700)
     return runs, memo
 
 
+<<<<<<< HEAD
 #: What `run` gets for FOLDER when the run sees no copy of the submission (the reference's side).
 NO_FOLDER = "-"
 
@@ -377,6 +400,41 @@ def run_main(settings_path, own, role, writable, folder, cwd, argv):
     """A run started by a check of the grader (a report cell): in the student's cgroups of `role`,
     the submission's folder copied in (none: NO_FOLDER), one folder writable (the run's own),
     nothing of the kernel's."""
+=======
+def mounts_below(folder):
+    """The mount points below `folder` (deepest first), from /proc/self/mountinfo."""
+    folder = os.path.realpath(folder).rstrip("/") + "/"
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            # The mount point is the fifth field, with space, tab, newline and backslash as octal escapes.
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split(" ")[4])
+            if point.startswith(folder):
+                points.append(point)
+    return sorted(points, key=len, reverse=True)
+
+
+def remove_session(folder, print_fn=print):
+    """Remove a grading session's folder whatever a submission left there: first every mount below
+    it (a student's tmpfs), then the rest with `rm -rf --one-file-system` (a tree of any depth:
+    shutil.rmtree recurses, and 3000 nested folders made it raise). Never raises: a failure is
+    said, and the grading's result stands."""
+    try:
+        for point in mounts_below(folder):
+            subprocess.run(["umount", "--lazy", point], capture_output=True)
+        res = subprocess.run(["rm", "-rf", "--one-file-system", "--", str(folder)], capture_output=True, text=True)
+        if os.path.lexists(folder):
+            print_fn(f"The grading session's folder {folder} could not be removed (remove it by hand): "
+                     f"{res.stderr.strip()[-300:]}")
+    except Exception as error:   # the cleanup's, never the grading's
+        print_fn(f"The grading session's folder {folder} could not be removed (remove it by hand): "
+                 f"{type(error).__name__}: {error}")
+
+
+def run_main(settings_path, own, runs, folder, cwd, argv):
+    """A run started by a check of the grader (a report cell): in the student's cgroups, the
+    submission's folder copied in, the runs' folder writable, nothing of the kernel's."""
+>>>>>>> caps
     settings = Settings(**json.loads(Path(settings_path).read_text()))
     if role not in ROLES[1:]:
         raise SystemExit(f"unknown role {role!r}")

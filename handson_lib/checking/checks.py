@@ -993,13 +993,16 @@ def check_jobscript(script, task, site=None):
         report.add("job script lint", False, tr("{name} was not handed in", name=name))
         report.add("resources of the task", False, tr("not checked: no job script"))
         return report
-    text = path.read_text(errors="replace")
+    text = jobscript.read_script(path)
     findings = jobscript.lint(text, site, template=True)
     bad = jobscript.errors(findings)
     shown = "\n".join("    " + f.format(path.name) for f in findings)
     verdict = tr("{n} error(s)", n=len(bad)) if bad else tr("no error")
     report.add("job script lint", not bad,
                f"`handson jobscript lint --site {site.key}`: {verdict}" + (":\n" + shown if shown else ""))
+    if jobscript.too_large(text):
+        report.add("resources of the task", False, tr("not checked: the job script is too large"))
+        return report
     req = jobscript.parse_request(text)
     nodes = site.scripts.requests[kind][0]
     procs = ranks_per_node(site, kind)

@@ -10,7 +10,9 @@ suspected". Everything a run left is read here as untrusted (`read_left`, `load_
 """
 
 import io
+import json
 import os
+import re
 import secrets
 import stat
 import zipfile
@@ -33,8 +35,19 @@ def agreement(recorded_images, measured_images):
     return min(0.35, max(0.15, 5 * spread))
 
 
-#: The most of a file left by a run (a record, a log, an npz's arrays together) that the grader reads.
+#: The most of a file left by a run (a log) that the grader reads.
 LARGEST_LEFT = 512 << 20
+#: The most of a record (JSON) a run left: a real one holds fingerprint lists, about 2 MB for
+#: 50,000 images.
+LARGEST_RECORD = 8 << 20
+#: The most lists and objects a record may hold: json.loads builds each one before anything is
+#: checked (32 MiB of `[],` made 2.2 GB), and a real record holds a few per rank and shard.
+MOST_CONTAINERS = 100_000
+#: The most of an .npz a run left, unpacked, and of all the arrays of one run together.
+LARGEST_ARRAYS = 64 << 20
+LARGEST_RUN_ARRAYS = 256 << 20
+#: The most members of one .npz: the archive's directory is read whole before any is checked.
+MOST_MEMBERS = 1000
 
 
 def read_left(path, limit=LARGEST_LEFT):
@@ -47,22 +60,95 @@ def read_left(path, limit=LARGEST_LEFT):
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            raise ValueError(f"{Path(path).name}: not a plain file of at most {limit >> 20} MiB")
+            raise ValueError(f"{Path(path).name}: not a plain file of at most {_size(limit)}")
         return f.read(limit + 1)
 
 
-def load_arrays(path, limit=LARGEST_LEFT):
+def _size(limit):
+    return f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit} bytes"
+
+
+#: A JSON string (one left open runs to the end: no match fails, so no start is tried twice).
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.S)
+
+
+def parse_record(text, most_containers=MOST_CONTAINERS, name="a record"):
+    """The value of a JSON text a run left (untrusted), or ValueError: more than `most_containers`
+    lists and objects (counted outside strings before json.loads builds them), nested deeper
+    than the parser goes, or not JSON."""
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    bare = _JSON_STRING.sub("", text)
+    containers = bare.count("[") + bare.count("{")
+    del bare
+    if containers > most_containers:
+        raise ValueError(f"{name}: {containers} lists and objects (at most {most_containers})")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{name}: nested too deep") from None
+
+
+def read_record(path, limit=LARGEST_RECORD):
+    """The JSON value of a record a run left, read as `read_left` and parsed by `parse_record`, or
+    None when there is none."""
+    raw = read_left(path, limit)
+    return None if raw is None else parse_record(raw, name=Path(path).name)
+
+
+def load_arrays(path, limit=LARGEST_ARRAYS):
     """{name: array} of an .npz a run left (untrusted), or None: read as `read_left`, every member
-    a plain array (no pickle) and all of them at most `limit` bytes once unpacked."""
+    a plain array (no pickle) and all of them at most `limit` bytes once unpacked, as the archive
+    and each array's header say before anything is unpacked."""
     raw = read_left(path, limit)
     if raw is None:
         return None
+    name = Path(path).name
+    if raw.count(b"PK\x01\x02") > MOST_MEMBERS:     # the signature of each directory entry
+        raise ValueError(f"{name}: more than {MOST_MEMBERS} arrays")
     with zipfile.ZipFile(io.BytesIO(raw)) as archive:
-        if sum(info.file_size for info in archive.infolist()) > limit:
-            raise ValueError(f"{Path(path).name}: more than {limit >> 20} MiB of arrays")
+        members = archive.infolist()
+        if sum(info.file_size for info in members) > limit:
+            raise ValueError(f"{name}: more than {_size(limit)} of arrays")
+        if sum(_array_bytes(archive, info) for info in members) > limit:
+            raise ValueError(f"{name}: arrays of more than {_size(limit)}")
     with numpy.load(io.BytesIO(raw), allow_pickle=False) as npz:
         return {name: npz[name] for name in npz.files}
 
+
+_HEADER_READERS = {(1, 0): numpy.lib.format.read_array_header_1_0, (2, 0): numpy.lib.format.read_array_header_2_0}
+
+
+def _array_bytes(archive, info):
+    """The bytes the .npy header of a member says its array holds (numpy allocates them first)."""
+    with archive.open(info) as member:
+        version = numpy.lib.format.read_magic(member)
+        if version not in _HEADER_READERS:
+            raise ValueError(f"{info.filename}: an .npy of format {version}")
+        shape, _, dtype = _HEADER_READERS[version](member)
+    count = 1
+    for n in shape:
+        count *= n
+    return count * dtype.itemsize
+
+
+class RunArrays:
+    """The arrays of one run, read file by file: each at most LARGEST_ARRAYS, all together at most
+    LARGEST_RUN_ARRAYS."""
+
+    def __init__(self):
+        self.limit = self.left = LARGEST_RUN_ARRAYS
+
+    def load(self, path):
+        together = f"the run's arrays together: at most {_size(self.limit)}"
+        if self.left <= 0:
+            raise ValueError(f"{Path(path).name}: {together}")
+        try:
+            arrays = load_arrays(path, min(LARGEST_ARRAYS, self.left))
+        except ValueError as error:
+            raise ValueError(f"{error} ({together})" if self.left < LARGEST_ARRAYS else error) from None
+        self.left -= sum(a.nbytes for a in (arrays or {}).values())
+        return arrays
 
 
 def _argument(value):

@@ -122,7 +122,7 @@ def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-s
     placeholder left in only warns here: the local scheduler does not check groups, a real one does.
     Returns the output text, or None when there is no scheduler or the job did not finish (a job
     it gave up on, after `timeout` s, a failed qstat or an interrupt, is cancelled with qdel)."""
-    findings = jobscript.lint(Path(job_script).read_text(), "reedbush", template=True)
+    findings = jobscript.lint(jobscript.read_script(job_script), "reedbush", template=True)
     for finding in findings:
         print(f"lint: {finding}")
     if any(f.is_error for f in findings):

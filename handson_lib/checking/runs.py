@@ -16,6 +16,7 @@ import numpy
 
 from handson_lib import grader_settings, launch
 from handson_lib.checking import evidence
+from handson_lib.messages import tr
 
 
 
@@ -151,17 +152,58 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
         res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir), timed=timed, progress=watch,
                                  outside=outside)
         defuse(tmp)
-        text = evidence.read_left(outdir / "observed.json")
-        record = json.loads(text) if text else {}
-        workers = {}
-        for path in sorted(outdir.glob("worker*.npz")) if outdir.is_dir() and not outdir.is_symlink() else []:
-            arrays = evidence.load_arrays(path)
-            workers[int(arrays["index"])] = arrays
-        obs = Observation(res.returncode, res.timed_out, res.output, record, workers, res.seconds, timeout,
-                          _progress(res, watch), evidence.measure(record, outdir / "model.npz", seed_of(args)),
-                          outside.result())
+        (record, workers), refused = _read_left(_observed_records, outdir)
+        obs = Observation(res.returncode, res.timed_out, res.output + refused, record, workers, res.seconds,
+                          timeout, _progress(res, watch),
+                          evidence.measure(record, outdir / "model.npz", seed_of(args)), outside.result())
         _log_part(part, obs)
         return obs
+
+
+#: The most worker files (worker*.npz) the grader reads of one run: the course's runs have a few.
+MOST_WORKER_FILES = 64
+
+
+def _left_files(outdir, pattern, most):
+    """The files matching `pattern` a run left in `outdir` (never through a link), at most `most`."""
+    paths = sorted(outdir.glob(pattern)) if outdir.is_dir() and not outdir.is_symlink() else []
+    if len(paths) > most:
+        raise ValueError(f"{len(paths)} files {pattern} (at most {most})")
+    return paths
+
+
+def _observed_records(outdir):
+    """(record, {worker index: arrays}) of a one-process run."""
+    record = evidence.read_record(outdir / "observed.json") or {}
+    if not isinstance(record, dict):
+        raise ValueError("observed.json: not a record")
+    workers, arrays_read = {}, evidence.RunArrays()
+    for path in _left_files(outdir, "worker*.npz", MOST_WORKER_FILES):
+        arrays = arrays_read.load(path)
+        workers[int(arrays["index"])] = arrays
+    return record, workers
+
+
+def _rank_records(outdir, np):
+    """({rank: record}, {rank: parameters}) of an MPI run of `np` ranks."""
+    ranks, params, arrays_read = {}, {}, evidence.RunArrays()
+    for path in _left_files(outdir, "observed-rank*.json", np):
+        ranks[int(path.stem.split("rank")[1])] = evidence.read_record(path)
+    for path in _left_files(outdir, "params-rank*.npz", np):
+        params[int(path.stem.split("rank")[1])] = arrays_read.load(path)["params"]
+    if not all(isinstance(record, dict) for record in ranks.values()):
+        raise ValueError("observed-rank*.json: not a record")
+    return ranks, params
+
+
+def _read_left(read, outdir, *args):
+    """What `read` finds of a run's records, and "" -- or, when a file is over a cap or broken, the
+    records of a run that left none, and a line for its output that says why."""
+    try:
+        return read(outdir, *args), ""
+    except Exception as error:   # whatever a run left: said in its output, never a crash of the grader
+        return ({}, {}), "\n[grader] " + tr("the run's records were not read: {error}",
+                                             error=f"{type(error).__name__}: {str(error)[:300]}") + "\n"
 
 
 @dataclass
@@ -221,13 +263,8 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
                              env={**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE, **transport()}, timed=timed,
                              progress=watch, outside=outside)
         defuse(tmp)
-        ranks, params = {}, {}
-        listed = outdir.is_dir() and not outdir.is_symlink()
-        for path in sorted(outdir.glob("observed-rank*.json")) if listed else []:
-            ranks[int(path.stem.split("rank")[1])] = json.loads(evidence.read_left(path))
-        for path in sorted(outdir.glob("params-rank*.npz")) if listed else []:
-            params[int(path.stem.split("rank")[1])] = evidence.load_arrays(path)["params"]
-        obs = MPIObservation(np, res.returncode, res.timed_out, res.output, ranks, params, res.seconds,
+        (ranks, params), refused = _read_left(_rank_records, outdir, np)
+        obs = MPIObservation(np, res.returncode, res.timed_out, res.output + refused, ranks, params, res.seconds,
                              timeout, _progress(res, watch),
                              evidence.measure(ranks.get(0, {}), outdir / "model-rank0.npz", seed_of(args)),
                              outside.result())
