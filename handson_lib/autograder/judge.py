@@ -49,15 +49,11 @@ REPORT_CELLS = {"task1_job_report", "task1_report", "task2_mnist_report", "task2
 JUDGE_ENV = "GRADER_JUDGE"
 #: The most a kernel answer may weigh (its JSON text).
 MAX_ANSWER_CHARS = 32 << 20
-<<<<<<< HEAD
-#: The fresh process of a hidden test's `on_answers` call and of a grade cell's calls of the
-#: student's functions (`python -m`), and the seconds a call may take (the answer cells' run too).
-=======
 #: The most lists and objects an answer may hold (an array's rows count one each): json.loads
 #: builds them all before the codec checks anything.
 MOST_ANSWER_CONTAINERS = 1 << 20
-#: The fresh process of a hidden test's `on_answers` call (`python -m`), and the seconds it may take.
->>>>>>> caps
+#: The fresh process of a hidden test's `on_answers` call and of a grade cell's calls of the
+#: student's functions (`python -m`), and the seconds a call may take (the answer cells' run too).
 ANSWER_CALL_MODULE = "handson_lib.harness.answer_call"
 ANSWER_CALL_SECONDS = 120
 #: How long a grade cell's process of the answer cells may take to end by itself at the cell's end.
@@ -427,8 +423,10 @@ class AnswerCalls:
         if length > MAX_ANSWER_CHARS:
             self.stop()
             raise KernelAnswerError(f"{name}(...): an answer of {length} characters (at most {MAX_ANSWER_CHARS})")
+        raw = self._read(length, deadline)
         try:
-            return json.loads(self._read(length, deadline))
+            from handson_lib.checking import evidence   # the containers capped, as every answer's
+            return evidence.parse_record(raw, MOST_ANSWER_CONTAINERS, "an answer")
         except ValueError:
             raise self._ended() from None
 

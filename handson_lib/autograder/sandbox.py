@@ -177,7 +177,6 @@ def for_student(session, settings, student):
     return env, options, own
 
 
-<<<<<<< HEAD
 #: The cgroups of one student: the kernel's (ROLES[0], frozen while the grader times anything of
 #: this student's, nbgrader_ext._judged_runs), the checks' runs (the student's side of the paired
 #: timing included) and the reference's side of the paired timing, each with the limits.
@@ -210,15 +209,11 @@ def frozen_kernel(settings_path, own, wait=5.0):
         yield True
     finally:
         state.write_text("THAWED")
-=======
+
+
 def _mount_tmpfs(path, size, options):
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},{options},nosuid,nodev", "tmpfs", str(path)],
                    check=True, capture_output=True)
-
-
-def cgroup_name(settings, own):
-    return f"{settings.cgroup_prefix}-{Path(own).name}"
->>>>>>> caps
 
 
 def release(settings, own, wait=10.0):
@@ -226,19 +221,11 @@ def release(settings, own, wait=10.0):
     kernel nbgrader could not stop), remove the student's cgroups and unmount the tmpfs of the
     report cells' runs and of the student's own folder."""
     runs = Path(own).parent / ("runs-" + Path(own).name.removeprefix("student-"))
-<<<<<<< HEAD
-    if os.path.ismount(runs):
-        subprocess.run(["umount", "--lazy", str(runs)], capture_output=True)
-    freezer = _cgroup("freezer", settings, own)
-    if freezer.exists():   # a frozen process takes no SIGKILL until it is thawed
-=======
     for folder in (runs, Path(own)):
         if os.path.ismount(folder):
             subprocess.run(["umount", "--lazy", str(folder)], capture_output=True)
-    pids = CGROUPS / "pids" / "handson" / cgroup_name(settings, own)
-    deadline = time.monotonic() + wait
-    while pids.exists():
->>>>>>> caps
+    freezer = _cgroup("freezer", settings, own)
+    if freezer.exists():   # a frozen process takes no SIGKILL until it is thawed
         try:
             (freezer / "freezer.state").write_text("THAWED")
         except OSError:
@@ -391,16 +378,6 @@ def judged_runs(session, student):
     return runs, memo
 
 
-<<<<<<< HEAD
-#: What `run` gets for FOLDER when the run sees no copy of the submission (the reference's side).
-NO_FOLDER = "-"
-
-
-def run_main(settings_path, own, role, writable, folder, cwd, argv):
-    """A run started by a check of the grader (a report cell): in the student's cgroups of `role`,
-    the submission's folder copied in (none: NO_FOLDER), one folder writable (the run's own),
-    nothing of the kernel's."""
-=======
 def mounts_below(folder):
     """The mount points below `folder` (deepest first), from /proc/self/mountinfo."""
     folder = os.path.realpath(folder).rstrip("/") + "/"
@@ -431,10 +408,15 @@ def remove_session(folder, print_fn=print):
                  f"{type(error).__name__}: {error}")
 
 
-def run_main(settings_path, own, runs, folder, cwd, argv):
-    """A run started by a check of the grader (a report cell): in the student's cgroups, the
-    submission's folder copied in, the runs' folder writable, nothing of the kernel's."""
->>>>>>> caps
+
+#: What `run` gets for FOLDER when the run sees no copy of the submission (the reference's side).
+NO_FOLDER = "-"
+
+
+def run_main(settings_path, own, role, writable, folder, cwd, argv):
+    """A run started by a check of the grader (a report cell): in the student's cgroups of `role`,
+    the submission's folder copied in (none: NO_FOLDER), one folder writable (the run's own),
+    nothing of the kernel's."""
     settings = Settings(**json.loads(Path(settings_path).read_text()))
     if role not in ROLES[1:]:
         raise SystemExit(f"unknown role {role!r}")
