@@ -13,17 +13,17 @@ MESSAGES = {
     "{name}(...): no answer cell defines {name}. The grader calls your function in a fresh process that runs "
     "only your notebook's imports and answer cells (the cells marked # PUT YOUR CODE HERE): define it in one of "
     "them":
-        '{name}(...): {name} を定義している解答セルがありません。採点ではあなたの関数を、ノートブックの import と'
+        '{name} の呼び出し: {name} を定義している解答セルがありません。採点ではあなたの関数を、ノートブックの import と'
         '解答セル（# PUT YOUR CODE HERE のあるセル）だけを実行する新しいプロセスで呼び出します: どれかの解答セルで'
         '定義してください',
     '(a cell failed: {failed})':
         '（失敗したセル: {failed}）',
     '{name}(...): stopped after {seconds:.0f} s: your answer cells did not finish running (an infinite loop?)':
-        '{name}(...): {seconds:.0f} 秒で停止しました: 解答セルの実行が終わりませんでした（無限ループではありませんか？）',
+        '{name} の呼び出し: {seconds:.0f} 秒で停止しました: 解答セルの実行が終わりませんでした（無限ループではありませんか？）',
     '{name}(...): stopped after {seconds:.0f} s: your function did not return in time (an infinite loop?)':
-        '{name}(...): {seconds:.0f} 秒で停止しました: あなたの関数が時間内に戻りませんでした（無限ループではありませんか？）',
+        '{name} の呼び出し: {seconds:.0f} 秒で停止しました: あなたの関数が時間内に戻りませんでした（無限ループではありませんか？）',
     '{name}(...): the process that runs your answer cells ended before it answered':
-        '{name}(...): 解答セルを実行するプロセスが、答えを返す前に終了しました',
+        '{name} の呼び出し: 解答セルを実行するプロセスが、答えを返す前に終了しました',
     # ---- handson_lib/sites/jobscript.py (handson jobscript run, without a scheduler)
     'no scheduler here: running {script} as a PBS job would run ({site} rules)':
         'ここにはスケジューラがありません: {script} を PBS ジョブとして実行されるのと同じように、いまここで実行します（{site} の規則）',
