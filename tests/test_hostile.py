@@ -682,7 +682,7 @@ def test_ranks_that_train_alone_and_forge_their_records_are_seen_sending_nothing
         source = synthetic_class.MISTAKES[kind].apply(source)
     with report_cell(tmp_path, monkeypatch, "train_cifar_multi_node", source) as script:
         report = checks.check_multi_node(script, reference=reference, scaling=False, timed=False)
-    failed = {c.name: c.message for c in report.failed}
+    failed = {c.name: c.message for c in report.failed if c not in report.speed_checks}   # its speed: shown only
     if kind == "honest":
         assert failed == {}, report.text()
         return

@@ -51,11 +51,12 @@ def test_task1_verdicts_are_made_by_the_grader_not_the_kernel(graded_task1_hosti
     forged = errors_in_autograded(course_dir, "task1", "forged_report")
     assert any("'report' is made by a cell of the release that this notebook does not hold as released" in e
                for e in forged), forged
-    # A record rewritten after the run: the grader's own accuracy of the parameters contradicts it.
+    # A record rewritten after the run: the review of the script names its atexit handler first (the
+    # grader's own accuracy of the parameters contradicts the record too: test_task1_multi_gpu.py).
     assert (rows["forged_records"]["score"], rows["forged_records"]["status"]) == (
         2.0, "graded; tampering suspected, for the instructor to review: task1_report"), rows
     records = errors_in_autograded(course_dir, "task1", "forged_records")
-    assert any("accuracy beats chance: tampering suspected, for the instructor to review: the run recorded a test "
-               "accuracy of 0.800" in e for e in records), records
+    assert any("runs to the end: tampering suspected, for the instructor to review: the script line " in e
+               and "imports atexit" in e for e in records), records
 
 
