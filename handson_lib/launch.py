@@ -495,12 +495,17 @@ class Launched:
         self._reader.start()
 
     def _pump(self):
-        for line in self.proc.stdout:
+        # In chunks, never a whole line: a line without end (400 MB printed at once) would be held
+        # whole in the grader's memory before any cap applied. What passes max_output is dropped.
+        while True:
+            chunk = self.proc.stdout.read(1 << 16)
+            if not chunk:
+                return
             if self._size < self.max_output:
-                self._chunks.append(line)
-                self._size += len(line)
+                self._chunks.append(chunk[:self.max_output - self._size])
+                self._size += len(chunk)
             if self.echo:
-                sys.stdout.write(line)
+                sys.stdout.write(chunk)
                 sys.stdout.flush()
 
     def stop(self):

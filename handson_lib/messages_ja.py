@@ -150,10 +150,13 @@ MESSAGES = {
         '採点側で学習済みモデルを評価できませんでした: {why}',
     'tampering suspected, for the instructor to review: ':
         '改ざんの疑いがあります（教員が確認します）: ',
-    "the reference's steps ran {slowdown:.1f} times slower than in this session's other timings, twice: something "
-    "beside them slowed them down, and a ratio to them is not credited":
-        '参照用のステップが、このセッションのほかの計測より {slowdown:.1f} 倍遅く、2 回続けてそうなりました: 何かがその横で'
+    "the reference's steps ran {slowdown:.1f} times slower than in this session's other timings, three times: "
+    "something beside them slowed them down, and a ratio to them is not credited":
+        '参照用のステップが、このセッションのほかの計測より {slowdown:.1f} 倍遅く、3 回続けてそうなりました: 何かがその横で'
         '遅くしています。これとの比は点になりません',
+    "your launch did not reach its training steps within {allowed:.0f} s ({factor:.0f} times the reference's "
+    "start-up, at least {floor:.0f} s)":
+        'あなたの起動が {allowed:.0f} 秒以内に学習ステップに達しませんでした（参照用の起動時間の {factor:.0f} 倍、最低 {floor:.0f} 秒）',
     "The reference ran slower than in this session's other timings: timing once more ...":
         '参照用が、このセッションのほかの計測より遅く実行されました: もう一度計測します ...',
     "the script {lines}: a training script has no use for that (the grader's records of the run are not the "

@@ -240,15 +240,16 @@ def _timing(reference_step, student_step=0.1, steps=16):
                              {"reference": 64, "student": 64}, "", 3.0)
 
 
-@pytest.mark.parametrize("again, credited", [(0.1, True), (0.25, False)])
+@pytest.mark.parametrize("again, credited", [(0.1, True), (0.3, False)])
 def test_a_timing_whose_reference_ran_slow_is_timed_again_then_flagged(monkeypatch, tmp_path, again, credited):
     """Something beside the reference's steps slowed them (a helper of the submission, say): the
-    student's ratio would gain. Timed once more; slowed again, flagged and not credited."""
+    student's ratio would gain. Timed again, twice at most; slowed every time, flagged and not
+    credited."""
     from handson_lib import grader_settings
     monkeypatch.setenv(grader_settings.VARIABLES["reference_cache"], str(tmp_path))
     for _ in range(3):
         checks._keep_rate("multi-node:2:ranks", 640.0)   # the session's earlier timings: 0.1 s a step
-    timings = iter([_timing(0.25), _timing(again)])
+    timings = iter([_timing(0.3), _timing(again), _timing(again)])
     monkeypatch.setattr(checks, "_time_in_turn", lambda *a, **k: next(timings))
     report = checks.Report("multi-node", "x.py")
     said = []
@@ -259,5 +260,16 @@ def test_a_timing_whose_reference_ran_slow_is_timed_again_then_flagged(monkeypat
     if credited:
         assert check.passed and abs(check.value - 1.0) < 1e-9, check
     else:
-        assert not check.passed and check.message.startswith(checks.TAMPERING + "the reference's steps ran 2.5 times "
+        assert not check.passed and check.message.startswith(checks.TAMPERING + "the reference's steps ran 3.0 times "
                                                              "slower"), check
+
+
+def test_an_honest_script_that_saves_its_model_is_not_flagged():
+    """A review's false positive costs an honest student the task: saving the weights as model.npz,
+    a comment that names anything, are a training script's own business."""
+    script = ("import chainer\n# the weights go to model.npz (and heartbeat, observed.json are just words here)\n"
+              "chainer.serializers.save_npz(args.out + '/mymodel.npz', model)\n"
+              "chainer.serializers.save_npz('model.npz', model)\n")
+    assert source_review.review(script) == []
+    assert source_review.review("import sys\nif '--seed' not in sys.argv:\n    pass\n") == [(2, "names 'sys.argv'")]
+

@@ -222,6 +222,13 @@ MISTAKES = {
     # The review of the script (atexit) fails the run; the grader's own evaluation, the accuracy.
     "forged_records": Mistake(_MULTI_GPU, _TRAINER, _FORGED_RECORDS,
                               frozenset({"runs to the end", "accuracy beats chance"}), "tampering suspected"),
+    # A StandardUpdater of the script's own named like Chainer's: neither the stand-in nor Chainer's.
+    "updater_named_alike": Mistake(
+        _MULTI_GPU, _MPU, "        class MultiprocessParallelUpdater(training.StandardUpdater):\n            pass\n\n"
+        "        updater = MultiprocessParallelUpdater(chainer.iterators.SerialIterator(train, args.batchsize), optimizer)\n",
+        frozenset({"uses MultiprocessParallelUpdater", "one worker process per device", "shards are disjoint",
+                   "shards cover the training set", "parameters equal on all workers"}),
+        "the trainer ran MultiprocessParallelUpdater: one process did all the work"),
     "forged_structure": Mistake(_MULTI_GPU, _MPU, _FORGED_STRUCTURE, frozenset({"one worker process per device"}),
                                 "tampering suspected, for the instructor to review: the grader saw 1 process(es) computing"),
     # Task #2

@@ -56,6 +56,11 @@ STEP_LIMIT = 120.0
 #: STUDENT_TOTAL_FLOOR seconds). An honest step several times slower than the reference's earns no
 #: throughput point anyway (the bands start at 0.4).
 CONNECT_LIMIT = 60.0
+#: ... and the student's launch within STUDENT_CONNECT_FACTOR times the reference's start-up (the same
+#: model on the same data: no more work), at least STUDENT_CONNECT_FLOOR seconds.
+STUDENT_CONNECT_FACTOR, STUDENT_CONNECT_FLOOR = 3.0, 20.0
+#: Seconds a launch told to quit may take to end on its own before it is stopped.
+GOODBYE_SECONDS = 5
 STUDENT_STEP_FACTOR, STUDENT_STEP_FLOOR = 8.0, 5.0
 STUDENT_TOTAL_FACTOR, STUDENT_TOTAL_FLOOR = 6.0, 15.0
 #: CPU a side's processes may use while the other side is timed: this share of its ranks' cores
@@ -65,7 +70,7 @@ STUDENT_TOTAL_FACTOR, STUDENT_TOTAL_FLOOR = 6.0, 15.0
 WAITING_SHARE, WAITING_FLOOR = 0.1, 0.15
 #: The least CPU per image the student's steps may take, as a share of the reference's: both
 #: train the same model on as many images, and an honest step cannot skip half its work.
-WORK_SHARE = 0.6
+WORK_SHARE = 0.8
 
 
 def step_order(step):
@@ -262,8 +267,18 @@ def side_name(who):
 
 
 def _connect(sides, images_per_rank, deadline):
-    """Wait until every rank of both sides has introduced itself, then check what they said."""
+    """Wait until every rank of both sides has introduced itself, then check what they said. Once
+    the reference's launch is ready, the student's has STUDENT_CONNECT_FACTOR times its start-up."""
+    started, reference_start_up = time.monotonic(), None
     while not all(side.ready for side in sides.values()):
+        if sides["reference"].ready and not sides["student"].ready:
+            if reference_start_up is None:
+                reference_start_up = time.monotonic() - started
+            allowed = max(STUDENT_CONNECT_FLOOR, STUDENT_CONNECT_FACTOR * reference_start_up)
+            if time.monotonic() - started > allowed:
+                raise TimingError(tr("your launch did not reach its training steps within {allowed:.0f} s ({factor:.0f} "
+                                     "times the reference's start-up, at least {floor:.0f} s)", allowed=allowed,
+                                     factor=STUDENT_CONNECT_FACTOR, floor=STUDENT_CONNECT_FLOOR))
         for side in sides.values():
             if side.ended() and not side.ready:
                 raise TimingError(tr("{side} ended before its training steps (exit status {code})",
@@ -383,7 +398,7 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=16, timeout
             for side in sides.values():
                 if not error:   # told to quit: give them a moment to end on their own
                     try:
-                        side.launched.proc.wait(timeout=20)
+                        side.launched.proc.wait(timeout=GOODBYE_SECONDS)
                     except Exception:
                         pass
                 side.launched.stop()

@@ -9,7 +9,9 @@ line, and the instructor decides.
 """
 
 import ast
+import io
 import re
+import tokenize
 
 #: Modules a task script has no use for: the grader's own, and the means to rewrite a process.
 FORBIDDEN_MODULES = ("atexit", "ctypes", *(f"handson_lib.{name}" for name in (
@@ -19,8 +21,9 @@ FORBIDDEN_CALLS = {("os", "_exit"), ("os", "fork"), ("os", "forkpty"), ("os", "k
                    ("sys", "_getframe"), ("gc", "get_objects"), ("gc", "get_referrers")}
 #: What the grader's launcher writes or reads (its folder, its files, its variables) and Python's
 #: internals a script may use to find the launcher's code.
-FORBIDDEN_WORDS = re.compile(r"HANDSON_OBSERVE|HANDSON_GRADING|observed(-rank\d*)?\.json|heartbeat|worker\d*\.npz|"
-                             r"params-rank|model(-rank0)?\.npz|control\.sock|__qualname__|__code__|sys\.modules")
+FORBIDDEN_WORDS = re.compile(r"HANDSON_OBSERVE|HANDSON_GRADING|\bobserved(-rank\d*)?\.json|\bheartbeat(-rank\d*)?\b|"
+                             r"\bworker\d*\.npz|\bparams-rank|\bmodel-rank0\.npz|\bcontrol\.sock|__qualname__|__code__|"
+                             r"sys\.modules|sys\.argv")
 #: The most characters of a script the review reads (a longer one is reviewed up to there, and said).
 LARGEST_SCRIPT = 1 << 20
 
@@ -30,8 +33,8 @@ def review(text):
     honest script; a script that does not parse is the run's to report, not the review's)."""
     text = text[:LARGEST_SCRIPT]
     found = []
-    for number, line in enumerate(text.splitlines(), 1):
-        match = FORBIDDEN_WORDS.search(line.split("#", 1)[0] if "'" not in line and '"' not in line else line)
+    for number, line in enumerate(_without_comments(text).splitlines(), 1):
+        match = FORBIDDEN_WORDS.search(line)
         if match:
             found.append((number, f"names {match.group(0)!r}"))
     try:
@@ -53,6 +56,19 @@ def review(text):
                 and (node.value.id, node.attr) in FORBIDDEN_CALLS:
             found.append((node.lineno, f"uses {node.value.id}.{node.attr}"))
     return sorted(set(found))
+
+
+def _without_comments(text):
+    """`text` with its comments blanked (a comment may name anything), lines kept in place."""
+    lines = text.splitlines()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                (row, col), _ = token.start, token.end
+                lines[row - 1] = lines[row - 1][:col]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return "\n".join(lines)
 
 
 def said(found, limit=4):
