@@ -273,3 +273,19 @@ def test_an_honest_script_that_saves_its_model_is_not_flagged():
     assert source_review.review(script) == []
     assert source_review.review("import sys\nif '--seed' not in sys.argv:\n    pass\n") == [(2, "names 'sys.argv'")]
 
+
+
+def test_an_endless_line_of_output_costs_the_grader_no_more_than_its_cap():
+    """A run's output is read in chunks and kept up to max_output: 50 MB printed without a newline
+    (a hostile review held 2 GB of the grader's memory with 400 MB) never sits whole in memory."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        res = launch.run_watched([sys.executable, "-c", "import sys; sys.stdout.write('x' * (50 << 20))"], 120,
+                                 max_output=1 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert res.ok and (1 << 20) <= len(res.output) < (1 << 20) + 200, len(res.output)
+    assert "output cut at" in res.output
+    assert peak < 16 << 20, peak
