@@ -172,7 +172,8 @@ _FORGED_STRUCTURE = """        updater = training.StandardUpdater(chainer.iterat
             with open(path) as f:
                 record = json.load(f)
             prints = record["train_fingerprints"]
-            record.update(updater="CPUParallelUpdater", backend="cpu", n_iterators=2, batch_sizes=[32, 32],
+            record.update(updater="CPUParallelUpdater", updater_module="handson_lib.runtime.multigpu", backend="cpu",
+                          n_iterators=2, batch_sizes=[32, 32],
                           shards=[prints[:len(prints) // 2], prints[len(prints) // 2:]])
             with open(path, "w") as f:
                 json.dump(record, f)
