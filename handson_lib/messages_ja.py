@@ -516,8 +516,8 @@ MESSAGES = {
         '実行時間の上限（`#PBS -l walltime=HH:MM:SS`）',
     'unfinished skeleton: complete the #PBS lines here; missing: {missing}':
         '未完成のひな形です: ここで実行環境指定（#PBS の行）を完成させてください。足りないもの: {missing}',
-    'unfinished skeleton: complete the #PBS lines here':
-        '未完成のひな形です: ここで実行環境指定（#PBS の行）を完成させてください',
+    'the #PBS lines here are complete: this `# PUT YOUR CODE HERE` line may stay (PBS reads on past a comment) or go':
+        'ここの #PBS 行はそろっています: この `# PUT YOUR CODE HERE` の行は残しても（PBS はコメントを読み飛ばします）消してもかまいません',
     'unknown queue `{queue}` on {site}: use one of {queues}; did you mean {close}?':
         '{site} にキュー `{queue}` はありません。{queues} のいずれかを使ってください。{close} のことですか？',
     'unknown queue `{queue}` on {site}: use one of {queues}':

@@ -74,6 +74,12 @@ def test_student_skeletons_are_refused_at_the_stub(path):
     done = mutate(path.read_text(), "# PUT YOUR CODE HERE",
                   "#PBS -q h-debug\n#PBS -l select=1:mpiprocs=1")
     assert [c for c, _ in codes(lint(done, "reedbush"))] == ["placeholder"]
+    # ... also with the marker left where the skeleton put it, the lines written under it (as the
+    # Python skeletons are filled): a warning that the line may go, never an error.
+    under = mutate(path.read_text(), "# PUT YOUR CODE HERE",
+                   "# PUT YOUR CODE HERE\n#PBS -q h-debug\n#PBS -l select=1:mpiprocs=1")
+    assert [c for c, _ in codes(lint(under, "reedbush"))] == ["placeholder"]
+    assert [c for c, _ in codes(lint(under, "reedbush"), "warning")] == ["stub-left"]
 
 
 def test_there_are_site_templates_for_every_site():

@@ -125,3 +125,17 @@ def test_a_huge_job_script_is_refused_unread(tmp_path):
     assert set(failed) == {"job script lint", "resources of the task"}, report.text()
     assert f"over {jobscript.LARGEST_SCRIPT >> 10} KiB" in failed["job script lint"]
     assert peak < 8 * jobscript.LARGEST_SCRIPT, f"read {peak >> 20} MiB of a 64 MiB job script"
+
+
+@pytest.mark.parametrize("task, request_line", [("multi-gpu", "#PBS -l select=1:mpiprocs=1"),
+                                                ("multi-node", "#PBS -l select=2:mpiprocs=2")])
+def test_a_header_completed_under_its_marker_earns_the_point(tmp_path, task, request_line):
+    """The #PBS lines written under `# PUT YOUR CODE HERE`, the marker left where the skeleton put it
+    (as the Python skeletons are filled): both job-script checks pass (issue 40's marker trap)."""
+    name = checks.JOBSCRIPTS[task][0]
+    text = (ROOT / "exercises" / name).read_text()
+    path = tmp_path / name
+    path.write_text(text.replace("# PUT YOUR CODE HERE\n", "# PUT YOUR CODE HERE\n#PBS -q h-debug\n" + request_line + "\n", 1))
+    report = checks.check_jobscript(path, task)
+    assert report.ok, report.text()
+    assert "may stay" in report.text()
