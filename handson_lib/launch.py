@@ -198,7 +198,9 @@ def _lock_file(path):
     access, so it is opened for reading. A link, a FIFO or anything but a plain file planted at
     that path is refused (OSError), never followed or waited on."""
     shared = Path(path).parent != PRIVATE_TIMING_LOCK.parent   # the lock and its turnstile
-    if not shared:
+    if shared:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    else:
         private_folder(PRIVATE_TIMING_LOCK.parent)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666 if shared else 0o600)
@@ -241,8 +243,6 @@ def timing_slot(timed):
         return
     started = time.monotonic()
     deadline = started + SLOT_PATIENCE
-    if TIMING_LOCK != PRIVATE_TIMING_LOCK:   # the private one's folder is made by _lock_file, for this account alone
-        TIMING_LOCK.parent.mkdir(parents=True, exist_ok=True)
     with _lock_file(TIMING_LOCK) as main, _lock_file(turnstile_of(TIMING_LOCK)) as gate:
         held = False
         if _flock_before(gate, fcntl.LOCK_EX, deadline):
@@ -295,11 +295,12 @@ def tree_cpu(pid):
     return total
 
 
-def _loopback_sent(pid):
+def _loopback_sent(pid, own_namespace):
     """Bytes sent on the loopback of process `pid`'s network namespace, or None when it shares
-    this process's namespace (its loopback would count everyone's traffic) or cannot be read."""
+    this process's namespace (`own_namespace`: its loopback would count everyone's traffic) or
+    cannot be read."""
     try:
-        if os.readlink(f"/proc/{pid}/ns/net") == os.readlink("/proc/self/ns/net"):
+        if os.readlink(f"/proc/{pid}/ns/net") == own_namespace:
             return None
         for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
             name, _, fields = line.partition(":")
@@ -319,6 +320,7 @@ class OutsideView:
 
     def __init__(self, interval=0.2):
         self.interval, self.processes, self.loopback = interval, {}, None
+        self._own_namespace = os.readlink("/proc/self/ns/net")
         self._stop = threading.Event()
         self._thread = None
 
@@ -328,6 +330,7 @@ class OutsideView:
             tree = [psutil.Process(pid), *_descendants(pid)]
         except psutil.Error:
             return
+        sent = None   # the run's processes share one namespace: read its loopback once a sample
         for proc in tree:
             try:
                 with proc.oneshot():
@@ -341,9 +344,10 @@ class OutsideView:
                 self.processes[proc.pid] = seen
             elif seen["cpu"] >= kept["cpu"]:
                 kept.update(seen)
-            sent = _loopback_sent(proc.pid)
-            if sent is not None:
-                self.loopback = max(self.loopback or 0, sent)
+            if sent is None:
+                sent = _loopback_sent(proc.pid, self._own_namespace)
+        if sent is not None:
+            self.loopback = max(self.loopback or 0, sent)
 
     def start(self, pid):
         def watch():

@@ -381,19 +381,25 @@ def test_malformed_submissions_get_a_clear_row_and_the_others_their_scores(tmp_p
 
 # ----------------------------------------------------------------------------- the reference solutions
 
-@contextlib.contextmanager
-def judged_sandbox(tmp_path, monkeypatch, student, script_text):
-    """A session's sandbox with one student's handed-in script, as a report cell's check sees it:
-    yields (what `sandbox.for_student` gives nbgrader, the launch spec, the script's path); the
-    student's cgroups and runs' tmpfs released at the end."""
-    from handson_lib import grader_settings
+def sandbox_session(tmp_path, limits=None):
+    """(a grading session's folder in tmp_path, its sandbox's settings), or the test skipped
+    where the sandbox cannot start."""
     why = sandbox_missing()
     if why:
         pytest.skip(why)
     session = tmp_path / "session"
     session.mkdir()
     os.chmod(tmp_path, 0o755)
-    settings = sandbox.prepare(session)
+    return session, sandbox.prepare(session, limits=limits)
+
+
+@contextlib.contextmanager
+def judged_sandbox(tmp_path, monkeypatch, student, script_text):
+    """A session's sandbox with one student's handed-in script, as a report cell's check sees it:
+    yields (what `sandbox.for_student` gives nbgrader, the launch spec, the script's path); the
+    student's cgroups and runs' tmpfs released at the end."""
+    from handson_lib import grader_settings
+    session, settings = sandbox_session(tmp_path)
     env, _, own = sandbox.for_student(session, settings, student)
     judged, _ = sandbox.judged_runs(session, student)
     handed_in = tmp_path / "handed-in"
@@ -856,13 +862,7 @@ def test_the_kernels_own_folder_is_a_capped_tmpfs_never_the_hosts_disk(tmp_path)
     """The session's folder of a student (the only host folder its kernel writes) is a tmpfs of
     Limits.own_bytes: a submission that writes past it gets ENOSPC, and after release nothing of it
     is left on the host's disk (once, 1.5 GiB in 5.5 s there)."""
-    why = sandbox_missing()
-    if why:
-        pytest.skip(why)
-    session = tmp_path / "session"
-    session.mkdir()
-    os.chmod(tmp_path, 0o755)
-    settings = sandbox.prepare(session, limits=sandbox.Limits(own_bytes=16 << 20))
+    session, settings = sandbox_session(tmp_path, sandbox.Limits(own_bytes=16 << 20))
     _, _, own = sandbox.for_student(session, settings, "filler")
     try:
         folder = tmp_path / "notebook"

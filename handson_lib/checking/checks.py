@@ -24,7 +24,7 @@ import numpy
 from handson_lib import COURSE_ROOT, grader_settings, launch
 from handson_lib.checking import evidence, source_review
 from handson_lib.checking.paired import run_paired
-from handson_lib.checking.runs import run_observed, run_observed_mpi
+from handson_lib.checking.runs import argument, run_observed, run_observed_mpi
 from handson_lib.messages import tr
 from handson_lib.sites import jobscript
 from handson_lib.sites.table import DEFAULT_SITE, SITES, get_site, ranks_per_node, site_key
@@ -245,6 +245,10 @@ class Report:
     def add(self, name, passed, message, value=None):
         self.checks.append(Check(name, bool(passed), message, value))
 
+    def passed(self, name):
+        """Whether the check `name` is there and passed."""
+        return any(c.passed for c in self.checks if c.name == name)
+
     def overrule(self, name, message):
         """What the grader saw itself fails the check `name` (one the run's records may have passed)."""
         for check in self.checks:
@@ -456,14 +460,6 @@ def _review(script):
         return []
 
 
-def _arg(args, name, default=None):
-    args = list(map(str, args))
-    for i, arg in enumerate(args[:-1]):
-        if arg == name:
-            return args[i + 1]
-    return default
-
-
 def _trained_images(obs):
     """The images a trusted run (the reference's) trained on, all workers or ranks together."""
     record = obs.ranks.get(0, {}) if hasattr(obs, "ranks") else obs.record
@@ -478,9 +474,9 @@ def _work(args, baseline, against):
     if baseline is None:
         return None, None
     record = baseline.ranks.get(0, {}) if hasattr(baseline, "ranks") else baseline.record
-    n_train = _arg(args, "--train-size") or (record.get("dataset") or {}).get("n_train")
+    n_train = argument(args, "--train-size") or (record.get("dataset") or {}).get("n_train")
     try:
-        asked = int(_arg(args, "--epoch", 4)) * int(n_train)
+        asked = int(argument(args, "--epoch", 4)) * int(n_train)
     except (TypeError, ValueError):
         return None, None
     return asked, (_trained_images(baseline) if against == "reference" else asked)
@@ -514,8 +510,7 @@ def _workers_seen(report, obs, gpus):
     if not seen:
         return
     busy = launch.busy_processes(obs.outside)
-    claimed = next((c.passed for c in report.checks if c.name == "one worker process per device"), False)
-    if claimed and len(busy) < gpus:   # a failed check keeps the records' own words (they say why)
+    if report.passed("one worker process per device") and len(busy) < gpus:   # a failed check keeps the records' own words (they say why)
         report.overrule("one worker process per device",
                         tr("tampering suspected, for the instructor to review: ")   # TAMPERING
                         + tr("the grader saw {n} process(es) computing ({cpu} CPU-seconds), {gpus} expected: one "
@@ -707,8 +702,7 @@ def _averaging_seen(report, obs, reference, work=(None, None)):
         return
     iterations = round(iterations * asked / done)   # the reference's, for as many images as asked
     expected = iterations * 2 * (obs.np - 1) * 4 * params[0].size
-    claimed = next((c.passed for c in report.checks if c.name == "parameters identical on every rank"), False)
-    if claimed and sent < AVERAGING_SHARE * expected:   # a failed check keeps the records' own words
+    if report.passed("parameters identical on every rank") and sent < AVERAGING_SHARE * expected:   # a failed check keeps the records' own words
         report.overrule("parameters identical on every rank",
                         tr("tampering suspected, for the instructor to review: ")   # TAMPERING
                         + tr("the ranks sent each other {sent:.1f} MB over the run; averaging the gradients moves about "

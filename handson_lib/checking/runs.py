@@ -86,13 +86,19 @@ def transport():
     return dict(SANDBOX_TRANSPORT) if launch.wrapped() else {}
 
 
-def seed_of(args):
-    """The --seed of a run's arguments (the grader's own choice), or None."""
+def argument(args, name, default=None):
+    """The value of option `name` in a run's arguments (the grader's own), or `default`."""
     args = list(map(str, args))
     for i, arg in enumerate(args[:-1]):
-        if arg == "--seed":
-            return int(args[i + 1])
-    return None
+        if arg == name:
+            return args[i + 1]
+    return default
+
+
+def seed_of(args):
+    """The --seed of a run's arguments (the grader's own choice), or None."""
+    seed = argument(args, "--seed")
+    return None if seed is None else int(seed)
 
 
 #: Graded MPI ranks yield the core while they wait: a deadlocked run does not spin at 100 %.
