@@ -202,6 +202,18 @@ for where in (".", "/tmp"):
     os.remove(os.path.join(where, "filler"))
 print("HOSTILE", json.dumps(found))
 ''',
+    # 3000 nested folders (the grader's cleanup once died of RecursionError on them: no summary,
+    # no plot, the session left in /tmp) and a daemon that fills the kernel's own folder.
+    "deep_tree": """
+import os, subprocess, sys
+top = os.getcwd()
+for _ in range(3000):
+    os.mkdir("d")
+    os.chdir("d")
+os.chdir(top)
+subprocess.Popen([sys.executable, "-c", "f = open('filler', 'wb')\\nwhile True: f.write(b'x' * (16 << 20))"],
+                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+""",
     # A fork bomb that keeps its processes: its kernel, at the limit of processes (threads count),
     # answers no more; its grading fails, and no other student notices.
     "bomb_kept": """
@@ -255,22 +267,61 @@ def hostile_class(tmp_path_factory):
     os.environ["INSTRUCTOR_SECRET"] = "a token of the instructor's"
     try:
         printed = []
-        rows, _ = nbgrader_course.autograde("setup", course_dir, jobs=2, timeout=600, cell_timeout=30,
-                                            print_fn=printed.append)
+        with GraderWatch() as watched:
+            rows, _ = nbgrader_course.autograde("setup", course_dir, jobs=2, timeout=600, cell_timeout=30,
+                                                print_fn=printed.append)
     finally:
         del os.environ["INSTRUCTOR_SECRET"]
-    return course_dir, {r["student"]: r for r in rows}, before, printed
+    return course_dir, {r["student"]: r for r in rows}, before, printed, watched
+
+
+class GraderWatch:
+    """While a class is graded: the largest resident memory of any of the grader's own processes
+    (this one and those below it that run as root: the students' run as the sandbox's account),
+    and the most the session's folders in the host's /tmp held on its disk (tmpfs mounts not
+    counted: `du -x`). Sampled every 0.5 s."""
+
+    def __enter__(self):
+        import threading
+        self.tmp_before = set(os.listdir("/tmp"))
+        self.rss, self.on_disk, self.sessions = 0, 0, set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        me = psutil.Process()
+        while not self._stop.is_set():
+            try:
+                for proc in [me, *me.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        if proc.uids().real == 0:
+                            self.rss = max(self.rss, proc.memory_info().rss)
+                new = [os.path.join("/tmp", n) for n in set(os.listdir("/tmp")) - self.tmp_before
+                       if n.startswith("handson-autograde-")]
+                self.sessions.update(new)
+                if new:
+                    out = subprocess.run(["du", "-sxb", *new], capture_output=True, text=True).stdout
+                    self.on_disk = max(self.on_disk, sum(int(line.split()[0]) for line in out.splitlines()))
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.5)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
 
 
 @pytest.mark.system
 def test_each_hostile_submission_gets_what_its_honest_part_earns(hostile_class):
-    _, rows, _, _ = hostile_class
+    _, rows, _, _, _ = hostile_class
     assert {s: (r["score"], r["status"][:len(EXPECTED[s][1])]) for s, r in rows.items()} == EXPECTED, rows
 
 
 @pytest.mark.system
 def test_a_submission_reads_nothing_of_the_course_the_instructor_or_the_others(hostile_class):
-    course_dir, _, _, _ = hostile_class
+    course_dir, _, _, _, _ = hostile_class
     found = _hostile_outputs(course_dir, "reader")
     assert set(found["read"].values()) <= {"FileNotFoundError", "PermissionError"}, found
     uid, gid = sandbox.account()
@@ -280,7 +331,7 @@ def test_a_submission_reads_nothing_of_the_course_the_instructor_or_the_others(h
 
 @pytest.mark.system
 def test_a_submission_writes_nothing_that_decides_a_score(hostile_class):
-    course_dir, _, before, _ = hostile_class
+    course_dir, _, before, _, _ = hostile_class
     found = _hostile_outputs(course_dir, "writer")
     assert "written" not in found["wrote"].values(), found
     for path, content in before.items():
@@ -311,7 +362,7 @@ def test_memory_processes_and_disk_are_limited_per_submission(hostile_class):
 @pytest.mark.system
 def test_nothing_of_a_submission_runs_after_grading(hostile_class):
     from handson_lib.autograder import nbgrader_course, synthetic_class
-    _, _, _, printed = hostile_class
+    _, _, _, printed, _ = hostile_class
     session = next(line.split("(session ")[1].split(")")[0] for line in printed if line.startswith("Autograding"))
     # This session's only: other tests may be grading beside it, as the grading account too.
     left = []
@@ -323,6 +374,22 @@ def test_nothing_of_a_submission_runs_after_grading(hostile_class):
             left.append(p.info["cmdline"])
     assert left == []
     assert launch.processes_carrying(nbgrader_course.SESSION_ENV, session) == []
+
+
+@pytest.mark.system
+def test_a_class_with_memory_disk_and_deep_tree_bombs_ends_whole_within_the_graders_means(hostile_class):
+    """The class with the memory, process and disk bombs and the deep tree with its filler ends
+    with every row and the summary; no process of the grader's grew past 1 GiB; the session's
+    folders held next to nothing on the host's disk (the students' folders are capped tmpfs) and
+    are gone."""
+    course_dir, rows, _, printed, watched = hostile_class
+    assert set(rows) == set(EXPECTED), rows
+    assert any(line.startswith("Scores:") for line in printed), printed[-5:]
+    assert (course_dir / "autograde_setup.csv").is_file()
+    assert watched.sessions, "no session folder seen in /tmp: the watch saw nothing"
+    assert watched.rss < 1 << 30, f"a grader process reached {watched.rss >> 20} MiB"
+    assert watched.on_disk < 64 << 20, f"the session held {watched.on_disk >> 20} MiB of the host's disk"
+    assert [s for s in watched.sessions if os.path.exists(s)] == []
 
 
 def test_without_the_sandbox_grading_is_refused_unless_unsafe(tmp_path, monkeypatch):
