@@ -276,6 +276,18 @@ def _flock_before(lock, mode, deadline):
             pause = min(0.2, pause * 2)
 
 
+def machine_busy_seconds():
+    """CPU seconds every core of the machine has spent busy since boot, all processes together
+    (/proc/stat; idle and I/O wait not counted); None where there is no /proc."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()[1:]
+    except OSError:
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in (fields + ["0"] * 8)[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def tree_cpu(pid):
     """CPU seconds used so far by process `pid` and every process below it, those that ended and
     were waited for included (a short-lived child's time lands in its parent's); None once `pid`
@@ -418,13 +430,43 @@ class IdleWatch:
         return used < self.cores <= free
 
 
+def read_small(path, most=64):
+    """The first `most` bytes of a small file a run writes (never through a link, never a FIFO)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path}: not a plain file")
+        return f.read(most)
+
+
+class Ticker:
+    """A line said every `every` seconds while something long runs (nothing without `say`): the
+    user sees it go on."""
+
+    def __init__(self, say=None, every=10.0):
+        self.say, self.every = say, every
+        self.start()
+
+    def start(self):
+        self.started = time.monotonic()
+        self.next = self.started + self.every
+
+    def tick(self, line):
+        """Say `line(seconds since the start)` when the next tick is due."""
+        now = time.monotonic()
+        if self.say is not None and now >= self.next:
+            self.next = now + self.every
+            self.say(line(now - self.started))
+
+
 class ProgressWatch:
     """Progress marks of a run (files touched on every training iteration, see
     handson_lib.harness.observe): when the first came, the longest gap, and whether the run
     has made no progress for `stall` seconds (then it is stopped early)."""
 
-    def __init__(self, folder, stall=None, pattern="heartbeat*"):
+    def __init__(self, folder, stall=None, pattern="heartbeat*", say=None, every=10.0):
         self.folder, self.stall, self.pattern = Path(folder), stall, pattern
+        self.ticker = Ticker(say, every)   # `say` told how far the run got every `every` seconds
         self.start()
 
     def start(self):
@@ -432,10 +474,23 @@ class ProgressWatch:
         self.started = self.last = time.time()
         self.first = None     # seconds from the start to the first progress mark
         self._longest = 0.0
+        self.ticker.start()
+
+    def iterations(self):
+        """The most training iterations any mark says (None before the first): for the eye only,
+        a run writes its marks itself."""
+        counts = []
+        for path in self.folder.glob(self.pattern) if self.folder.exists() else []:
+            try:
+                counts.append(int(read_small(path)))
+            except (OSError, ValueError):
+                pass
+        return max(counts, default=None)
 
     def poll(self):
         """True when the run has stalled."""
         now = time.time()
+        self.ticker.tick(lambda seconds: self._said(seconds))
         marks = [p.lstat().st_mtime for p in self.folder.glob(self.pattern)] if self.folder.exists() else []
         newest = max(marks, default=None)
         if newest is not None and newest > self.last:
@@ -444,6 +499,12 @@ class ProgressWatch:
             self._longest = max(self._longest, newest - self.last)
             self.last = newest
         return bool(self.stall) and now - self.last > self.stall
+
+    def _said(self, seconds):
+        iterations = self.iterations()
+        if iterations is None:
+            return tr("  ... {seconds:.0f} s: starting up (importing Chainer, loading the data)", seconds=seconds)
+        return tr("  ... {seconds:.0f} s: {iterations} training iterations", seconds=seconds, iterations=iterations)
 
     @property
     def longest(self):

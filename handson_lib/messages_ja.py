@@ -196,14 +196,42 @@ MESSAGES = {
         '計測されたイテレーションがありません（実行が短すぎませんか？）',
     "{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f} measured just before (needed >= {needed:.2f})":
         '{rate:.1f} images/s = 直前に計測した模範解答の {reference:.1f} の {ratio:.2f} 倍（必要: {needed:.2f} 以上）',
-    'your {baseline} did not finish, so there is nothing to compare with':
-        'あなたの {baseline} が終わらなかったため、比較の対象がありません',
-    '{what}: {speedup:.2f}x your own {baseline} ({fast:.1f} vs {slow:.1f} images/s; needed >= {needed:.2f} on site {site})':
-        '{what}: あなた自身の {baseline} の {speedup:.2f} 倍（{fast:.1f} 対 {slow:.1f} images/s。サイト {site} では {needed:.2f} 以上が必要）',
+    '{what}: {speedup:.2f}x your own {baseline} ({fast:.1f} vs {slow:.1f} images/s, training steps timed in turn, '
+    'spread {low:.2f}-{high:.2f}; needed >= {needed:.2f} on site {site})':
+        '{what}: あなた自身の {baseline} の {speedup:.2f} 倍（{fast:.1f} 対 {slow:.1f} images/s、学習ステップを交互に計測、'
+        'ばらつき {low:.2f}-{high:.2f}。サイト {site} では {needed:.2f} 以上が必要）',
+    '; meanwhile the rest of the machine kept {others:.1f} of its {cores} cores busy':
+        '。計測中、マシンのほかの処理が {cores} コアのうち {others:.1f} コアを使っていました',
+    ': a busy machine slows the run on more workers most. Check again when it is quieter (`uptime` shows the '
+    'load); the grader times your steps in turn with the reference\'s, so there a load weighs on both alike':
+        ': マシンが混んでいると、ワーカーの多い実行ほど遅くなります。マシンが空いているときにもう一度確認してください'
+        '（負荷は `uptime` で分かります）。採点ではあなたのステップと模範解答のステップを交互に計測するので、負荷は両方に等しくかかります',
+    ', and gave your steps on {n} only {got:.2f} times the CPU of your steps on 1: per core they got, {judged:.2f}x '
+    '(judged so: the load, not your script, held them back)':
+        '。そのため {n} でのステップが得た CPU は 1 でのステップの {got:.2f} 倍だけでした: 得たコアあたりでは {judged:.2f} 倍'
+        '（この値で判定します: 遅らせたのはあなたのスクリプトではなく負荷です）',
+    '(found by reading the script: nothing was run)':
+        '（スクリプトを読んで見つけました: 何も実行していません）',
+    'not checked: the script is not complete':
+        '未確認: スクリプトが完成していません',
+    'Timing your training step on {n} devices and on 1 device, in turn ...':
+        'あなたの学習ステップを {n} デバイスと 1 デバイスで交互に計測しています ...',
+    'Timing your training step on {np} ranks and on 1 rank, in turn ...':
+        'あなたの学習ステップを {np} ランクと 1 ランクで交互に計測しています ...',
+    'your launch on 1 device':
+        'あなたのスクリプトの 1 デバイスでの実行',
+    'your launch on 1 rank':
+        'あなたのスクリプトの 1 ランクでの実行',
+    '  ... {seconds:.0f} s: both launches starting up':
+        '  ... {seconds:.0f} 秒: 両方の実行が起動中',
+    '  ... {seconds:.0f} s: {done} of {steps} steps of each launch timed':
+        '  ... {seconds:.0f} 秒: それぞれの実行の {steps} ステップのうち {done} ステップを計測済み',
+    '  ... {seconds:.0f} s: {iterations} training iterations':
+        '  ... {seconds:.0f} 秒: 学習 {iterations} イテレーション',
+    '  ... {seconds:.0f} s: starting up (importing Chainer, loading the data)':
+        '  ... {seconds:.0f} 秒: 起動中（Chainer の import、データの読み込み）',
     'Measuring the reference solution in this session ...':
         'このセッションで模範解答を計測しています ...',
-    'Running {script} on one device: the baseline of your {n}-device run ...':
-        '{script} を 1 デバイスで実行しています（{n} デバイスでの実行の基準）...',
     "Running {script} on {n} devices under the grader's launcher ...":
         '{script} を採点用ランチャーのもとで {n} デバイスで実行しています ...',
     'not checked: the script did not finish':
@@ -266,8 +294,6 @@ MESSAGES = {
         'ランク 0 に LogReport/PrintReport がありません',
     'Measuring the reference solution on {np} rank(s) in this session ...':
         'このセッションで模範解答を {np} ランクで計測しています ...',
-    'Running {script} on 1 rank: the baseline of your {np}-rank run ...':
-        '{script} を 1 ランクで実行しています（{np} ランクでの実行の基準）...',
     "Running {script} on {np} ranks under the grader's launcher ...":
         '{script} を採点用ランチャーのもとで {np} ランクで実行しています ...',
     'not checked: the run did not finish':

@@ -11,6 +11,7 @@ Throughput is judged in one of two modes (`against`):
     site's `speedup_bands` (the student edition, which has no reference solution).
 """
 
+import ast
 import importlib.util
 import json
 import re
@@ -23,7 +24,7 @@ import numpy
 
 from handson_lib import COURSE_ROOT, grader_settings, launch
 from handson_lib.checking import evidence, source_review
-from handson_lib.checking.paired import run_paired
+from handson_lib.checking.paired import Baseline, run_paired
 from handson_lib.checking.runs import argument, run_observed, run_observed_mpi
 from handson_lib.messages import tr
 from handson_lib.sites import jobscript
@@ -70,6 +71,19 @@ TAMPERING = "tampering suspected, for the instructor to review: "
 RUN_WORK_SHARE = 0.4
 #: The least the ranks must send each other, as a share of what averaging the gradients moves.
 AVERAGING_SHARE = 0.3
+
+
+#: Self mode (no reference to measure first): seconds without a training iteration, start-up
+#: included, before a run is stopped as stalled (a deadlock costs this, not the whole limit).
+SELF_STALL = 90.0
+#: The rest of the machine keeping this many cores busy during a self-mode timing is a load worth
+#: naming beside a failed speed-up.
+BUSY_CORES = 0.5
+#: Self mode: steps on n devices (or ranks) that got less than this share of n times the CPU of the
+#: steps on 1 were held back by the machine's load, not by the script: their speed-up is judged
+#: per core they got (a busy 2-core machine gave a correct script 0.9-1.0x on 2 devices, and its
+#: 2-device steps 1.05 times the CPU of its 1-device steps).
+LOAD_LIMITED_SHARE = 0.85
 
 
 def grader_seed():
@@ -431,26 +445,6 @@ def _throughput_check(report, student, reference, min_ratio):
                   needed=min_ratio) + _contention(student, reference), value=ratio)
 
 
-def _speedup_check(report, name, fast, slow, what, baseline, site):
-    """Self mode: the speed-up of the student's `fast` run over their own `slow` run, against the
-    first of the site's `speedup_bands`."""
-    needed = credit_bands("self", site)[0][0]
-    if slow is None or not slow.finished or not slow.throughput:
-        report.add(name, False, tr("your {baseline} did not finish, so there is nothing to compare with",
-                                   baseline=baseline))
-        return
-    if not fast.throughput:
-        report.add(name, False, tr("no timed iteration (run too short?)"))
-        return
-    speedup = fast.throughput / slow.throughput
-    site_name = grading_site(site)
-    report.add(name, speedup >= needed,
-               tr("{what}: {speedup:.2f}x your own {baseline} ({fast:.1f} vs {slow:.1f} images/s; needed >= "
-                  "{needed:.2f} on site {site})", what=what, speedup=speedup, baseline=baseline,
-                  fast=fast.throughput, slow=slow.throughput, needed=needed, site=site_name)
-               + _contention(fast, slow), value=speedup)
-
-
 def _review(script):
     """The review of the script as handed in (checking.source_review), [] when it cannot be read."""
     try:
@@ -518,6 +512,148 @@ def _workers_seen(report, obs, gpus):
                              cpu=", ".join(f"{p['cpu']:.1f}" for p in busy) or "0"))
 
 
+#: Calls in a script that set names a reading cannot follow: the precheck then leaves it to the run.
+_DYNAMIC_NAMES = {"exec", "eval", "globals", "locals", "vars", "setattr", "__dict__"}
+
+
+def _bound_names(tree):
+    """Every name `tree` binds to something other than a bare None (the skeleton's `x = None`)."""
+    bound = set()
+
+    def targets(node):
+        if isinstance(node, ast.Name):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            for element in node.elts:
+                targets(element)
+        elif isinstance(node, ast.Starred):
+            targets(node.value)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            if not (isinstance(node.value, ast.Constant) and node.value.value is None):
+                for target in node.targets:
+                    targets(target)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            targets(node.target)
+        elif isinstance(node, (ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension)):
+            targets(node.target)
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            targets(node.optional_vars)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)   # set elsewhere: not for this reading to follow
+    return bound
+
+
+def still_unset(script):
+    """The names a script hands to runtime.require_done(...) that nothing in it ever sets but to
+    None: the `# PUT YOUR CODE HERE` parts not written yet, found before any run. [] where the
+    reading cannot tell (no such call, a syntax error, names set by exec/globals/setattr): the run
+    then says what is wrong."""
+    try:
+        with open(script, "rb") as f:
+            tree = ast.parse(f.read(source_review.LARGEST_SCRIPT))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    if used & _DYNAMIC_NAMES:
+        return []
+    bound = _bound_names(tree)
+    unset = []
+    for node in ast.walk(tree):
+        func = getattr(node, "func", None)
+        if isinstance(node, ast.Call) and getattr(func, "attr", getattr(func, "id", None)) == "require_done":
+            unset += [kw.value.id for kw in node.keywords
+                      if isinstance(kw.value, ast.Name) and kw.value.id not in bound and kw.value.id not in unset]
+    return unset
+
+
+def _unfinished_report(task, script, unset, names, against):
+    """The report of a script whose parts `unset` (still_unset) are not written yet: every check
+    failed at once, no run started."""
+    title = {"multi-gpu": "Task #1"}.get(task, "Task #2")
+    number = tr("Task #{n}", n=title.split("#")[1])
+    quoted = ", ".join("`" + name + "`" for name in unset)
+    why = tr("{task} is not complete: {names} is still None. Fill in the `# PUT YOUR CODE HERE` part that sets it.",
+             task=number, names=quoted) if len(unset) == 1 else \
+        tr("{task} is not complete: {names} are still None. Fill in the `# PUT YOUR CODE HERE` part that sets them.",
+           task=number, names=quoted)
+    report = Report(task, str(script), observed={}, reference={}, output_tail="", against=against)
+    report.add(names[0], False, tr("not implemented yet: {what}", what=why) + " "
+               + tr("(found by reading the script: nothing was run)"))
+    for name in names[1:]:
+        report.add(name, False, tr("not checked: the script is not complete"))
+    return report
+
+
+def _ticking(say):
+    """Progress lines every 10 s for a user who waits (nothing under the autograder: its report
+    cells' output is the student's feedback)."""
+    return None if grader_settings.current().autograding or say is None else say
+
+
+def _self_speed_check(report, name, script, n, run_args, limit, stall, site, say, task, devices):
+    """Self mode: the student's training step on `n` devices (or ranks) timed in turn with their
+    own on 1, on the same clock (the grader's way: a load weighs on both alike), against the first
+    of the site's speed-up bands; the rest of the machine's load said beside it."""
+    bands = credit_bands("self", site)
+    needed = bands[0][0]
+    timed_args = [*run_args, "--seed", str(grader_seed())]
+    if devices:
+        say(tr("Timing your training step on {n} devices and on 1 device, in turn ...", n=n))
+        args, ranks = ["--gpus", *map(str, range(n)), *timed_args], None
+        base = Baseline(None, 1, ["--gpus", "0", *timed_args], tr("your launch on 1 device"))
+        what, baseline_name = tr("{n} workers", n=n), tr("1-device run")
+    else:
+        say(tr("Timing your training step on {np} ranks and on 1 rank, in turn ...", np=n))
+        args, ranks = timed_args, n
+        base = Baseline(1, 1, timed_args, tr("your launch on 1 rank"))
+        what, baseline_name = tr("{np} ranks", np=n), tr("1-rank run")
+
+    def timing():
+        return run_paired(script, script, args, ranks=ranks, devices=n, steps=TIMED_STEPS, timeout=limit, stall=stall,
+                          part=f"{task}: your steps on {n} and on 1, in turn", own_baseline=base, say=_ticking(say))
+
+    timed = timing()
+    if timed.finished and _undecided(timed.block_ratios(), bands):
+        say(tr("The spread of the ratio crosses a band's floor: timing once more ..."))
+        again = timing()
+        if again.finished:
+            timed = again.pooled(timed)
+    if not timed.finished:
+        report.add(name, False, tr("could not be timed: {why}",
+                                   why=tr("the timing did not finish: {error}", error=timed.error)))
+        return
+    speedup, blocks = timed.ratio, timed.block_ratios()
+    line = tr("{what}: {speedup:.2f}x your own {baseline} ({fast:.1f} vs {slow:.1f} images/s, training steps timed "
+              "in turn, spread {low:.2f}-{high:.2f}; needed >= {needed:.2f} on site {site})", what=what,
+              speedup=speedup, baseline=baseline_name, fast=timed.rate("student"), slow=timed.rate("reference"),
+              low=min(blocks), high=max(blocks), needed=needed, site=grading_site(site))
+    others, cores = timed.progress.get("others_cores"), timed.progress.get("cores")
+    got = timed.cores("student") / timed.cores("reference") if timed.cores("reference") else None
+    judged = speedup
+    if others is not None:
+        line += tr("; meanwhile the rest of the machine kept {others:.1f} of its {cores} cores busy",
+                   others=others, cores=cores)
+        if got is not None and got < LOAD_LIMITED_SHARE * n and others >= BUSY_CORES:
+            judged = speedup * n / max(1.0, got)
+            line += tr(", and gave your steps on {n} only {got:.2f} times the CPU of your steps on 1: per core they "
+                       "got, {judged:.2f}x (judged so: the load, not your script, held them back)", n=n, got=got,
+                       judged=judged)
+        if judged < needed and others >= BUSY_CORES:
+            line += tr(": a busy machine slows the run on more workers most. Check again when it is quieter "
+                       "(`uptime` shows the load); the grader times your steps in turn with the reference's, so "
+                       "there a load weighs on both alike")
+    report.add(name, judged >= needed, line + _contention(timed), value=judged)
+
+
 def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site=None,
                     min_throughput_ratio=None, min_accuracy=None, print_fn=None, against=None):
     """Grade Task #1. `reference` may be an Observation of the solution from this session;
@@ -536,16 +672,21 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
         baseline = reference
         speed_name = "throughput vs the reference"
     else:
-        say(tr("Running {script} on one device: the baseline of your {n}-device run ...", script=script, n=gpus))
-        baseline = run_observed(script, ["--gpus", "0", *args], timeout, timed=True, part="your 1-device run")
-        speed_name = f"throughput: {gpus} devices vs your 1-device run"
+        # The speed-up is timed step by step after the run, beside the script's own 1-device steps.
+        baseline, speed_name = None, f"throughput: {gpus} devices vs your 1-device run"
+        unset = still_unset(script)
+        if unset:
+            return _unfinished_report("multi-gpu", script, unset, ["runs to the end", "uses MultiprocessParallelUpdater",
+                                      "one worker process per device", "shards are disjoint",
+                                      "shards cover the training set", "parameters equal on all workers",
+                                      "accuracy beats chance", speed_name], against)
     say(tr("Running {script} on {n} devices under the grader's launcher ...", script=script, n=gpus))
-    # Against the reference this run decides correctness only (its speed is timed apart, step by
-    # step beside the reference's, below): it shares the machine with other students' runs.
-    limit, stall = student_limit(baseline, timeout), student_stall(baseline)
+    # This run decides correctness only (its speed is timed apart, step by step, below): against
+    # the reference it shares the machine with other students' runs.
+    limit, stall = student_limit(baseline, timeout), student_stall(baseline) or SELF_STALL
     flags = _review(script)
-    obs = run_observed(script, [*run_args, "--seed", str(grader_seed())], limit, timed=against != "reference",
-                       stall=stall, part=f"your {gpus}-device run")
+    obs = run_observed(script, [*run_args, "--seed", str(grader_seed())], limit, stall=stall,
+                       part=f"your {gpus}-device run", say=_ticking(say))
     report = Report("multi-gpu", str(script), observed=obs.record,
                     reference=reference.record if against == "reference" else {},
                     output_tail=_tail(obs.output), against=against)
@@ -606,8 +747,10 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
             _paired_speed_checks(report, script, _reference_script("train_cifar_multi_gpu.py"), gpus, False, limit,
                                  stall, credit_bands("reference", site), min_ratio, None, "multi-gpu", say,
                                  devices=True, run_args=args)
+    elif report.failed:
+        report.add(speed_name, False, tr("not timed: the run is not correct yet (see the FAIL lines above)"))
     else:
-        _speedup_check(report, speed_name, obs, baseline, tr("{n} workers", n=gpus), tr("1-device run"), site)
+        _self_speed_check(report, speed_name, script, gpus, args, limit, stall, site, say, "multi-gpu", devices=True)
     return report
 
 
@@ -750,7 +893,6 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     args = list(MULTI_NODE_ARGS if args is None else args)
     say = print_fn or (lambda *_: None)
     reference = dict(reference or {})
-    single = None
     if against == "reference":
         # Its run on `np` ranks sets the watchdog; speed and scaling are timed step by step beside it.
         if np not in reference:
@@ -758,19 +900,23 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
             reference[np] = _measure_reference(reference_name, args, timeout, np=np)
         limit = student_limit(reference[np], timeout)
     else:
-        if scaling:
-            say(tr("Running {script} on 1 rank: the baseline of your {np}-rank run ...", script=script, np=np))
-            single = run_observed_mpi(script, 1, args, timeout, timed=timed, part=f"{task}: your 1-rank run")
-        limit = student_limit(single, timeout)
-    stall = student_stall(reference.get(np) if against == "reference" else single)
+        # The scaling is timed step by step after the run, beside the script's own 1-rank steps.
+        unset = still_unset(script)
+        if unset:
+            return _unfinished_report(task, script, unset, [
+                "runs to the end", "shards are disjoint", "shards cover the training set",
+                "parameters identical on every rank", "evaluator aggregated over ranks", "reports only on rank 0",
+                "accuracy beats chance", *_multi_node_speed_names(against, np, scaling)], against)
+        limit = timeout
+    stall = student_stall(reference.get(np)) if against == "reference" else SELF_STALL
     say(tr("Running {script} on {np} ranks under the grader's launcher ...", script=script, np=np))
     # Against the reference, this run only decides correctness (its speed is timed apart, below):
     # it shares the machine with other students' runs.
     paired = against == "reference" and timed
     flags = _review(script)
-    obs = run_observed_mpi(script, np, [*args, "--seed", str(grader_seed())], limit, timed=timed and not paired,
-                           stall=stall,
-                           part=f"{task}: your {np}-rank run")
+    obs = run_observed_mpi(script, np, [*args, "--seed", str(grader_seed())], limit,
+                           timed=timed and not paired and against == "reference", stall=stall,
+                           part=f"{task}: your {np}-rank run", say=_ticking(say))
     report = Report(task, str(script), observed=obs.ranks.get(0, {}),
                     reference=reference[np].ranks.get(0, {}) if against == "reference" else {},
                     output_tail=_tail(obs.output), against=against)
@@ -792,13 +938,15 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     _evaluator_check(report, obs)
     _reporting_check(report, obs)
     _accuracy_check(report, obs.ranks[0], min_acc, obs.evidence)
-    baseline = reference.get(np) if against == "reference" else single
+    baseline = reference.get(np) if against == "reference" else None
     work = _work(args, baseline, against)
     _seen_by_the_grader(report, obs, baseline, flags, work)
     _averaging_seen(report, obs, reference.get(np) if against == "reference" else None, work)
     if against == "self":
-        if scaling:
-            _speedup_check(report, names[-1], obs, single, tr("{np} ranks", np=np), tr("1-rank run"), site)
+        if scaling and report.failed:
+            report.add(names[-1], False, tr("not timed: the run is not correct yet (see the FAIL lines above)"))
+        elif scaling:
+            _self_speed_check(report, names[-1], script, np, args, limit, stall, site, say, task, devices=False)
         return report
     if not paired:  # a run whose speed is shown, never scored (the MNIST conversion)
         # ... except under the autograder: there it shares the machine with other students' runs

@@ -108,6 +108,12 @@ class PairedObservation:
         """Images per second of `who`: images per step over its median step time."""
         return self.images_per_step[who] / statistics.median(self.steps[who])
 
+    def cores(self, who):
+        """The cores `who`'s processes kept busy over its timed steps (CPU seconds over seconds),
+        as the grader saw them from outside."""
+        seconds = sum(self.steps.get(who) or [])
+        return (self.cpu.get(who) or {}).get("own", 0.0) / seconds if seconds else 0.0
+
     def pair_ratios(self):
         """The student's rate over the reference's for each pair of steps taken in turn."""
         scale = self.images_per_step["student"] / self.images_per_step["reference"]
@@ -133,6 +139,16 @@ class PairedObservation:
         return self
 
 
+@dataclass
+class Baseline:
+    """Self mode: the student's own script on `ranks` ranks (or, None, one process on `devices`
+    devices) with `args`, timed in the reference's place."""
+    ranks: int
+    devices: int
+    args: list
+    name: str
+
+
 class TimingError(Exception):
     """The timing cannot go on; the message says why (the grader's words, never a launch's)."""
 
@@ -141,8 +157,9 @@ class Side:
     """One launch of the stepper and the grader's end of its ranks' sockets: `ranks` MPI ranks,
     or one process (None: a script that starts its own workers, Task #1's)."""
 
-    def __init__(self, who, script, ranks, args, folder, env):
+    def __init__(self, who, script, ranks, args, folder, env, isolated=None, name=None):
         self.who, self.np, self.token = who, ranks or 1, secrets.token_hex(16)
+        self.name = name or side_name(who)
         self.ranks, self.batch, self._pending = {}, {}, {}
         folder.mkdir()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -159,7 +176,7 @@ class Side:
         self.listener.setblocking(False)
         # The reference's interpreter isolated (-I): neither its working directory nor a variable
         # puts a folder on its sys.path (a module planted there would run with the reference's reads).
-        isolated = ["-I", "-u"] if who == "reference" else []
+        isolated = ["-I", "-u"] if (who == "reference" if isolated is None else isolated) else []
         argv = [*isolated, "-m", STEPPER_MODULE, who, SOCKET_NAME, self.token, str(Path(script).resolve()), *args,
                 "--out", str(folder / "result")]
         if ranks:
@@ -238,12 +255,12 @@ class Side:
             left = deadline - time.monotonic()
             ready = select.select(list(waiting), [], [], max(0.0, left))[0] if left > 0 else []
             if not ready:
-                raise TimingError(tr("{side}: a training step took more than {limit:.0f} s", side=side_name(self.who),
+                raise TimingError(tr("{side}: a training step took more than {limit:.0f} s", side=self.name,
                                      limit=limit))
             for conn in ready:
                 if conn.recv(1) != b"d":
                     raise TimingError(tr("{side}: a rank stopped answering in the middle of its training steps",
-                                         side=side_name(self.who)))
+                                         side=self.name))
                 waiting.discard(conn)
 
     def close(self):
@@ -266,11 +283,13 @@ def side_name(who):
     return tr("the reference's launch") if who == "reference" else tr("your launch")
 
 
-def _connect(sides, images_per_rank, deadline):
+def _connect(sides, images_per_rank, deadline, ticker=None):
     """Wait until every rank of both sides has introduced itself, then check what they said. Once
     the reference's launch is ready, the student's has STUDENT_CONNECT_FACTOR times its start-up."""
     started, reference_start_up = time.monotonic(), None
     while not all(side.ready for side in sides.values()):
+        if ticker is not None:
+            ticker.tick(lambda seconds: tr("  ... {seconds:.0f} s: both launches starting up", seconds=seconds))
         if sides["reference"].ready and not sides["student"].ready:
             if reference_start_up is None:
                 reference_start_up = time.monotonic() - started
@@ -282,7 +301,7 @@ def _connect(sides, images_per_rank, deadline):
         for side in sides.values():
             if side.ended() and not side.ready:
                 raise TimingError(tr("{side} ended before its training steps (exit status {code})",
-                                     side=side_name(side.who), code=side.launched.proc.returncode))
+                                     side=side.name, code=side.launched.proc.returncode))
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimingError(tr("the launches did not reach their training steps in time"))
@@ -295,10 +314,10 @@ def _connect(sides, images_per_rank, deadline):
         for rank, (size, batch) in sorted(side.batch.items()):
             if size != np:
                 raise TimingError(tr("{side}: rank {rank} sees {size} rank(s), not {np}", rank=rank,
-                                     side=side_name(side.who), size=size, np=np))
+                                     side=side.name, size=size, np=np))
             if images_per_rank is not None and batch != images_per_rank:
                 raise TimingError(tr("{side}: rank {rank} trains on {batch} images per step; the timing runs it "
-                                     "with --batchsize {asked}", rank=rank, side=side_name(side.who),
+                                     "with --batchsize {asked}", rank=rank, side=side.name,
                                      batch=batch, asked=images_per_rank))
 
 
@@ -311,15 +330,22 @@ def student_limits(reference_steps, step_limit):
     return min(step_limit, one), max(STUDENT_TOTAL_FLOOR, STUDENT_TOTAL_FACTOR * sum(reference_steps))
 
 
-def _time_steps(sides, steps, step_limit):
-    """({who: [seconds of each timed step]}, {who: {"own": CPU s, "waiting": CPU s}}): each side's
-    CPU read once between two steps, so every moment of the timed steps is counted for one of them.
+def _time_steps(sides, steps, step_limit, ticker=None):
+    """({who: [seconds of each timed step]}, {who: {"own": CPU s, "waiting": CPU s}}, the cores the
+    rest of the machine kept busy meanwhile): each side's CPU read once between two steps, so every
+    moment of the timed steps is counted for one of them.
     The student's steps are bounded by the reference's (student_limits)."""
     times = {who: [] for who in WHO}
     every = {who: [] for who in WHO}   # warm-up steps included: what bounds the student's
     cpu = {who: {"own": 0.0, "waiting": 0.0} for who in WHO}
     before = {w: sides[w].cpu() for w in WHO}
+    machine = {}
     for step in range(WARMUP_STEPS + steps):
+        if ticker is not None:
+            ticker.tick(lambda seconds: tr("  ... {seconds:.0f} s: {done} of {steps} steps of each launch timed",
+                                           seconds=seconds, done=max(0, step - WARMUP_STEPS), steps=steps))
+        if step == WARMUP_STEPS:
+            machine = {"busy": launch.machine_busy_seconds(), "at": time.perf_counter()}
         for who in step_order(step):
             other = WHO[1 - WHO.index(who)]
             limit, total = step_limit, float("inf")
@@ -343,7 +369,12 @@ def _time_steps(sides, steps, step_limit):
                 cpu[who]["own"] += after[who] - before[who]
                 cpu[other]["waiting"] += after[other] - before[other]
             before = after
-    return times, cpu
+    busy, others = launch.machine_busy_seconds(), None
+    if machine.get("busy") is not None and busy is not None:
+        # The cores that everything else on the machine kept busy over the timed steps: its load.
+        ours = sum(c["own"] + c["waiting"] for c in cpu.values())
+        others = max(0.0, busy - machine["busy"] - ours) / max(1e-6, time.perf_counter() - machine["at"])
+    return times, cpu, others
 
 
 def suspicions(times, cpu, np):
@@ -370,24 +401,36 @@ def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=Non
     return run_paired(reference, script, args, ranks=np, steps=steps, timeout=timeout, stall=stall, part=part)
 
 
-def run_paired(reference, script, args, ranks=None, devices=1, steps=16, timeout=300, stall=None, part=None):
+def run_paired(reference, script, args, ranks=None, devices=1, steps=16, timeout=300, stall=None, part=None,
+               own_baseline=None, say=None):
     """Time the training steps of `reference` and `script` in turn, alone on the machine (the
     timing slot): each launched on `ranks` MPI ranks, or (None) as one process training on
     `devices` devices (Task #1: its workers are its own processes). `timeout` bounds the whole;
-    `stall` one step."""
+    `stall` one step; `say` is told how far it got every 10 s.
+
+    `own_baseline` (self mode, the student's own check): a Baseline, the student's script itself
+    on fewer ranks or devices in the reference's place; both launches are the student's own, so
+    neither is isolated nor suspected of anything."""
     timeout = run_limit(timeout)
     images_per_rank = batch_size_of(args)
     width = ranks or devices   # the cores a step keeps busy, and the iterators it draws from
-    error, times, cpu, sides = "", {}, {}, {}
+    launches = {"reference": (reference, ranks, args, None, None), "student": (script, ranks, args, None, None)}
+    widths = {who: width for who in WHO}
+    if own_baseline is not None:
+        launches = {"reference": (script, own_baseline.ranks, own_baseline.args, False, own_baseline.name),
+                    "student": (script, ranks, args, False, None)}
+        widths["reference"] = own_baseline.ranks or own_baseline.devices
+    error, times, cpu, sides, others = "", {}, {}, {}, None
     with run_folder("handson-paired-") as tmp, launch.timing_slot(True) as slot:
         # Its limits start now that the slot is held, not while it waited for it.
         started = time.monotonic()
+        ticker = launch.Ticker(say)
         env = {**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE, **transport(), launch.SLOT_HELD: "1"}
         try:
-            for who, path in zip(WHO, (reference, script)):
-                sides[who] = Side(who, path, ranks, args, Path(tmp) / who, env)
-            _connect(sides, images_per_rank, started + min(timeout, CONNECT_LIMIT))
-            times, cpu = _time_steps(sides, steps, stall or STEP_LIMIT)
+            for who, (path, side_ranks, side_args, isolated, name) in launches.items():
+                sides[who] = Side(who, path, side_ranks, side_args, Path(tmp) / who, env, isolated, name)
+            _connect(sides, images_per_rank, started + min(timeout, CONNECT_LIMIT), ticker)
+            times, cpu, others = _time_steps(sides, steps, stall or STEP_LIMIT, ticker)
         except TimingError as exc:
             error = str(exc)
         except OSError as exc:
@@ -406,14 +449,16 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=16, timeout
     student = sides.get("student")
     seconds = time.monotonic() - started
     if error and student is not None:   # the student's own launch: never a line of the reference's
-        error += "\n" + tr("{side}, its last lines:", side=side_name("student")) + "\n" + \
+        error += "\n" + tr("{side}, its last lines:", side=student.name) + "\n" + \
             student.launched.output()[-1500:].rstrip()
     if error and "reference" in sides and not grader_settings.current().autograding:
-        error += "\n" + tr("{side}, its last lines:", side=side_name("reference")) + "\n" + \
+        error += "\n" + tr("{side}, its last lines:", side=sides["reference"].name) + "\n" + \
             sides["reference"].launched.output()[-1500:].rstrip()
+    found = suspicions(times, cpu, width) if times and own_baseline is None else []
     obs = PairedObservation(
-        width, times, {who: (images_per_rank or 0) * width for who in WHO}, error, seconds,
-        {"waited": round(slot.waited, 2), "contended": slot.contended, "stalled": False, "stall": stall},
-        cpu, suspicions(times, cpu, width) if times else [])
+        width, times, {who: (images_per_rank or 0) * widths[who] for who in WHO}, error, seconds,
+        {"waited": round(slot.waited, 2), "contended": slot.contended, "stalled": False, "stall": stall,
+         "others_cores": None if others is None else round(others, 2), "cores": os.cpu_count()},
+        cpu, found)
     log_part(part, seconds, waited=obs.progress["waited"], contended=slot.contended)
     return obs

@@ -140,12 +140,13 @@ def _observed_folders(tmp):
     return Path(tmp) / "observed", workdir
 
 
-def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, part=None):
+def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, part=None, say=None):
     """Run `python SCRIPT ARGS` under the instrumenting launcher and a watchdog.
 
     `timed`: the run's time is scored, so it holds the machine's timing slot alone (launch.timing_slot);
     `stall`: stop it once no training iteration has come for that many seconds;
-    `part`: its name in the grading profile (HANDSON_PROFILE_LOG)."""
+    `part`: its name in the grading profile (HANDSON_PROFILE_LOG); `say`: told how far the run got
+    every 10 s (launch.ProgressWatch)."""
     timeout = run_limit(timeout)
     with run_folder("handson-observe-") as tmp:
         outdir, workdir = _observed_folders(tmp)
@@ -154,7 +155,7 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
         full_env.setdefault("MPLBACKEND", "Agg")
         cmd = [sys.executable, "-m", OBSERVE_MODULE, str(outdir), str(Path(script).resolve()),
                *args, "--out", str(workdir / "result")]
-        watch, outside = launch.ProgressWatch(outdir, stall), launch.OutsideView()
+        watch, outside = launch.ProgressWatch(outdir, stall, say=say), launch.OutsideView()
         res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir), timed=timed, progress=watch,
                                  outside=outside)
         defuse(tmp)
@@ -256,15 +257,15 @@ def without_out(args):
     return kept
 
 
-def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None):
+def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None, say=None):
     """Run SCRIPT on `np` local ranks under the launcher (each rank observed) and a watchdog;
-    `timed`, `stall` and `part` as in run_observed."""
+    `timed`, `stall`, `part` and `say` as in run_observed."""
     timeout = run_limit(timeout)
     with run_folder("handson-observe-") as tmp:
         outdir, workdir = _observed_folders(tmp)
         argv = ["-m", OBSERVE_MODULE, str(outdir), str(Path(script).resolve()), *args,
                 "--out", str(workdir / "result")]
-        watch, outside = launch.ProgressWatch(outdir, stall), launch.OutsideView()
+        watch, outside = launch.ProgressWatch(outdir, stall, say=say), launch.OutsideView()
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
                              env={**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE, **transport()}, timed=timed,
                              progress=watch, outside=outside)

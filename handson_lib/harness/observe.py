@@ -118,9 +118,11 @@ class Recorder:
         heartbeat = self.outdir / f"heartbeat{self.suffix}"
 
         @training.make_extension(trigger=(1, "iteration"), priority=training.PRIORITY_READER - 1)
-        def observe_throughput(_):
+        def observe_throughput(trainer):
             self.meter.step(batch)
-            heartbeat.touch()  # the watchdog stops a run whose iterations stop (launch.ProgressWatch)
+            # The watchdog stops a run whose iterations stop, and the check shows how far it got
+            # (launch.ProgressWatch).
+            heartbeat.write_bytes(b"%d" % trainer.updater.iteration)
 
         trainer.extend(observe_throughput, name="handson_observer")
 
