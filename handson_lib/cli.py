@@ -59,6 +59,9 @@ COMMANDS = (
             audience="instructor", add="add_multi_gpu_arguments", run="multi_gpu_main"),
     Command("bench multi-node", "experiments.speedup", "Task #2: 2 ranks vs 1",
             audience="instructor", add="add_multi_node_arguments", run="multi_node_main"),
+    Command("bench self-check", "experiments.self_check", "the student's self-check of a solved task, several "
+            "times in a row (optionally on a loaded machine): its time and the spread of its speed-up",
+            audience="instructor"),
     Command("bench report", "experiments.report", "one page (summary.md) with every result's table and plot",
             audience="instructor", add="add_report_arguments", run="report_main"),
     Command("demo", "tools.demo", "run the main job on embedded defaults and print throughput",
