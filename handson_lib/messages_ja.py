@@ -210,6 +210,10 @@ MESSAGES = {
     '(judged so: the load, not your script, held them back)':
         '。そのため {n} でのステップが得た CPU は 1 でのステップの {got:.2f} 倍だけでした: 得たコアあたりでは {judged:.2f} 倍'
         '（この値で判定します: 遅らせたのはあなたのスクリプトではなく負荷です）',
+    "the run's records say rank 0 alone reports, but rank(s) {ranks} printed the trainer's reports (seen in the "
+    "launcher's output, where each line carries its rank)":
+        '実行の記録ではランク 0 だけがレポートを出していますが、ランク {ranks} もトレーナーのレポートを表示していました'
+        '（各行にランクが付くランチャーの出力で確認）',
     '(found by reading the script: nothing was run)':
         '（スクリプトを読んで見つけました: 何も実行していません）',
     'not checked: the script is not complete':

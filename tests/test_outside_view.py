@@ -289,3 +289,38 @@ def test_an_endless_line_of_output_costs_the_grader_no_more_than_its_cap():
     assert res.ok and (1 << 20) <= len(res.output) < (1 << 20) + 200, len(res.output)
     assert "output cut at" in res.output
     assert peak < 16 << 20, peak
+
+
+# ----------------------------------------------------------------------------- the launcher's tagged output
+
+#: Rank 1 ran PrintReport: its lines as `mpiexec --output tag` printed them in a real run.
+EVERY_RANK_REPORTS = """[1,0]<stdout>: Num process (COMM_WORLD): 2
+[1,0]<stdout>: epoch       main/loss   validation/main/loss  main/accuracy  validation/main/accuracy  elapsed_time
+[1,1]<stdout>: epoch       main/loss   validation/main/loss  main/accuracy  validation/main/accuracy  elapsed_time
+[1,1]<stdout>: \x1b[J1           2.50135     2.28358               0.0546875      0.1875                    0.748662
+[1,0]<stdout>: \x1b[J1           2.36661     2.28358               0.0859375      0.1875                    0.667727
+[1,0]<stdout>: Throughput: 746.77 [images/sec.] (128 / 0.171)
+"""
+
+
+def _reports(output, extensions):
+    obs = MPIObservation(2, 0, False, output, {r: {"extensions": e} for r, e in enumerate(extensions)}, {}, 20.0)
+    report = checks.Report("multi-node", "train.py")
+    checks._reporting_check(report, obs)
+    checks._reports_seen(report, obs)
+    return report.checks[0]
+
+
+def test_a_record_of_reports_on_rank_0_only_is_not_believed_over_the_launchers_tagged_output():
+    forged = _reports(EVERY_RANK_REPORTS, [["LogReport", "PrintReport"], []])
+    assert not forged.passed and forged.message.startswith(checks.TAMPERING), forged.message
+    assert "rank(s) [1] printed the trainer's reports" in forged.message
+    honest = _reports("\n".join(line for line in EVERY_RANK_REPORTS.splitlines() if not line.startswith("[1,1]")),
+                      [["LogReport", "PrintReport"], []])
+    assert honest.passed, honest.message
+    bars = _reports("[1,0]<stdout>: x\n[1,2]<stdout>:      total [####......]  40.00%\n",
+                    [["LogReport", "PrintReport", "ProgressBar"], [], []])
+    assert not bars.passed and "rank(s) [2]" in bars.message
+    # A failed check keeps the records' own words: they say which ranks and what to do.
+    told = _reports(EVERY_RANK_REPORTS, [["LogReport", "PrintReport"], ["LogReport", "PrintReport"]])
+    assert not told.passed and "add them under `if comm.rank == 0:`" in told.message

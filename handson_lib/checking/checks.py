@@ -870,6 +870,22 @@ def _reporting_check(report, obs):
     report.add("reports only on rank 0", not extra and bool(reporting[0]), message)
 
 
+#: What the trainer's reports print, as the launcher tags each rank's lines ("[1,r]<stdout>: ...",
+#: `mpiexec --output tag`): PrintReport's header and ProgressBar's bars.
+_TAGGED_REPORT = re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>: ?(?:\x1b\[J)?(?:epoch\s+main/|\s*(?:total|this epoch) \[)",
+                            re.M)
+
+
+def _reports_seen(report, obs):
+    """Overrule "reports only on rank 0" where the launcher's tagged output, which the ranks'
+    records do not make, shows another rank printing the trainer's reports."""
+    seen = sorted({int(rank) for rank in _TAGGED_REPORT.findall(obs.output or "")} - {0})
+    if seen and report.passed("reports only on rank 0"):
+        report.overrule("reports only on rank 0", tr("tampering suspected, for the instructor to review: ")  # TAMPERING
+                        + tr("the run's records say rank 0 alone reports, but rank(s) {ranks} printed the trainer's "
+                             "reports (seen in the launcher's output, where each line carries its rank)", ranks=seen))
+
+
 def _multi_node_speed_names(against, np, scaling):
     if against == "reference":
         return ["throughput vs the reference"] + ([f"scaling 1 -> {np} ranks vs the reference"] if scaling else [])
@@ -937,6 +953,7 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     _parameters_check(report, obs)
     _evaluator_check(report, obs)
     _reporting_check(report, obs)
+    _reports_seen(report, obs)
     _accuracy_check(report, obs.ranks[0], min_acc, obs.evidence)
     baseline = reference.get(np) if against == "reference" else None
     work = _work(args, baseline, against)
