@@ -214,6 +214,10 @@ MESSAGES = {
     "launcher's output, where each line carries its rank)":
         '実行の記録ではランク 0 だけがレポートを出していますが、ランク {ranks} もトレーナーのレポートを表示していました'
         '（各行にランクが付くランチャーの出力で確認）',
+    " (in the grading sandbox the ranks talk over TCP, as between nodes: on one machine 2 ranks may step slower "
+    "than 1; the share of the reference's scaling beside yours is what counts)":
+        '（採点サンドボックスではランク間の通信がノード間と同じく TCP になるため、1 台のマシンでは 2 ランクのほうが 1 ランク'
+        'より遅くなることがあります。評価するのは、隣で計測した模範解答のスケーリングに対するあなたの割合です）',
     '(found by reading the script: nothing was run)':
         '（スクリプトを読んで見つけました: 何も実行していません）',
     'not checked: the script is not complete':

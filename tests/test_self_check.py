@@ -133,3 +133,9 @@ def test_the_self_checks_speed_up_is_judged_per_core_where_the_load_held_it_back
     reference, script, args, kwargs = calls[0]
     assert reference == script == "train.py" and args[:3] == ["--gpus", "0", "1"]
     assert kwargs["own_baseline"].args[:2] == ["--gpus", "0"] and kwargs["own_baseline"].args[2:] == args[3:]
+
+
+def test_the_scaling_line_says_why_two_ranks_may_step_slower_in_the_sandbox(monkeypatch):
+    assert checks._over_tcp() == ""                                  # shared memory between ranks
+    monkeypatch.setattr(launch, "_WRAPPER", lambda cmd, cwd: cmd)     # runs go through the sandbox
+    assert "the ranks talk over TCP" in checks._over_tcp()
