@@ -56,3 +56,112 @@ def test_the_student_edition_ships_the_harness_and_the_checks_and_nothing_that_d
     for package in ("harness", "checking"):
         modules = {f"handson_lib.{package}.{p.stem}" for p in (LIBRARY / package).glob("*.py") if p.stem != "__init__"}
         assert modules <= shipped, sorted(modules - shipped)
+
+
+# ----------------------------------------------------------------------------- the import graph
+
+#: The library's layers, lowest first; a module may import its own package and the layers below.
+#: Packages (and top-level modules) of one layer are peers: they import nothing of each other.
+#: `cli` sits low: its registry names command modules as strings, imported only when run.
+LAYERS = (
+    ("handson_lib", "messages_ja"),
+    ("messages", "grader_settings", "plotting", "exchange", "cli"),
+    ("launch",),
+    ("data",),
+    ("runtime", "sites"),
+    ("profiling", "harness"),
+    ("checking",),
+    ("experiments",),
+    ("autograder",),
+    ("tools",),
+    ("authoring",),
+    ("classroom",),
+)
+
+
+def module_of(path):
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph():
+    """{module: {handson_lib modules it imports}}: every import statement of the library, at the
+    top or inside a function (`from pkg import mod` counts as pkg.mod)."""
+    files = {module_of(p): p for p in LIBRARY.rglob("*.py")}
+
+    def known(name):   # the module a dotted name falls in (`pkg.mod.attr` -> pkg.mod)
+        while name not in files:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for module, path in files.items():
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names |= {f"{node.module}.{a.name}" for a in node.names}
+        graph[module] = {known(n) for n in names if n.split(".")[0] == "handson_lib"} - {module}
+    return graph
+
+
+def layer_part(module):
+    """The package (or top-level module) of `module`: the unit LAYERS orders."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward_imports(graph, layers=LAYERS):
+    """["a -> b"] for each import of a module in a higher layer or of a peer package."""
+    rank = {part: i for i, layer in enumerate(layers) for part in layer}
+    return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets
+                  if layer_part(a) != layer_part(b) and rank[layer_part(b)] >= rank[layer_part(a)])
+
+
+def circles(graph):
+    """The import circles: each strongly connected set of more than one module (Tarjan)."""
+    index, low, stack, found = {}, {}, [], []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph.get(module, ()):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            members = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(found)
+
+
+def test_every_package_has_a_layer():
+    parts = {layer_part(m) for m in import_graph()}
+    placed = [part for layer in LAYERS for part in layer]
+    assert len(placed) == len(set(placed)), "a package in two layers"
+    assert parts == set(placed), f"unplaced: {sorted(parts - set(placed))}; gone: {sorted(set(placed) - parts)}"
+
+
+def test_no_import_runs_back_up_a_layer():
+    assert upward_imports(import_graph()) == []
+
+
+def test_no_import_circle():
+    assert circles(import_graph()) == []
+
+
+def test_the_graph_checks_find_what_they_look_for():
+    planted = {"handson_lib.runtime.a": {"handson_lib.checking.b"}, "handson_lib.checking.b": {"handson_lib.runtime.a"},
+               "handson_lib.runtime.c": {"handson_lib.sites.d"}, "handson_lib.sites.d": set()}
+    assert upward_imports(planted) == ["handson_lib.runtime.a -> handson_lib.checking.b",
+                                       "handson_lib.runtime.c -> handson_lib.sites.d"]
+    assert circles(planted) == [["handson_lib.checking.b", "handson_lib.runtime.a"]]
