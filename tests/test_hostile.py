@@ -29,6 +29,7 @@ import pytest
 
 from handson_lib import launch
 from handson_lib.checking import checks, paired, runs
+from handson_lib.authoring import course_source
 from handson_lib.autograder import sandbox
 from conftest import sandbox_missing
 from test_kept_runs import _kept_runs
@@ -239,7 +240,7 @@ def hostile_class(tmp_path_factory):
         pytest.fail(f"the grading sandbox cannot start here: {sandbox_missing()}", pytrace=False)
     course_dir = tmp_path_factory.mktemp("hostile-course")
     shutil.copy(COURSE_ROOT / "course" / "nbgrader_config.py", course_dir)
-    nbgrader_course.assemble(course_dir, assignments=["setup"])
+    course_source.assemble(course_dir, assignments=["setup"])
     res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=course_dir)
     assert res.ok, res.output
     synthetic_class.write_class(course_dir, "setup", students=["correct", "daemon"])
@@ -345,7 +346,7 @@ def test_malformed_submissions_get_a_clear_row_and_the_others_their_scores(tmp_p
     from handson_lib.autograder import nbgrader_course, synthetic_class
     from conftest import UNSAFE
     shutil.copy(COURSE_ROOT / "course" / "nbgrader_config.py", tmp_path)
-    nbgrader_course.assemble(tmp_path, assignments=["setup"])
+    course_source.assemble(tmp_path, assignments=["setup"])
     res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=tmp_path)
     assert res.ok, res.output
     kinds = ["correct", "not_json", "renamed", "odd_names", "linked", "fifo"]

@@ -54,11 +54,12 @@ STUDENT_SUPPORT = (
 #: Instructor-only modules that are no command's own module; they must never ship. The autograder
 #: and the authoring tools go whole: what decides a grade, and what builds the course.
 INSTRUCTOR_ONLY = ("handson_lib.autograder.*", "handson_lib.authoring.*",
-                   "handson_lib.sites.network")              # the local cluster's namespaces (root)
+                   "handson_lib.sites.network",              # the local cluster's namespaces (root)
+                   "handson_lib.checking.reference")         # measures the reference solutions
 
 #: Instructor-only modules that a shipped file may import only after finding them installed
 #: (importlib.util.find_spec): the file still works without them.
-OPTIONAL_IMPORTS = {"handson_lib.autograder.reference"}
+OPTIONAL_IMPORTS = {"handson_lib.checking.reference"}
 
 #: Course requirements the student edition does without (grading server, browser tests).
 NOT_FOR_STUDENTS = ("nbgrader", "playwright", "pytest-xdist", "jupyterhub", "batchspawner")
@@ -100,7 +101,10 @@ def shipped_modules(root=COURSE_ROOT, commands=cli.COMMANDS):
     student = {f"{n}.*" if (_module_file(n, root) or Path()).name == "__init__.py" else n for n in student}
     instructor = ({c.module_name for c in commands if c.audience == "instructor"}
                   | set().union(*(_expand(n, root) for n in INSTRUCTOR_ONLY)))
-    shipped = set().union(*(_expand(n, root) for n in (*student, *STUDENT_SUPPORT)))
+    # A package shipped whole ("PKG.*") leaves out the instructor-only modules named in it.
+    named = {n for n in INSTRUCTOR_ONLY if not n.endswith(".*")}
+    shipped = set().union(*(_expand(n, root) - (named if n.endswith(".*") else set())
+                            for n in (*student, *STUDENT_SUPPORT)))
     both = shipped & instructor
     if both:
         raise ReleaseError(f"modules both shipped and instructor-only: {', '.join(sorted(both))} "
@@ -385,12 +389,12 @@ def _keep_language(out, lang):
 def _leaks(path, shown, secrets):
     """Markers and solution / hidden-test lines in one file."""
     found = []
-    for text in build._texts_of(path):
+    for text in build.texts_of(path):
         for line in text.split("\n"):
             marker = next((m for m in build.MARKERS if m in line), None)
             if marker:
                 found.append(f"{shown}: marker {marker!r}")
-            if build._significant(line) in secrets:
+            if build.significant(line) in secrets:
                 found.append(f"{shown}: solution line {line.strip()!r}")
     return found
 

@@ -92,12 +92,9 @@ def grading_site(site=None):
 def default_against(reference_name="train_cifar_multi_gpu.py"):
     """"reference" where the reference solution can be measured (the instructor's checkout and the
     grader, which hold the reference and its measuring code), else "self"."""
-    try:
-        if importlib.util.find_spec("handson_lib.autograder.reference") is None:
-            return "self"
-    except ModuleNotFoundError:   # the student edition: no autograder at all
+    if importlib.util.find_spec("handson_lib.checking.reference") is None:   # the student edition
         return "self"
-    from handson_lib.autograder import reference  # instructor-only: absent from the student edition
+    from handson_lib.checking import reference  # instructor-only: absent from the student edition
     return "reference" if reference.available(reference_name) else "self"
 
 
@@ -117,12 +114,12 @@ def _resolve_against(against, reference, reference_name):
 
 
 def _measure_reference(name, args, timeout, np=None):
-    from handson_lib.autograder import reference  # instructor-only: absent from the student edition
+    from handson_lib.checking import reference  # instructor-only: absent from the student edition
     return reference.measure_reference(name, args, timeout, np=np)
 
 
 def _reference_script(name):
-    from handson_lib.autograder import reference  # instructor-only: absent from the student edition
+    from handson_lib.checking import reference  # instructor-only: absent from the student edition
     return reference.reference_script(name)
 
 
