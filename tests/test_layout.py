@@ -1,16 +1,20 @@
-"""The trust boundary in the layout: what runs inside the grading sandbox (the harness, the
-runtime the scripts import) imports nothing of what decides (the checks, the autograder), the
-checks import nothing of the autograder, and the whole import graph runs down its layers (LAYERS)."""
+"""The trust boundary in the layout (declared once in handson_lib.boundary): what runs inside the
+grading sandbox (the harness, the runtime the scripts import) reaches nothing of what decides (the
+checks, the autograder) nor anything instructor-only, through any chain of imports; the checks
+import nothing of the autograder; and the whole import graph runs down its layers (LAYERS)."""
 
 import ast
 
 import pytest
 
-from handson_lib.authoring import release
+from handson_lib import boundary
 from conftest import ROOT
 
 LIBRARY = ROOT / "handson_lib"
-DECIDING = ("handson_lib.checking", "handson_lib.autograder", "handson_lib.authoring")
+#: What no module that runs inside may reach: the deciding side and the instructor-only modules.
+DECIDING = tuple(n.removesuffix(".*") for n in (*boundary.DECIDING, *boundary.INSTRUCTOR_ONLY))
+#: The folders of what runs inside.
+INSIDE_FOLDERS = [n.removesuffix(".*").split(".", 1)[1] for n in boundary.RUNS_INSIDE]
 
 
 def imports_of(folder):
@@ -34,13 +38,13 @@ def reaching(imports, prefixes):
             if any(n.startswith(prefixes) for n in names)}
 
 
-@pytest.mark.parametrize("folder", ["harness", "runtime"])
+@pytest.mark.parametrize("folder", INSIDE_FOLDERS)
 def test_what_runs_inside_the_sandbox_imports_nothing_that_decides(folder):
     assert reaching(imports_of(folder), DECIDING) == {}
 
 
 def test_the_checks_import_nothing_of_the_autograder():
-    assert reaching(imports_of("checking"), DECIDING[1:]) == {}
+    assert reaching(imports_of("checking"), ("handson_lib.autograder", "handson_lib.authoring")) == {}
 
 
 def test_the_old_grading_folder_is_gone():
@@ -48,11 +52,11 @@ def test_the_old_grading_folder_is_gone():
 
 
 def test_the_student_edition_ships_the_harness_and_the_checks_and_nothing_that_decides_a_grade():
-    shipped, _ = release.shipped_modules()
+    shipped, _ = boundary.shipped_modules()
     assert {m for m in shipped if m.startswith(("handson_lib.autograder", "handson_lib.authoring"))} == set()
     for package in ("harness", "checking"):
         modules = {f"handson_lib.{package}.{p.stem}" for p in (LIBRARY / package).glob("*.py") if p.stem != "__init__"}
-        assert modules - set(release.INSTRUCTOR_ONLY) <= shipped, sorted(modules - shipped)
+        assert modules - set(boundary.INSTRUCTOR_ONLY) <= shipped, sorted(modules - shipped)
 
 
 # ----------------------------------------------------------------------------- the import graph
@@ -63,7 +67,7 @@ def test_the_student_edition_ships_the_harness_and_the_checks_and_nothing_that_d
 LAYERS = (
     ("handson_lib", "messages_ja"),
     ("messages", "grader_settings", "plotting", "exchange", "cli"),
-    ("launch",),
+    ("launch", "boundary"),
     ("data",),
     ("runtime", "sites"),
     ("profiling", "harness"),
@@ -162,3 +166,37 @@ def test_the_graph_checks_find_what_they_look_for():
     assert upward_imports(planted) == ["handson_lib.runtime.a -> handson_lib.checking.b",
                                        "handson_lib.runtime.c -> handson_lib.sites.d"]
     assert circles(planted) == [["handson_lib.checking.b", "handson_lib.runtime.a"]]
+
+
+# ----------------------------------------------------------------------------- the boundary, transitively
+
+def reached(graph, start):
+    """Every module that `start`'s modules import, directly or through others."""
+    seen, todo = set(), list(start)
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_what_runs_inside_reaches_nothing_that_decides_or_is_instructor_only_through_any_import():
+    graph = import_graph()
+    inside = boundary.expand_all(boundary.RUNS_INSIDE)
+    assert inside <= set(graph)
+    closed = reached(graph, inside) | inside
+    assert sorted(m for m in closed if m.startswith(DECIDING)) == []
+    shipped, _ = boundary.shipped_modules()
+    assert sorted(closed - shipped) == []
+
+
+def test_the_student_library_imports_only_itself_through_any_import():
+    graph = import_graph()
+    shipped, _ = boundary.shipped_modules()
+    assert sorted(reached(graph, shipped) - shipped - boundary.OPTIONAL_IMPORTS) == []
+
+
+def test_the_transitive_check_finds_a_chain():
+    planted = {"handson_lib.harness.a": {"handson_lib.data.b"}, "handson_lib.data.b": {"handson_lib.checking.checks"}}
+    assert "handson_lib.checking.checks" in reached(planted, {"handson_lib.harness.a"})

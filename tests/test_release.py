@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from handson_lib import cli
+from handson_lib import boundary, cli
 from handson_lib.authoring import build, recording, release
 from handson_lib.sites import generate, jobscript
 from conftest import ROOT
@@ -151,8 +151,8 @@ def test_the_edition_has_no_instructor_command(released):
         if command.audience == "instructor" and group and group[0] in student:
             sub = _edition_cli(edition, *group, "--help")
             assert not re.search(rf"^    {last}\b", sub, re.M), f"`handson {command.words}` ships"
-    for name in set().union(*(release._expand(n) for n in release.INSTRUCTOR_ONLY)):
-        assert release._module_file(name, edition) is None, f"{name} ships"
+    for name in set().union(*(boundary.expand(n) for n in boundary.INSTRUCTOR_ONLY)):
+        assert boundary.module_file(name, edition) is None, f"{name} ships"
     assert not (edition / "handson_lib" / "autograder").exists() and not (edition / "handson_lib" / "authoring").exists()
 
 
@@ -242,7 +242,7 @@ def test_every_site_ships_its_job_scripts_with_the_task_requests_left_to_write(s
 
 
 def test_release_refuses_a_shipped_file_importing_an_unshipped_module(tmp_path):
-    shipped, _ = release.shipped_modules()
+    shipped, _ = boundary.shipped_modules()
     script = tmp_path / "exercise.py"
     script.write_text("import os\nfrom handson_lib.autograder import answers\n")
     with pytest.raises(release.ReleaseError, match=r"exercise.py:2: imports handson_lib.autograder.answers, "
