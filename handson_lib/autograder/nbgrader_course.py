@@ -25,7 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, grader_settings, launch, messages
+from handson_lib import COURSE_ROOT, grader_settings, launch, messages, tasks
 from handson_lib.checking import checks, evidence
 from handson_lib.autograder import judge, sandbox
 from handson_lib.plotting import pyplot
@@ -33,17 +33,8 @@ from handson_lib.plotting import pyplot
 COURSE_DIR = COURSE_ROOT / "course"
 #: nbgrader's course id: the exchange's folder and the students' HOME/<course id>/
 COURSE_ID = "handson-distributed-dl"
-#: assignment -> (instructor notebook in solutions/, student files from exercises/)
-ASSIGNMENTS = {
-    "setup": ("00_setup.ipynb", []),
-    "task1": ("01_multi_gpu.ipynb", ["train_cifar_multi_gpu.py", "run_multi_gpu_training.sh"]),
-    "task2": ("02_multi_node.ipynb", ["train_cifar_multi_node.py", "run_multi_node_training.sh",
-                                      "train_mnist.py", "train_mnist_multi_node.py"]),
-    "profiling": ("03_profiling.ipynb", []),
-    "scaling": ("04_scaling.ipynb", []),
-    "tuning": ("05_tuning.ipynb", []),
-    "large_batch": ("06_large_batch.ipynb", []),
-}
+#: assignment -> (instructor notebook in solutions/, student files from exercises/) (handson_lib.tasks)
+ASSIGNMENTS = {a.name: (a.notebook, list(a.files)) for a in tasks.ASSIGNMENTS}
 STUDENT_FILES = {name: files for name, (_, files) in ASSIGNMENTS.items()}
 CELL_TIMEOUT = 900       # seconds per cell (a grading cell runs several trainings)
 ANSWER_CELL_TIMEOUT = 60  # seconds for a student's own cell (answers, small functions)
@@ -76,11 +67,8 @@ def nbgrader_env():
 
 #: The reference runs of each assignment's checks, measured before the session's students (the
 #: grading sandbox sees the session's references read-only): (script, arguments, ranks or None).
-PRE_MEASURED = {
-    "task1": [("train_cifar_multi_gpu.py", ["--gpus", "0", "1", *checks.MULTI_GPU_ARGS], None)],
-    "task2": [("train_cifar_multi_node.py", checks.MULTI_NODE_ARGS, 2),
-              ("train_mnist_multi_node.py", checks.MNIST_ARGS, 2)],
-}
+PRE_MEASURED = {a.name: [t.reference_run() for t in tasks.tasks_of(a.name) if t.reference_run()]
+                for a in tasks.ASSIGNMENTS if any(t.reference_run() for t in tasks.tasks_of(a.name))}
 
 
 def nbgrader(*args, course_dir=COURSE_DIR, timeout=RUN_TIMEOUT, env=None):
