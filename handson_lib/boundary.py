@@ -21,7 +21,6 @@ STUDENT_SUPPORT = (
     "handson_lib",
     "handson_lib.cli",                 # the `handson` command (its registry skips unshipped modules)
     "handson_lib.tasks",               # the registry of tasks and assignments (the checks' run arguments)
-    "handson_lib.boundary",            # this declaration (the release and the layout tests read it)
     "handson_lib.launch",              # starting processes and MPI jobs with a watchdog
     "handson_lib.grader_settings",     # the grader's settings, read by the checks and the harness
     "handson_lib.plotting",            # matplotlib for the figures, with fonts for every language
