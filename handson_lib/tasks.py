@@ -7,7 +7,7 @@ runs measured before the students (handson_lib.autograder.nbgrader_course), the 
 judge runs in the grader (autograder.judge), `handson check`'s tasks and their run arguments
 (checking.checks), the exercises' job scripts (sites.generate), the assignments a classroom
 hands out first (classroom.command). Adding a graded notebook is an Assignment here (and a Task
-for each script it checks) plus its own files: see course/README.md, "Adding to the course".
+for each script it checks) plus its own files (the instructor guide, "Adding to the course").
 
 Data only: it imports nothing of the library, so every layer can read it.
 """
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Assignment:
     name: str                    # nbgrader's assignment (course/source/<name>/)
-    notebook: str                # the instructor notebook in solutions/
+    notebook: str                # the notebook's file name (the instructor's copy holds its answers)
     files: tuple = ()            # the student files from exercises/ that travel with it
     title: str = ""              # how the course names it ("Task #1")
-    handed_out_first: bool = False   # released by `handson classroom up` without a list
+    handed_out_first: bool = False   # released first when a classroom starts without a list
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Task:
     assignment: str              # the assignment whose report cell runs it
     report_cell: str             # the grade id of that locked report cell (the judge runs it)
     check: str                   # its function in handson_lib.checking.checks
-    script: str                  # the file checked: exercises/<script>; solutions/<script> is the reference
+    script: str                  # the file checked: exercises/<script> (the reference solution has the same name)
     run_args: tuple = ()         # the script's arguments in the check's runs
     gpus: int = 0                # the reference run measured before the students: one process on this many devices,
     ranks: int = 0               # ... or this many MPI ranks (neither: no reference run)
