@@ -66,7 +66,7 @@ COMMANDS = (
             audience="instructor", add="add_report_arguments", run="report_main"),
     Command("demo", "tools.demo", "run the main job on embedded defaults and print throughput",
             audience="instructor"),
-    Command("build", "authoring.build", "regenerate notebooks/, exercises/ and jobscripts/ from the sources",
+    Command("build", "authoring.build_command", "regenerate notebooks/, exercises/ and jobscripts/ from the sources",
             audience="instructor"),
     Command("i18n template", "authoring.translations", "add the missing entries to the catalogues of "
             "another language (English and hash filled in)", audience="instructor", run="template_main"),
@@ -78,7 +78,7 @@ COMMANDS = (
             audience="instructor"),
     Command("classroom", "classroom.command", "JupyterHub with local accounts, nbgrader's exchange and "
             "the released assignments, on this machine (root)", audience="instructor"),
-    Command("course", "autograder.nbgrader_course", "nbgrader course: assemble source/<assignment>/ from "
+    Command("course", "authoring.course_source", "nbgrader course: assemble source/<assignment>/ from "
             "solutions/; synthetic-class writes submissions with known scores to try the grading",
             audience="instructor", add="add_course_arguments", run="course_main"),
     Command("autograde", "autograder.nbgrader_course", "autograde every submission of an assignment, in "

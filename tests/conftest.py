@@ -247,8 +247,8 @@ def reference_cache(session_dir):
 @pytest.fixture(scope="session")
 def measure_reference(reference_cache):
     """measure_reference(name, args, np=None): the reference solution's observed run, from the
-    session's cache (handson_lib.autograder.reference)."""
-    from handson_lib.autograder import reference
+    session's cache (handson_lib.checking.reference)."""
+    from handson_lib.checking import reference
 
     def measure(name, args, np=None, timeout=300):
         obs = reference.measure_reference(name, list(args), timeout, np=np, cache=reference_cache)

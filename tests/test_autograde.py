@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from handson_lib import launch
+from handson_lib.authoring import course_source
 from handson_lib.autograder import nbgrader_course, synthetic_class
 from conftest import ROOT, UNSAFE, VENV_BIN
 
@@ -25,7 +26,7 @@ SETUP_CLASS = synthetic_class.CLASSES["setup"]
 def graded_class(tmp_path_factory):
     course_dir = tmp_path_factory.mktemp("course")
     shutil.copy(ROOT / "course" / "nbgrader_config.py", course_dir)
-    nbgrader_course.assemble(course_dir, assignments=["setup"])
+    course_source.assemble(course_dir, assignments=["setup"])
     res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=course_dir)
     assert res.ok, res.output
     synthetic_class.write_class(course_dir, "setup")
@@ -190,7 +191,7 @@ def graded_students(request):
 def grade_class(assignment, course_dir, request, reference_cache, **kwargs):
     """The instructor guide's commands on the synthetic class of `assignment`, its needed students."""
     shutil.copy(ROOT / "course" / "nbgrader_config.py", course_dir)
-    nbgrader_course.assemble(course_dir, assignments=[assignment])
+    course_source.assemble(course_dir, assignments=[assignment])
     res = nbgrader_course.nbgrader("generate_assignment", assignment, "--force", course_dir=course_dir)
     assert res.ok, res.output
     students = graded_students(request)
@@ -344,7 +345,7 @@ def test_task2_a_correct_check_runs_its_own_run_and_times_in_turn(graded_task2_c
 
 def small_setup_class(course_dir, students):
     shutil.copy(ROOT / "course" / "nbgrader_config.py", course_dir)
-    nbgrader_course.assemble(course_dir, assignments=["setup"])
+    course_source.assemble(course_dir, assignments=["setup"])
     res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=course_dir)
     assert res.ok, res.output
     synthetic_class.write_class(course_dir, "setup", students=students)
@@ -385,7 +386,7 @@ def test_a_markdown_answer_is_left_to_the_instructor_and_the_status_says_so(tmp_
     notebook handed in earns every automatic point, and its row says one answer awaits manual
     grading; --resume keeps such a row."""
     shutil.copy(ROOT / "course" / "nbgrader_config.py", tmp_path)
-    nbgrader_course.assemble(tmp_path, assignments=["scaling"])
+    course_source.assemble(tmp_path, assignments=["scaling"])
     res = nbgrader_course.nbgrader("generate_assignment", "scaling", "--force", course_dir=tmp_path)
     assert res.ok, res.output
     handed_in = tmp_path / "submitted" / "alice" / "scaling"
@@ -428,12 +429,12 @@ def test_ctrl_c_stops_the_runs_keeps_what_was_graded_and_says_how_to_go_on(tmp_p
 def test_every_assignment_releases_without_solutions(tmp_path):
     """Every notebook of the course is an nbgrader assignment whose release leaks nothing."""
     shutil.copy(ROOT / "course" / "nbgrader_config.py", tmp_path)
-    nbgrader_course.assemble(tmp_path)
+    course_source.assemble(tmp_path)
     for name, (notebook, files) in nbgrader_course.ASSIGNMENTS.items():
         res = nbgrader_course.nbgrader("generate_assignment", name, "--force", course_dir=tmp_path)
         assert res.ok, (name, res.output[-2000:])
         release = tmp_path / "release" / name
-        figures = nbgrader_course.shown_figures(ROOT / "solutions" / notebook)
+        figures = course_source.shown_figures(ROOT / "solutions" / notebook)
         assert sorted(p.name for p in release.iterdir()) == sorted([notebook, *files] + (["figures"] if figures else []))
         assert sorted(p.name for p in (release / "figures").glob("*.svg")) == figures
         for path in release.iterdir():
@@ -449,7 +450,7 @@ def test_synthetic_class_copies_hand_in_their_own_bytes(tmp_path):
     """`synthetic-class --copies N`: each kind handed in by N students, whose scripts differ by
     the student's name only, so that nothing a grader keeps per script is shared between them."""
     shutil.copy(ROOT / "course" / "nbgrader_config.py", tmp_path)
-    nbgrader_course.assemble(tmp_path, assignments=["task2"])
+    course_source.assemble(tmp_path, assignments=["task2"])
     res = nbgrader_course.nbgrader("generate_assignment", "task2", "--force", course_dir=tmp_path)
     assert res.ok, res.output
     folders = synthetic_class.write_class(tmp_path, "task2", copies=2)

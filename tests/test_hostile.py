@@ -29,6 +29,7 @@ import pytest
 
 from handson_lib import launch
 from handson_lib.checking import checks, paired, runs
+from handson_lib.authoring import course_source
 from handson_lib.autograder import sandbox
 from conftest import sandbox_missing
 from test_kept_runs import _kept_runs
@@ -251,7 +252,7 @@ def hostile_class(tmp_path_factory):
         pytest.fail(f"the grading sandbox cannot start here: {sandbox_missing()}", pytrace=False)
     course_dir = tmp_path_factory.mktemp("hostile-course")
     shutil.copy(COURSE_ROOT / "course" / "nbgrader_config.py", course_dir)
-    nbgrader_course.assemble(course_dir, assignments=["setup"])
+    course_source.assemble(course_dir, assignments=["setup"])
     res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=course_dir)
     assert res.ok, res.output
     synthetic_class.write_class(course_dir, "setup", students=["correct", "daemon"])
@@ -412,7 +413,7 @@ def test_malformed_submissions_get_a_clear_row_and_the_others_their_scores(tmp_p
     from handson_lib.autograder import nbgrader_course, synthetic_class
     from conftest import UNSAFE
     shutil.copy(COURSE_ROOT / "course" / "nbgrader_config.py", tmp_path)
-    nbgrader_course.assemble(tmp_path, assignments=["setup"])
+    course_source.assemble(tmp_path, assignments=["setup"])
     res = nbgrader_course.nbgrader("generate_assignment", "setup", "--force", course_dir=tmp_path)
     assert res.ok, res.output
     kinds = ["correct", "not_json", "renamed", "odd_names", "linked", "fifo"]
@@ -949,3 +950,37 @@ def test_the_kernels_own_folder_is_a_capped_tmpfs_never_the_hosts_disk(tmp_path)
     finally:
         sandbox.release(settings, own)
     assert not os.path.ismount(own) and list(own.iterdir()) == []    # nothing reached the host's /tmp
+
+
+LISTS_THE_LIBRARY = """
+import json, os, sys
+root = sys.argv[1]
+found = []
+for folder, _, files in os.walk(os.path.join(root, "handson_lib")):
+    found += [os.path.relpath(os.path.join(folder, f), root) for f in files]
+print("LIBRARY " + json.dumps(sorted(found)))
+"""
+
+
+@pytest.mark.system
+def test_the_sandbox_reads_exactly_the_student_editions_library(tmp_path, monkeypatch):
+    """What a submission's processes can read of handson_lib is the student edition's library, no
+    more (boundary.student_library_files, which the release copies): no autograder, no authoring
+    tools, no instructor-only module of a shipped package; compiled copies only of those files."""
+    from handson_lib.authoring import release
+    from handson_lib.autograder import nbgrader_ext
+    edition = tmp_path / "edition"
+    shipped, _ = release.shipped_modules()
+    release._copy_library(edition, shipped)
+    in_edition = sorted(str(p.relative_to(edition)) for p in edition.rglob("*") if p.is_file())
+    with judged_sandbox(tmp_path, monkeypatch, "lister", LISTS_THE_LIBRARY) as (_, spec, script):
+        cmd = nbgrader_ext.judge_sandbox_command(spec, [sys.executable, str(script), str(sandbox.COURSE_ROOT)], None)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    line = next((l for l in res.stdout.splitlines() if l.startswith("LIBRARY ")), None)
+    assert line, res.stdout + res.stderr
+    readable = json.loads(line[len("LIBRARY "):])
+    compiled = [p for p in readable if "__pycache__" in Path(p).parts]
+    assert sorted(set(readable) - set(compiled)) == in_edition
+    assert "handson_lib/checking/reference.py" not in readable and "handson_lib/autograder/judge.py" not in readable
+    sources = {str(Path(p).parent.parent / Path(p).name.split(".")[0]) + ".py" for p in compiled}
+    assert sources <= set(in_edition), sorted(sources - set(in_edition))

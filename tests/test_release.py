@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from handson_lib import cli
+from handson_lib import boundary, cli
 from handson_lib.authoring import build, recording, release
 from handson_lib.sites import generate, jobscript
 from conftest import ROOT
@@ -152,8 +152,8 @@ def test_the_edition_has_no_instructor_command(released):
         if command.audience == "instructor" and group and group[0] in student:
             sub = _edition_cli(edition, *group, "--help")
             assert not re.search(rf"^    {last}\b", sub, re.M), f"`handson {command.words}` ships"
-    for name in set().union(*(release._expand(n) for n in release.INSTRUCTOR_ONLY)):
-        assert release._module_file(name, edition) is None, f"{name} ships"
+    for name in set().union(*(boundary.expand(n) for n in boundary.INSTRUCTOR_ONLY)):
+        assert boundary.module_file(name, edition) is None, f"{name} ships"
     assert not (edition / "handson_lib" / "autograder").exists() and not (edition / "handson_lib" / "authoring").exists()
 
 
@@ -176,7 +176,7 @@ def test_the_edition_holds_no_solution_no_hidden_test_no_answer_helper(released)
         pieces = [text] if path.suffix != ".ipynb" else \
             ["".join(c["source"]) for c in json.loads(text)["cells"]]
         leaks += [f"{rel}: solution line {line.strip()!r}" for piece in pieces for line in piece.splitlines()
-                  if build._significant(line) in secrets]
+                  if build.significant(line) in secrets]
         leaks += [f"{rel}: imports the answers" for _ in re.finditer(
             r"^\s*(from handson_lib\.autograder import [^\n]*\banswers\b|(from|import) handson_lib\.autograder\.answers\b)",
             text, re.M)]
@@ -231,7 +231,7 @@ def test_every_site_ships_its_job_scripts_with_the_task_requests_left_to_write(s
         "run_scaling_sweep.sh"}
     secrets = build.secret_lines(ROOT)
     for rel, text in files.items():
-        assert not [line for line in text.splitlines() if build._significant(line) in secrets], rel
+        assert not [line for line in text.splitlines() if build.significant(line) in secrets], rel
     for kind in generate.EXERCISE_TASKS:
         rel = folder / generate.SCRIPTS[kind][0]
         complete = (ROOT / rel).read_text()
@@ -243,10 +243,10 @@ def test_every_site_ships_its_job_scripts_with_the_task_requests_left_to_write(s
 
 
 def test_release_refuses_a_shipped_file_importing_an_unshipped_module(tmp_path):
-    shipped, _ = release.shipped_modules()
+    shipped, _ = boundary.shipped_modules()
     script = tmp_path / "exercise.py"
     script.write_text("import os\nfrom handson_lib.autograder import answers\n")
     with pytest.raises(release.ReleaseError, match=r"exercise.py:2: imports handson_lib.autograder.answers, "
                                                    r"which is not shipped"):
         release.verify_imports([script], shipped, shown_root=tmp_path)
-    assert "handson_lib.checking.checks" in shipped and "handson_lib.autograder.reference" not in shipped
+    assert "handson_lib.checking.checks" in shipped and "handson_lib.checking.reference" not in shipped

@@ -211,7 +211,7 @@ def test_self_and_reference_bands_differ():
 
 
 def test_reference_mode_without_the_solutions_is_refused_clearly(monkeypatch, tmp_path):
-    from handson_lib.autograder import reference
+    from handson_lib.checking import reference
     monkeypatch.setattr(reference, "SOLUTIONS", tmp_path)
     assert checks.default_against() == "self"
     with pytest.raises(ValueError, match="use --against self"):

@@ -11,7 +11,7 @@ import nbformat
 
 from conftest import ROOT
 from handson_lib import plotting
-from handson_lib.authoring import build, release, translations
+from handson_lib.authoring import build, course_source, release, translations
 from handson_lib.autograder import nbgrader_course
 
 JA = "ja"
@@ -121,7 +121,7 @@ def test_the_japanese_student_edition_and_course(tmp_path):
     assert "handson_lib.messages_ja" in shipped
 
     course = tmp_path / "course"
-    nbgrader_course.assemble(course, ROOT, ["task2"], lang=JA)
+    course_source.assemble(course, ROOT, ["task2"], lang=JA)
     source = json.loads((course / "source" / "task2" / "02_multi_node.ipynb").read_text())
     text = "".join("".join(c["source"]) for c in source["cells"])
     assert _has_japanese(text) and "BEGIN HIDDEN TESTS" in text   # the instructor's, whole
@@ -133,14 +133,14 @@ def test_a_japanese_course_is_autograded_in_japanese(tmp_path, monkeypatch):
     HANDSON_LANG from it for the kernels, unless the environment chose one."""
     monkeypatch.delenv("HANDSON_LANG", raising=False)
     course = tmp_path / "course"
-    nbgrader_course.assemble(course, ROOT, ["setup"], lang=JA)
+    course_source.assemble(course, ROOT, ["setup"], lang=JA)
     assert (course / nbgrader_course.LANG_FILE).read_text().strip() == JA
     assert nbgrader_course.grading_env(course_dir=course)["HANDSON_LANG"] == JA
     assert "HANDSON_LANG" not in nbgrader_course.grading_env(course_dir=tmp_path / "no-marker")
     monkeypatch.setenv("HANDSON_LANG", "en")
     assert "HANDSON_LANG" not in nbgrader_course.grading_env(course_dir=course)
     monkeypatch.delenv("HANDSON_LANG")
-    nbgrader_course.assemble(course, ROOT, ["setup"])             # re-assembled in English
+    course_source.assemble(course, ROOT, ["setup"])             # re-assembled in English
     assert nbgrader_course.grading_env(course_dir=course)["HANDSON_LANG"] == "en"
 
 

@@ -1,4 +1,5 @@
-"""`handson build`: generate the student copies from the single source in solutions/.
+"""`handson build` (its command: handson_lib.authoring.build_command): generate the student copies
+from the single source in solutions/.
 
 solutions/*.ipynb          -> notebooks/*.ipynb   (nbgrader's own release preprocessors)
 solutions/**/*.py, *.sh    -> exercises/...        (the same nbgrader marker logic, one file = one cell)
@@ -22,7 +23,6 @@ import filecmp
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,7 +199,7 @@ def _regions(text: str):
     return inside, outside
 
 
-def _texts_of(path: Path):
+def texts_of(path: Path):
     """The text pieces a person or a kernel would see in a file (cell sources for notebooks)."""
     if path.suffix == ".ipynb":
         nb = json.loads(path.read_text())
@@ -211,7 +211,7 @@ def _texts_of(path: Path):
         return []
 
 
-def _significant(line: str) -> str:
+def significant(line: str) -> str:
     s = line.strip()
     if len(s) < 6 or s in GENERIC_LINES or s.startswith("#") and not s.startswith("#PBS"):
         return ""
@@ -228,9 +228,9 @@ def secret_lines(root: Path = COURSE_ROOT):
             inside, outside = _regions(text)
             if whole_cell_is_solution and not inside:
                 inside, outside = outside, []
-            public.update(s for s in map(_significant, outside) if s)
+            public.update(s for s in map(significant, outside) if s)
             for line in inside:
-                s = _significant(line)
+                s = significant(line)
                 if s:
                     secret.setdefault(s, source.relative_to(root).as_posix())
     return {s: where for s, where in secret.items() if s not in public}
@@ -239,7 +239,7 @@ def secret_lines(root: Path = COURSE_ROOT):
 def _source_pieces(path: Path):
     """(text, whole_cell_is_solution) for each cell of a notebook, or the whole script."""
     if path.suffix != ".ipynb":
-        return [(t, False) for t in _texts_of(path)]
+        return [(t, False) for t in texts_of(path)]
     nb = json.loads(path.read_text())
     return [("".join(c["source"]) if isinstance(c["source"], list) else c["source"],
              bool(c.get("metadata", {}).get("nbgrader", {}).get("solution")))
@@ -292,12 +292,12 @@ def check_leaks(root: Path = COURSE_ROOT, report: Report = None):
     secrets = secret_lines(root)
     for path in student_files(root):
         rel = path.relative_to(root).as_posix()
-        for text in _texts_of(path):
+        for text in texts_of(path):
             for number, line in enumerate(text.split("\n"), 1):
                 marker = next((m for m in MARKERS if m in line), None)
                 if marker:
                     report.problems.append(Problem(rel, f"marker '{marker}' left in: {line.strip()!r}"))
-                s = _significant(line)
+                s = significant(line)
                 if s in secrets:
                     report.problems.append(
                         Problem(rel, f"solution/hidden-test line from {secrets[s]} leaked: {s!r}"))
@@ -334,41 +334,3 @@ def check_tree(root: Path = COURSE_ROOT) -> Report:
         report.problems.append(Problem(where, what))
     check_leaks(root, report)
     return report
-
-
-def add_arguments(parser):
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 when the committed student copies or job scripts "
-                        "are stale, a recorded output is not its record's, or a student copy leaks")
-    parser.add_argument("--record", nargs="*", metavar="NOTEBOOK",
-                        help="first run the notebooks (default: every one with recorded cells) in the student "
-                        "edition of each language on this machine and record what their long cells print "
-                        "(solutions/recorded/); run it on a quiet machine")
-    parser.add_argument("--lang", action="append", choices=recording.LANGUAGES,
-                        help="with --record: only this language (repeatable; default: all)")
-
-
-def main(args, root: Path = COURSE_ROOT):
-    if getattr(args, "record", None) is not None and not args.check:
-        try:
-            recording.record(root, notebooks=args.record, languages=tuple(args.lang or recording.LANGUAGES))
-        except recording.RecordingError as error:
-            print(f"handson build --record: {error}", file=sys.stderr)
-            return 1
-    if not args.check:
-        written, removed = build(root)
-        print(f"Built {len(written)} student files from solutions/ (and the job scripts from "
-              f"handson_lib/sites/, the figures from handson_lib/authoring/teaching_figures.py):")
-        for rel in written:
-            print(f"  {rel}")
-        for rel in removed:
-            print(f"  removed {rel} (its source is gone)")
-    report = check_tree(root)
-    if report.ok:
-        print("Student copies are in sync with solutions/ and leak nothing; job scripts are in sync "
-              "with the site table; teaching figures are in sync with their drawings.")
-        return 0
-    print(f"{len(report.problems)} problem(s):", file=sys.stderr)
-    for problem in report.problems:
-        print(f"  {problem}", file=sys.stderr)
-    return 1

@@ -16,6 +16,7 @@ not the rendering of its record or its code cell changed since it was recorded.
 """
 
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -96,8 +97,9 @@ def recorded_cells(cells):
 
 
 def source_hash(text):
-    from handson_lib.authoring import translations
-    return translations.en_hash(text)
+    """A short digest of a text: what a record's cell came from, and (translations.en_hash) the
+    English a translation was made from."""
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def inputs_hash(cells, cid, root=COURSE_ROOT):
@@ -258,10 +260,11 @@ print("RECORDED " + json.dumps(out))
 """
 
 
-def record(root=COURSE_ROOT, notebooks=None, languages=LANGUAGES, out=print):
+def record(write_edition, root=COURSE_ROOT, notebooks=None, languages=LANGUAGES, out=print):
     """Record the notebooks (names; default: every notebook with recorded cells) in each
-    language; write the records and the English ref cells. Returns the records' paths."""
-    from handson_lib.authoring import release
+    language; write the records and the English ref cells. Returns the records' paths.
+    `write_edition(folder, root=, lang=)` writes the student edition the notebooks run in
+    (release.release_student, passed in: the release is built on this module, not under it)."""
     chosen = [(p, cells, refs) for p, cells, refs in _notebooks_with_records(root)
               if not notebooks or p.name in notebooks or p.stem in notebooks]
     if notebooks and len(chosen) != len(set(notebooks)):
@@ -271,7 +274,7 @@ def record(root=COURSE_ROOT, notebooks=None, languages=LANGUAGES, out=print):
     for lang in languages:
         with tempfile.TemporaryDirectory(prefix=f"handson-record-{lang}-") as tmp:
             edition = Path(tmp) / "edition"
-            release.release_student(edition, root=root, lang=lang)
+            write_edition(edition, root=root, lang=lang)
             fill_answers(edition, root)
             env = {k: v for k, v in os.environ.items() if k not in ("HANDSON_ROOT", "VIRTUAL_ENV")}
             env.update(PYTHONPATH=str(edition), HANDSON_LANG=lang, HANDSON_SITE="local", MPLBACKEND="Agg",

@@ -6,10 +6,11 @@ constraints.txt, a Makefile with `make setup` and `make lab`, and a README for s
 no solutions/, no solution line, no hidden test, no reference solution and no answer helper, and
 no instructor command: the CLI leaves out commands whose module is not installed.
 
-The modules that ship are decided here only: the modules of the registry's student commands
-(handson_lib.cli.COMMANDS, audience "student"; a package whole) and STUDENT_SUPPORT, what student scripts,
-notebooks and those commands import. `verify_imports` fails the release when a shipped file
-imports a handson_lib module that does not ship.
+The modules that ship are declared in handson_lib.boundary only (the trust boundary: the same
+files are all the grading sandbox shows of the library): the modules of the registry's student
+commands (handson_lib.cli.COMMANDS, audience "student"; a package whole) and STUDENT_SUPPORT, what
+student scripts, notebooks and those commands import. `verify_imports` fails the release when a
+shipped file imports a handson_lib module that does not ship.
 """
 
 import ast
@@ -19,97 +20,19 @@ import shutil
 import sys
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, cli
+from handson_lib import COURSE_ROOT, boundary
+from handson_lib.boundary import SKIP, shipped_modules, student_library_files
 from handson_lib.authoring import build, translations
 from handson_lib.sites import generate
-
-LIBRARY = COURSE_ROOT / "handson_lib"
-
-#: Modules the student files need beyond the student commands' own modules ("PKG.*": every
-#: module of the package).
-STUDENT_SUPPORT = (
-    "handson_lib",
-    "handson_lib.cli",                 # the `handson` command (its registry skips unshipped modules)
-    "handson_lib.launch",              # starting processes and MPI jobs with a watchdog
-    "handson_lib.grader_settings",     # the grader's settings, read by the checks and the harness
-    "handson_lib.plotting",            # matplotlib for the figures, with fonts for every language
-    "handson_lib.messages",            # messages in the reader's language (HANDSON_LANG)
-    "handson_lib.messages_ja",
-    "handson_lib.runtime.*",           # what the training scripts import
-    "handson_lib.harness.*",           # what runs inside every observed process (`handson check`'s runs)
-    "handson_lib.checking.*",          # the checks, the observed runs and the notebooks' helpers
-    "handson_lib.exchange",            # nbgrader submissions only the staff can read (classroom)
-    "handson_lib.experiments",
-    "handson_lib.experiments.figures",  # the notebooks' plots
-    "handson_lib.experiments.stats",
-    "handson_lib.experiments.allreduce",    # notebook 04's measurements
-    "handson_lib.experiments.large_batch",  # notebook 06's training runs
-    "handson_lib.experiments.rank_metric",  # notebook 02's stretch (run under mpiexec)
-    "handson_lib.sites",
-    "handson_lib.sites.table",         # the site table: the linter's rules and the grading thresholds
-    "handson_lib.sites.jobs",          # qsub from the notebooks; experiments' ranks on the local cluster
-    "handson_lib.tools",
-)
-
-#: Instructor-only modules that are no command's own module; they must never ship. The autograder
-#: and the authoring tools go whole: what decides a grade, and what builds the course.
-INSTRUCTOR_ONLY = ("handson_lib.autograder.*", "handson_lib.authoring.*",
-                   "handson_lib.sites.network")              # the local cluster's namespaces (root)
-
-#: Instructor-only modules that a shipped file may import only after finding them installed
-#: (importlib.util.find_spec): the file still works without them.
-OPTIONAL_IMPORTS = {"handson_lib.autograder.reference"}
 
 #: Course requirements the student edition does without (grading server, browser tests).
 NOT_FOR_STUDENTS = ("nbgrader", "playwright", "pytest-xdist", "jupyterhub", "batchspawner")
 
-SKIP = {"__pycache__", ".ipynb_checkpoints", ".DS_Store"}
-#: Data folders of shipped packages that the edition leaves out: the job-script templates (the
-#: edition gets the rendered scripts in jobscripts/; no shipped module reads the templates).
-NOT_SHIPPED_DATA = {Path("handson_lib/sites/templates")}
-
-
-class ReleaseError(Exception):
-    pass
+#: One error for an edition that may not be: the boundary's own, and the release's.
+ReleaseError = boundary.BoundaryError
 
 
 # ----------------------------------------------------------------------------- the shipped modules
-
-def _module_file(name, root=COURSE_ROOT):
-    """The file of module `name` under `root` (a package's __init__.py), or None."""
-    path = root.joinpath(*name.split("."))
-    if (path / "__init__.py").exists():
-        return path / "__init__.py"
-    if path.with_suffix(".py").exists():
-        return path.with_suffix(".py")
-    return None
-
-
-def _expand(name, root=COURSE_ROOT):
-    if not name.endswith(".*"):
-        return {name}
-    package = name[:-2]
-    folder = root.joinpath(*package.split("."))
-    return {package} | {f"{package}.{p.stem}" for p in folder.glob("*.py") if p.stem != "__init__"}
-
-
-def shipped_modules(root=COURSE_ROOT, commands=cli.COMMANDS):
-    """The handson_lib modules of the student edition (names), and the instructor-only ones."""
-    student = {c.module_name for c in commands if c.audience == "student"}
-    # A student command implemented by a package (data, profiling) ships with the whole package.
-    student = {f"{n}.*" if (_module_file(n, root) or Path()).name == "__init__.py" else n for n in student}
-    instructor = ({c.module_name for c in commands if c.audience == "instructor"}
-                  | set().union(*(_expand(n, root) for n in INSTRUCTOR_ONLY)))
-    shipped = set().union(*(_expand(n, root) for n in (*student, *STUDENT_SUPPORT)))
-    both = shipped & instructor
-    if both:
-        raise ReleaseError(f"modules both shipped and instructor-only: {', '.join(sorted(both))} "
-                           "(a student command's module or STUDENT_SUPPORT names an instructor module)")
-    missing = sorted(n for n in shipped if _module_file(n, root) is None)
-    if missing:
-        raise ReleaseError(f"shipped modules with no file: {', '.join(missing)}")
-    return shipped, instructor
-
 
 def _imported_names(tree):
     """(line, handson_lib module or `module:attribute`) for every import in a parsed file, and every
@@ -133,11 +56,11 @@ def _unresolved(imported, shipped, root):
     module, _, attribute = imported.partition(":")
     if attribute:
         submodule = f"{module}.{attribute}"
-        if _module_file(submodule, root) is not None:  # `from pkg import module`
+        if boundary.module_file(submodule, root) is not None:  # `from pkg import module`
             module = submodule
-    if module in shipped or module in OPTIONAL_IMPORTS:
+    if module in shipped or module in boundary.OPTIONAL_IMPORTS:
         return None
-    if _module_file(module, root) is None:
+    if boundary.module_file(module, root) is None:
         return f"{module}, which does not exist"
     return f"{module}, which is not shipped"
 
@@ -174,22 +97,14 @@ def verify_imports(files, shipped, root=COURSE_ROOT, shown_root=None):
 # ----------------------------------------------------------------------------- writing the edition
 
 def _copy_library(out, shipped, root=COURSE_ROOT):
-    """The shipped modules, plus the data files of shipped packages (profiling's sample profiles)."""
+    """The student library's files (boundary.student_library_files: what the sandbox mounts, too)."""
     written = []
-    for name in sorted(shipped):
-        source = _module_file(name, root)
-        dest = out / source.relative_to(root)
+    for rel in student_library_files(root, shipped):
+        dest = out / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, dest)
-        written.append(dest)
-        if source.name == "__init__.py":
-            for data in sorted(source.parent.rglob("*")):
-                rel = data.relative_to(source.parent)
-                if data.is_file() and data.suffix not in (".py", ".pyc") and not SKIP & set(rel.parts) \
-                        and not (source.parent / rel.parts[0] / "__init__.py").exists() \
-                        and not any(p in NOT_SHIPPED_DATA for p in data.relative_to(root).parents):
-                    (out / data.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(data, out / data.relative_to(root))
+        shutil.copy2(root / rel, dest)
+        if rel.suffix == ".py":
+            written.append(dest)
     return written
 
 
@@ -385,12 +300,12 @@ def _keep_language(out, lang):
 def _leaks(path, shown, secrets):
     """Markers and solution / hidden-test lines in one file."""
     found = []
-    for text in build._texts_of(path):
+    for text in build.texts_of(path):
         for line in text.split("\n"):
             marker = next((m for m in build.MARKERS if m in line), None)
             if marker:
                 found.append(f"{shown}: marker {marker!r}")
-            if build._significant(line) in secrets:
+            if build.significant(line) in secrets:
                 found.append(f"{shown}: solution line {line.strip()!r}")
     return found
 

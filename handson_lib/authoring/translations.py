@@ -27,13 +27,13 @@ it was made from, and comments and strings are keyed by their English text.
 hash filled in, translation empty) for a translator to fill in.
 """
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
+from handson_lib.authoring import recording
 
 #: Languages the course is built in besides English (`handson build` writes notebooks/<lang>/ ...).
 LANGUAGES = ("ja",)
@@ -46,7 +46,8 @@ _REGION_END = ("END SOLUTION", "END HIDDEN TESTS")
 
 
 def en_hash(text):
-    return hashlib.sha1(text.encode()).hexdigest()[:12]
+    """The digest of the English a translation was made from: the records' digest (one for both)."""
+    return recording.source_hash(text)
 
 
 def catalogue_path(root: Path, lang, source_rel):
@@ -218,7 +219,6 @@ def translate_notebook(nb, catalogue, lang):
 def translated_notebook(source: Path, lang, root: Path = COURSE_ROOT):
     """The notebook in `lang`: its catalogue's texts, and its recorded outputs in that language."""
     import nbformat
-    from handson_lib.authoring import recording
     nb = nbformat.read(str(source), as_version=4)
     rel = source.relative_to(Path(root) / "solutions")
     translate_notebook(nb, load(root, lang, rel), lang)
@@ -293,7 +293,6 @@ def notebook_problems(source: Path, lang, root: Path = COURSE_ROOT):
 
 def _recorded_refs(cells):
     """Ids of the ref cells whose text comes from a recording, not a catalogue."""
-    from handson_lib.authoring import recording
     return recording.recorded_cells(cells).values()
 
 

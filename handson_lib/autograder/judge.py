@@ -39,11 +39,12 @@ import time
 import traceback
 from pathlib import Path
 
+from handson_lib import tasks
 from handson_lib.harness.answer_call import HEADER, pack
 from handson_lib.harness.codec import CODEC, decode, encode
 
 #: Locked cells (grade_id) that build what grade cells judge: run by the grader, never the kernel.
-REPORT_CELLS = {"task1_job_report", "task1_report", "task2_mnist_report", "task2_job_report", "task2_report"}
+REPORT_CELLS = {task.report_cell for task in tasks.TASKS}
 #: Set by `handson autograde` for nbgrader (not a HANDSON_ variable: it never crosses into the
 #: sandbox): where the report cells' checks keep their runs, and the sandbox they start them in.
 JUDGE_ENV = "GRADER_JUDGE"

@@ -1,6 +1,6 @@
 """The nbgrader course: assignments assembled from the single source, parallel autograding.
 
-    handson course assemble [--course DIR]       # source/<assignment>/ from solutions/ + exercises/
+    handson course assemble [--course DIR]       # source/<assignment>/ (handson_lib.authoring.course_source)
     cd course && nbgrader generate_assignment setup
     ... students' work in course/submitted/<student>/<assignment>/ (nbgrader collect puts it there)
     handson autograde setup [--jobs 2]            # one `nbgrader autograde` process per student
@@ -18,8 +18,6 @@ import hashlib
 import json
 import math
 import os
-import re
-import shutil
 import signal
 import sys
 import tempfile
@@ -27,26 +25,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, grader_settings, launch, messages
+from handson_lib import COURSE_ROOT, grader_settings, launch, messages, tasks
 from handson_lib.checking import checks, evidence
-from handson_lib.autograder import judge, sandbox, synthetic_class
-from handson_lib.authoring import translations
+from handson_lib.autograder import judge, sandbox
 from handson_lib.plotting import pyplot
 
 COURSE_DIR = COURSE_ROOT / "course"
 #: nbgrader's course id: the exchange's folder and the students' HOME/<course id>/
 COURSE_ID = "handson-distributed-dl"
-#: assignment -> (instructor notebook in solutions/, student files from exercises/)
-ASSIGNMENTS = {
-    "setup": ("00_setup.ipynb", []),
-    "task1": ("01_multi_gpu.ipynb", ["train_cifar_multi_gpu.py", "run_multi_gpu_training.sh"]),
-    "task2": ("02_multi_node.ipynb", ["train_cifar_multi_node.py", "run_multi_node_training.sh",
-                                      "train_mnist.py", "train_mnist_multi_node.py"]),
-    "profiling": ("03_profiling.ipynb", []),
-    "scaling": ("04_scaling.ipynb", []),
-    "tuning": ("05_tuning.ipynb", []),
-    "large_batch": ("06_large_batch.ipynb", []),
-}
+#: assignment -> (instructor notebook in solutions/, student files from exercises/) (handson_lib.tasks)
+ASSIGNMENTS = {a.name: (a.notebook, list(a.files)) for a in tasks.ASSIGNMENTS}
 STUDENT_FILES = {name: files for name, (_, files) in ASSIGNMENTS.items()}
 CELL_TIMEOUT = 900       # seconds per cell (a grading cell runs several trainings)
 ANSWER_CELL_TIMEOUT = 60  # seconds for a student's own cell (answers, small functions)
@@ -57,38 +45,6 @@ SESSION_ENV = grader_settings.VARIABLES["session"]
 #: The course's language, written by `handson course assemble --lang` into the course folder:
 #: `handson autograde` sets HANDSON_LANG from it, so that the feedback speaks the notebooks' language.
 LANG_FILE = ".handson-lang"
-
-
-def assemble(course_dir=COURSE_DIR, root=COURSE_ROOT, assignments=None, lang="en"):
-    """Write course_dir/source/<assignment>/ for every (or the named) assignment, in `lang` (the
-    instructor notebook translated, the students' scripts of exercises/<lang>/), and `lang` in
-    course_dir/.handson-lang (the course's language: the last assemble's)."""
-    import nbformat
-    written = []
-    Path(course_dir).mkdir(parents=True, exist_ok=True)
-    (Path(course_dir) / LANG_FILE).write_text(lang + "\n")
-    exercises = root / "exercises" if lang == "en" else root / "exercises" / lang
-    for name in assignments or ASSIGNMENTS:
-        notebook, files = ASSIGNMENTS[name]
-        dest = Path(course_dir) / "source" / name
-        dest.mkdir(parents=True, exist_ok=True)
-        if lang == "en":
-            shutil.copy2(root / "solutions" / notebook, dest / notebook)
-        else:
-            nb = translations.translated_notebook(root / "solutions" / notebook, lang, root)
-            (dest / notebook).write_text(nbformat.writes(nb) + "\n")
-        for f in files:
-            shutil.copy2(exercises / f, dest / f)
-        for figure in shown_figures(root / "solutions" / notebook):
-            (dest / "figures").mkdir(exist_ok=True)
-            shutil.copy2(root / "solutions" / "figures" / figure, dest / "figures" / figure)
-        written.append(dest)
-    return written
-
-
-def shown_figures(notebook):
-    """The teaching figures a notebook shows (`figures/<name>.svg`): they travel with it."""
-    return sorted(set(re.findall(r"\(figures/([\w.-]+\.svg)\)", Path(notebook).read_text())))
 
 
 def cell_timeout(cell):
@@ -111,11 +67,8 @@ def nbgrader_env():
 
 #: The reference runs of each assignment's checks, measured before the session's students (the
 #: grading sandbox sees the session's references read-only): (script, arguments, ranks or None).
-PRE_MEASURED = {
-    "task1": [("train_cifar_multi_gpu.py", ["--gpus", "0", "1", *checks.MULTI_GPU_ARGS], None)],
-    "task2": [("train_cifar_multi_node.py", checks.MULTI_NODE_ARGS, 2),
-              ("train_mnist_multi_node.py", checks.MNIST_ARGS, 2)],
-}
+PRE_MEASURED = {a.name: [t.reference_run() for t in tasks.tasks_of(a.name) if t.reference_run()]
+                for a in tasks.ASSIGNMENTS if any(t.reference_run() for t in tasks.tasks_of(a.name))}
 
 
 def nbgrader(*args, course_dir=COURSE_DIR, timeout=RUN_TIMEOUT, env=None):
@@ -610,7 +563,7 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
 def _measure_references(assignment, cache, print_fn):
     """The assignment's reference runs (PRE_MEASURED), measured before any student, outside the
     sandbox; the students' sandboxes read them."""
-    from handson_lib.autograder import reference  # instructor-only: the autograder has it
+    from handson_lib.checking import reference  # instructor-only: the autograder has it
     for name, args, np in PRE_MEASURED.get(assignment, []):
         print_fn(f"  the reference {name} on {np or 1} {'rank(s)' if np else 'process'} ...")
         reference.measure_reference(name, list(args), RUN_TIMEOUT, np=np, cache=cache)
@@ -648,18 +601,6 @@ def profile_table(results):
     return "\n".join(lines)
 
 
-def add_course_arguments(parser):
-    parser.add_argument("action", choices=["assemble", "synthetic-class"])
-    parser.add_argument("assignments", nargs="*",
-                        help="assignments (default: all; synthetic-class: setup, task1 or task2)")
-    parser.add_argument("--course", default=str(COURSE_ROOT / "course"))
-    parser.add_argument("--lang", default="en", choices=["en", *translations.LANGUAGES],
-                        help="assemble: the assignments' language (notebooks and scripts)")
-    parser.add_argument("--copies", type=int, default=1,
-                        help="synthetic-class: each kind of submission handed in by this many students "
-                             "(a class of 7 x N for task2)")
-
-
 def add_autograde_arguments(parser):
     parser.add_argument("assignment")
     parser.add_argument("--jobs", type=int, default=None, help="students graded at once (default: cores + 2)")
@@ -680,21 +621,6 @@ def add_autograde_arguments(parser):
                         help="keep the students the last report (autograde_<assignment>.csv) shows graded; grade the "
                              "others (after Ctrl-C, or to grade again those that failed)")
     parser.add_argument("--course", default=str(COURSE_ROOT / "course"))
-
-
-def course_main(args):
-    course_dir = Path(args.course)
-    if args.action == "synthetic-class":
-        for name in args.assignments or ["task2"]:
-            if name not in synthetic_class.CLASSES:
-                raise SystemExit(f"no synthetic class for {name!r}; there is one for {', '.join(synthetic_class.CLASSES)}")
-            for folder in synthetic_class.write_class(course_dir, name, copies=args.copies):
-                sub = synthetic_class.kind_of(name, folder.parent.name)
-                print(f"wrote {folder}  (expected score {sub.expected:g}{': ' + sub.why if sub.why else ''})")
-        return 0
-    for dest in assemble(course_dir, assignments=args.assignments or None, lang=args.lang):
-        print(f"assembled {dest}")
-    return 0
 
 
 def autograde_main(args):

@@ -5,8 +5,8 @@ starts: mpiexec, the ranks, the stand-in's workers) runs in bubblewrap (Debian's
     with no capability and no way to gain one (no_new_privs);
   - with no network: a network namespace of its own, holding only its loopback (MPI's TCP and
     shared memory still work);
-  - seeing the system's programs and libraries, the course's Python environment and library, and
-    the reference scripts read-only, and its own folder as a copy in a size-capped tmpfs; not the
+  - seeing the system's programs and libraries, the course's Python environment, exactly the
+    student edition's library (handson_lib.boundary) and the reference scripts read-only, and its own folder as a copy in a size-capped tmpfs; not the
     course folder (source/ with the hidden tests, the gradebook, the other students' folders), not
     the instructor's home, not the other sessions' files;
   - within limits: memory and processes of the whole submission (a cgroup of its own), and per
@@ -22,6 +22,7 @@ ipc transport), since the sandbox has no network to reach nbgrader's.
 
 import contextlib
 import grp
+import importlib.util
 import json
 import os
 import pwd
@@ -35,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, launch
+from handson_lib import COURSE_ROOT, boundary, launch
 
 ACCOUNT = "handson-grader"
 KERNEL_NAME = "handson-sandbox"
@@ -47,10 +48,6 @@ ALL_SANDBOXES_PROCESSES = 4096
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc")
 #: The timing slot's lock file inside a sandbox (its own /tmp).
 SANDBOX_TIMING_LOCK = "/tmp/handson-timing.lock"
-#: Folders of the library a submission never reads: the autograder (the hidden tests' answer
-#: helpers, the judge, the synthetic classes' planted mistakes: the grader runs the grade cells in
-#: its own process) and the authoring tools. Nothing that runs inside imports them (tests/test_layout.py).
-HIDDEN = (COURSE_ROOT / "handson_lib" / "autograder", COURSE_ROOT / "handson_lib" / "authoring")
 #: Variables that cross into the sandbox (the grader's settings, locale, threads); the rest of the
 #: grader's environment (tokens, its HOME) stays out.
 KEPT_VARIABLES = ("PATH", "LANG", "LANGUAGE", "TERM", "MPLBACKEND", "PYTHONUNBUFFERED", "PYTHONHASHSEED",
@@ -112,11 +109,26 @@ def account():
     return entry.pw_uid, entry.pw_gid
 
 
+def library_files(root=COURSE_ROOT):
+    """The library a submission reads: exactly the student edition's (handson_lib.boundary), each
+    file with its compiled copy where there is one. Not the autograder (the hidden tests' answer
+    helpers, the judge, the synthetic classes' planted mistakes: the grader runs the grade cells in
+    its own process), the authoring tools nor any other instructor-only module."""
+    files = []
+    for rel in boundary.student_library_files(root):
+        path = Path(root) / rel
+        files.append(path)
+        if path.suffix == ".py" and Path(importlib.util.cache_from_source(path)).exists():
+            files.append(Path(importlib.util.cache_from_source(path)))
+    return files
+
+
 def course_paths(root=COURSE_ROOT):
     """What of the course a submission needs read-only: the course's Python environment and its
-    base interpreter, the library and the data. Not solutions/ (the reference scripts, the
-    notebooks' hidden tests), not the course folder, not the rest of the checkout."""
-    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(root) / "handson_lib"]
+    base interpreter, the student edition's library (`library_files`) and the data. Not
+    solutions/ (the reference scripts, the notebooks' hidden tests), not the course folder, not
+    the rest of the checkout."""
+    paths = [Path(sys.prefix), Path(sys.base_prefix), *library_files(root)]
     data = Path(os.environ.get("HANDSON_DATA_DIR") or Path(root) / "data")
     if data.is_dir():
         paths.append(data)
@@ -262,12 +274,17 @@ def _namespaces():
             "--die-with-parent", "--new-session"]
 
 
-def _parents(path):
-    """bwrap makes missing parents of a mount point root-only: make them readable first."""
+def _parents(path, made=None):
+    """bwrap makes missing parents of a mount point root-only: make them readable first (those
+    not in `made` yet, which collects them)."""
     args, parts = [], []
     for part in Path(path).parent.parts[1:]:
         parts.append(part)
-        args += ["--perms", "0755", "--dir", "/" + "/".join(parts)]
+        folder = "/" + "/".join(parts)
+        if made is None or folder not in made:
+            args += ["--perms", "0755", "--dir", folder]
+            if made is not None:
+                made.add(folder)
     return args
 
 
@@ -294,12 +311,10 @@ def command(settings, argv, folder, own, fds, cwd=None):
     args += ["--proc", "/proc", "--dev", "/dev"]
     for tmp in ("/tmp", "/dev/shm"):
         args += ["--size", str(limits["tmp_bytes"]), "--perms", "1777", "--tmpfs", tmp]
+    made = set()   # the library is one mount a file: each parent folder made once
     for path in sorted(set(settings.readable)):
         if os.path.exists(path):
-            args += _parents(path) + ["--ro-bind", path, path]
-    for path in HIDDEN:   # inside a folder it sees: an empty read-only folder over it
-        if any(str(path).startswith(str(p).rstrip("/") + "/") for p in settings.readable) and path.is_dir():
-            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+            args += _parents(path, made) + ["--ro-bind", path, path]
     args += _parents(own) + ["--bind", str(own), str(own)]
     folder = Path(folder) if folder is not None else None   # None: no copy of the submission (the reference's side)
     if folder is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy
 
-from handson_lib import COURSE_ROOT, grader_settings, launch
+from handson_lib import COURSE_ROOT, grader_settings, launch, tasks
 from handson_lib.checking import evidence, source_review
 from handson_lib.checking.paired import Baseline, run_paired
 from handson_lib.checking.runs import argument, run_observed, run_observed_mpi
@@ -40,17 +40,15 @@ SPEED_CHECKS = ("throughput", "scaling")
 RATIO_TAG = "handson-throughput-ratios:"
 
 #: Small, quick runs on the offline synthetic data.
-MULTI_GPU_ARGS = ["--epoch", "3", "--train-size", "2000", "--test-size", "500", "--batchsize", "32",
-                  "--no-progress"]
+MULTI_GPU_ARGS = list(tasks.task("multi-gpu").run_args)
 #: Task #2's correctness run (and the notebook's runs): enough steps to beat min_accuracy surely
 #: (4 epochs: 0.63-0.70 over 10 runs on 2 ranks; after 3 the accuracy still swings, 0.18-0.68).
-MULTI_NODE_ARGS = ["--epoch", "4", "--train-size", "1280", "--test-size", "256", "--batchsize", "32",
-                   "--no-progress"]
+MULTI_NODE_ARGS = list(tasks.task("multi-node").run_args)
 #: Task #2's timing (handson_lib.checking.paired): the training steps of the reference and of the
 #: student in turn; only the data set's size differs from the correctness run (less to set up).
 TIMING_ARGS = ["--train-size", "640", "--test-size", "64", "--batchsize", "32", "--no-progress"]
 TIMED_STEPS = 16
-MNIST_ARGS = ["--epoch", "2", "--no-progress"]  # accuracy 0.88-0.92 already: the rest is start-up
+MNIST_ARGS = list(tasks.task("mnist-multi-node").run_args)  # accuracy 0.88-0.92 already: the rest is start-up
 
 #: How a check begins where the run's records contradict what the grader measured itself: no
 #: points, and the course's grader names the check in the student's status.
@@ -106,12 +104,9 @@ def grading_site(site=None):
 def default_against(reference_name="train_cifar_multi_gpu.py"):
     """"reference" where the reference solution can be measured (the instructor's checkout and the
     grader, which hold the reference and its measuring code), else "self"."""
-    try:
-        if importlib.util.find_spec("handson_lib.autograder.reference") is None:
-            return "self"
-    except ModuleNotFoundError:   # the student edition: no autograder at all
+    if importlib.util.find_spec("handson_lib.checking.reference") is None:   # the student edition
         return "self"
-    from handson_lib.autograder import reference  # instructor-only: absent from the student edition
+    from handson_lib.checking import reference  # instructor-only: absent from the student edition
     return "reference" if reference.available(reference_name) else "self"
 
 
@@ -131,12 +126,12 @@ def _resolve_against(against, reference, reference_name):
 
 
 def _measure_reference(name, args, timeout, np=None):
-    from handson_lib.autograder import reference  # instructor-only: absent from the student edition
+    from handson_lib.checking import reference  # instructor-only: absent from the student edition
     return reference.measure_reference(name, args, timeout, np=np)
 
 
 def _reference_script(name):
-    from handson_lib.autograder import reference  # instructor-only: absent from the student edition
+    from handson_lib.checking import reference  # instructor-only: absent from the student edition
     return reference.reference_script(name)
 
 
@@ -1241,16 +1236,19 @@ def throughput_credit(report, points, site=None, print_fn=print):
     return credit
 
 
-TASKS = {"multi-gpu": check_multi_gpu, "multi-node": check_multi_node,
-         "mnist-multi-node": check_mnist_multi_node,
-         # --site names the site whose lint applies (default: the exercise's, Reedbush-H)
-         "jobscript-multi-gpu": lambda script, site=None, **_: check_jobscript(script, "multi-gpu", site),
-         "jobscript-multi-node": lambda script, site=None, **_: check_jobscript(script, "multi-node", site)}
+def _check_of(task):
+    if task.jobscript:   # --site names the site whose lint applies (default: the exercise's, Reedbush-H)
+        return lambda script, site=None, **_: check_jobscript(script, task.runs, site)
+    return globals()[task.check]
+
+
+#: `handson check TASK`: each task of the registry (handson_lib.tasks) and its check.
+TASKS = {task.name: _check_of(task) for task in tasks.TASKS}
 
 
 def add_arguments(parser):
-    parser.add_argument("task", help="multi-gpu, multi-node, mnist-multi-node, or jobscript-multi-gpu / "
-                        "jobscript-multi-node (the job script's points: lint at the exercise's site)")
+    parser.add_argument("task", help=f"{', '.join(TASKS)} (a jobscript-* task: the job script's points, lint at "
+                        "the exercise's site)")
     parser.add_argument("file", help="your script, e.g. exercises/train_cifar_multi_gpu.py")
     parser.add_argument("--timeout", type=float, default=300, help="seconds before the watchdog stops a run")
     parser.add_argument("--site", default=None, help="the site whose thresholds and bands apply: "

@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from handson_lib import COURSE_ROOT
+from handson_lib import COURSE_ROOT, tasks
 from handson_lib.classroom import accounts, environments, hub, limits, nbgrader_setup, tls
 from handson_lib.classroom import collect as collect_plugin
 from handson_lib.classroom.layout import ClassroomError, layout, load_settings, save_settings
@@ -18,8 +18,8 @@ from handson_lib.authoring import translations
 from handson_lib.launch import terminate_all
 from handson_lib.sites import cluster
 
-#: handed out at `up`: the setup notebook (quick) and Task #2
-DEFAULT_ASSIGNMENTS = ("setup", "task2")
+#: handed out at `up`: the setup notebook (quick) and Task #2 (handson_lib.tasks)
+DEFAULT_ASSIGNMENTS = tuple(a.name for a in tasks.ASSIGNMENTS if a.handed_out_first)
 
 
 def _check_machine(spawner):

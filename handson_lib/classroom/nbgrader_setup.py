@@ -15,6 +15,7 @@ import subprocess
 from handson_lib import COURSE_ROOT
 from handson_lib.classroom import accounts
 from handson_lib.classroom.layout import ClassroomError, Layout
+from handson_lib.authoring import course_source
 from handson_lib.autograder import nbgrader_course
 
 
@@ -98,7 +99,7 @@ def prepare_course(lay: Layout, assignments, lang="en"):
     """The instructor's course folder with source/<assignment>/ assembled from solutions/, in the
     class's language (the grader reads it there too: its checks and feedback speak it)."""
     lay.course.mkdir(parents=True, exist_ok=True)
-    nbgrader_course.assemble(lay.course, assignments=assignments, lang=lang)
+    course_source.assemble(lay.course, assignments=assignments, lang=lang)
     write_course_config(lay)
     uid, gid = accounts.uid_of(accounts.INSTRUCTOR), accounts.gid_of_group(accounts.INSTRUCTOR)
     for path in [lay.course, *lay.course.rglob("*")]:

@@ -296,7 +296,7 @@ def main(argv=None):
         print(__doc__, file=sys.stderr)
         return 2
     outdir, script, script_args = argv[0], argv[1], argv[2:]
-    os.environ["HANDSON_OBSERVE_DIR"] = str(Path(outdir).resolve())
+    os.environ[multigpu.OBSERVE_DIR_ENV] = str(Path(outdir).resolve())
     recorder = Recorder(outdir)
     install_hooks(recorder)
     sys.argv = [script, *script_args]

@@ -106,11 +106,15 @@ def _limit_threads(n):
         pass
 
 
+#: The folder where the observer (handson_lib.harness.observe, which sets it) keeps each worker's arrays.
+OBSERVE_DIR_ENV = "HANDSON_OBSERVE_DIR"
+
+
 class _Observer:
     """Hands the grader what each worker did (set by handson_lib.checking.checks when it runs a script)."""
 
     def __init__(self):
-        self.directory = os.environ.get("HANDSON_OBSERVE_DIR")
+        self.directory = os.environ.get(OBSERVE_DIR_ENV)
 
     def save(self, name, **arrays):
         if self.directory:

@@ -17,6 +17,7 @@ Templates: `{{NAME}}` is replaced by a value; a line that is only `{{NAME}}` by 
 import re
 from pathlib import Path
 
+from handson_lib import tasks
 from handson_lib.sites.table import DEFAULT_SITE, get_site, ranks_per_node, script_sites
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -34,12 +35,7 @@ SCRIPTS = {
 }
 
 #: The exercises' job scripts (solutions/), for the course's site: what the student completes.
-EXERCISE_TASKS = {
-    "multi_gpu": ("Task #1", "one node, one MPI process with one\n#     OpenMP thread "
-                             "(MultiprocessParallelUpdater starts its own worker processes, one per GPU)"),
-    "multi_node": ("Task #2", "{nodes} nodes with {gpus} MPI {processes} each\n#     (one per GPU) "
-                              "and one OpenMP thread per process: {ranks} ranks in all"),
-}
+EXERCISE_TASKS = {t.jobscript: (tasks.assignment(t.assignment).title, t.layout) for t in tasks.TASKS if t.jobscript}
 
 
 class TemplateError(ValueError):

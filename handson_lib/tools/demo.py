@@ -10,7 +10,7 @@ from pathlib import Path
 
 from handson_lib import COURSE_ROOT
 from handson_lib import launch
-from handson_lib.autograder import reference
+from handson_lib.checking import reference
 from handson_lib.runtime import throughput
 
 TASK1 = reference.reference_script("train_cifar_multi_gpu.py")
