@@ -8,7 +8,11 @@ Generated, by `handson build` (and compared by `handson build --check`):
 - jobscripts/README.md, its table of the sites' differences from the table;
 - solutions/run_multi_gpu_training.sh and solutions/run_multi_node_training.sh: the course
   site's task scripts, with the exercise's instructions and nbgrader markers around the #PBS lines
-  the student writes, above the same body as jobscripts/reedbush/.
+  the student writes, above the same body as jobscripts/reedbush/;
+- solutions/<site>/run_multi_gpu_training.sh and run_multi_node_training.sh: the same exercise for
+  every other site of EXERCISE_SITES (Miyabi-G, ABCI 3.0), above that site's body. Each exercise
+  names its site in a `# handson-site:` line: lint, `handson check jobscript-*` and the grader
+  apply that site's rules.
 
 Templates: `{{NAME}}` is replaced by a value; a line that is only `{{NAME}}` by a block of lines
 (none when the block is empty); lines starting with `#%` are the template's own comments.
@@ -17,7 +21,7 @@ Templates: `{{NAME}}` is replaced by a value; a line that is only `{{NAME}}` by 
 import re
 from pathlib import Path
 
-from handson_lib.sites.table import DEFAULT_SITE, get_site, ranks_per_node, script_sites
+from handson_lib.sites.table import DEFAULT_SITE, EXERCISE_SITES, get_site, ranks_per_node, script_sites
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PLACEHOLDER_RE = re.compile(r"\{\{([A-Z][A-Z0-9_]*)\}\}")
@@ -207,23 +211,42 @@ def resource_request(site, kind):
     return f"Complete the queue and resource lines: the {queue(site, kind)} queue, {what}."
 
 
+#: The words after an exercise's `# handson-site:` line: the line is the student's choice of site.
+SITE_LINE_WHY = "(your site: lint, `handson check` and the grader apply its rules)"
+
+
+def exercise_path(site, kind):
+    """solutions/<script> for the course's site, solutions/<site>/<script> for the others."""
+    script = Path(SCRIPTS[kind][0])
+    return Path("solutions") / script if site.key == DEFAULT_SITE else Path("solutions") / site.key / script
+
+
 def exercise_script(kind, site=None):
-    """solutions/<script>: the exercise's intro with the resource lines between nbgrader markers
-    (the student writes them), the rest of the #PBS lines, the same body as the site's script."""
+    """solutions/[<site>/]<script>: the exercise's intro with its `# handson-site:` line and the
+    resource lines between nbgrader markers (the student writes them), the rest of the #PBS lines,
+    the same body as the site's script."""
     site = site or get_site(DEFAULT_SITE)
     task, _ = EXERCISE_TASKS[kind]
     script = SCRIPTS[kind][0]
+    # Reedbush-H's words stay as they were: the Japanese catalogue of solutions/ is keyed by them.
+    node = (f"{site.gpus} x {site.gpu_model} per node" if site.gpus > 1 or site.key == DEFAULT_SITE
+            else f"one {site.gpu_model} per node")
+    group = ("your ABCI group (`groups` on the login node)" if site.group == "P"
+             else "your own group (`id -ng`)")
+    # The course's site is the default of every reader of job scripts, and its exercise stays
+    # byte for byte as the notebooks' recorded outputs were made with (their digests cover it).
+    site_line = [] if site.key == DEFAULT_SITE else [f"# handson-site: {site.key}   {SITE_LINE_WHY}"]
     intro = [
         "#!/bin/bash",
-        f"# {task} job script for {site.title} ({site.gpus} x {site.gpu_model} per node, "
-        f"{site.scheduler}). Submit with:",
+        *site_line,
+        f"# {task} job script for {site.title} ({node}, {site.scheduler}). Submit with:",
         f"#     qsub -j oe {script}",
         "# (1) " + resource_request(site, kind),
         "### BEGIN SOLUTION",
         *resource_directives(site, kind),
         "### END SOLUTION",
         *job_directives(site, kind),
-        f"# (2) Replace {site.placeholder} above with your own group (`id -ng`); "
+        f"# (2) Replace {site.placeholder} above with {group}; "
         f"`handson jobscript lint` refuses it otherwise.",
     ]
     _, body = split_template(kind)
@@ -305,8 +328,9 @@ def generated_files():
             files[folder / name] = site_script(site, kind)
     files[Path("jobscripts") / "README.md"] = fill(template("README.md"), {"SITES_TABLE": sites_table()},
                                                    "README.md")
-    for kind in EXERCISE_TASKS:
-        files[Path("solutions") / SCRIPTS[kind][0]] = exercise_script(kind)
+    for key in EXERCISE_SITES:
+        for kind in EXERCISE_TASKS:
+            files[exercise_path(get_site(key), kind)] = exercise_script(kind, get_site(key))
     return files
 
 

@@ -347,6 +347,10 @@ SITE_ALIASES = {"reedbush-h": "reedbush", "rb": "reedbush", "miyabi-g": "miyabi"
                 "sakura": "cloud", "localhost": "local"}
 #: The site a job script is for unless it says otherwise: the course's.
 DEFAULT_SITE = "reedbush"
+#: The sites with the two tasks' job scripts as exercises (solutions/, solutions/<site>/): the ones a
+#: student may choose with `# handson-site: NAME`, and the only ones the grader grades a job script
+#: for (the hostfile cloud runs no scheduler; `local` is this machine).
+EXERCISE_SITES = ("reedbush", "miyabi", "abci")
 
 
 def site_key(name):
