@@ -251,8 +251,10 @@ SITES = {
         thresholds=RESERVED_GPU,
         scripts=JobScripts(
             queue="rt_HF",
+            # The sweep on 4 nodes: on 2 its request would be Task #2's answer, which the student
+            # edition does not hand out.
             requests={"multi_gpu": (1, "00:10:00"), "multi_node": (2, "00:15:00"),
-                      "profile": (1, "00:20:00"), "scaling": (2, "01:00:00")},
+                      "profile": (1, "00:20:00"), "scaling": (4, "01:00:00")},
             submit="qsub", launcher=f'mpirun -np "$NP" -hostfile "$NODEFILE" {PPR_MAPPING}',
             launcher_why="# ABCI: the node file and the rank count are given explicitly.",
             ranks="nodefile", env_sh="$HOME/env.sh",
@@ -316,9 +318,10 @@ SITE_ALIASES = {"reedbush-h": "reedbush", "rb": "reedbush", "miyabi-g": "miyabi"
                 "sakura": "cloud", "localhost": "local"}
 #: The site a job script is for unless it says otherwise: the course's.
 DEFAULT_SITE = "reedbush"
-#: The sites with the two tasks' job scripts as exercises (solutions/, solutions/<site>/): the ones a
-#: student may choose with `# handson-site: NAME`, and the only ones the grader grades a job script
-#: for (the hostfile cloud runs no scheduler; `local` is this machine).
+#: The sites with the two tasks' job scripts as exercises (exercises/run_*.sh for the default site,
+#: exercises/<site>/ for the others): the ones a student may choose with `# handson-site: NAME`, and
+#: the only ones the grader grades a job script for (the hostfile cloud runs no scheduler; `local` is
+#: this machine).
 EXERCISE_SITES = ("reedbush", "miyabi", "abci")
 
 
