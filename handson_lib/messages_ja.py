@@ -364,6 +364,12 @@ MESSAGES = {
         '1 から {np} ランクで {mine:.2f} 倍（並べて計測した模範解答は {theirs:.2f} 倍）。あなたのステップは模範解答の {np} ランクで {ratio:.2f} 倍、1 ランクで {ratio_one:.2f} 倍なので、模範解答のスケーリングの {share:.2f}（ばらつき {low:.2f}-{high:.2f}。必要: {needed:.2f} 以上）',
     '{name} was not handed in':
         '{name} が提出されていません',
+    'the course grades job scripts for {sites}; {site} is not one of them: name your site in the '
+    '`# handson-site:` line':
+        'コースが採点するジョブスクリプトは {sites} 用です。{site} はそのどれでもありません: `# handson-site:` の行で'
+        '自分のサイトを指定してください',
+    'not checked: no site to check against':
+        '未確認: 照らし合わせるサイトがありません',
     'not checked: no job script':
         '未確認: ジョブスクリプトがありません',
     "the run's records were not read: {error}":
@@ -556,6 +562,11 @@ MESSAGES = {
         '{site} にキュー `{queue}` はありません。{queues} のいずれかを使ってください。{close} のことですか？',
     'unknown queue `{queue}` on {site}: use one of {queues}':
         '{site} にキュー `{queue}` はありません。{queues} のいずれかを使ってください',
+    'unknown queue `{queue}` on {site}: `{queue}` is a queue of {owner}; if that is your site, name it in the '
+    'script: `# handson-site: {key}` on the line after `#!/bin/bash` (or lint with --site {key})':
+        '{site} にキュー `{queue}` はありません。`{queue}` は {owner} のキューです。そのサイトで実行するなら、'
+        'スクリプトの `#!/bin/bash` の次の行に `# handson-site: {key}` と書いてサイトを指定してください'
+        '（または --site {key} を付けて検査します）',
     'no queue: add `#PBS -q {queue}` (queues on {site}: {queues})':
         'キューの指定がありません。`#PBS -q {queue}` を追加してください（{site} のキュー: {queues}）',
     "no `#PBS -q`: the server's default queue is used":

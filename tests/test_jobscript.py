@@ -571,6 +571,20 @@ def test_local_cluster_partitions_come_from_the_table(tmp_path):
     assert jobscript.lint(solution_text(), "local") == []
 
 
+def test_the_local_cluster_takes_a_sites_queues(tmp_path):
+    """`handson cluster up --site miyabi`: the partitions are Miyabi-G's queues, so that a Miyabi-G
+    job script is submitted unchanged; the written file tells which site the cluster stands for."""
+    paths = cluster.Paths(tmp_path)
+    paths.conf.write_text(cluster.render_slurm_conf(paths, 4, site=table.get_site("miyabi")))
+    conf = paths.conf.read_text()
+    assert "PartitionName=debug-g Nodes=n[1-4] Default=YES MaxTime=00:30:00" in conf
+    assert "h-debug" not in conf
+    assert cluster.configured_queues(paths) == ["debug-g", "regular-g"]
+    assert cluster.configured_site(paths).key == "miyabi"
+    paths.conf.write_text(cluster.render_slurm_conf(paths, 4))
+    assert cluster.configured_site(paths).key == "local"
+
+
 def test_where_the_tasks_run_follows_the_site_table():
     """Notebook 07's table: Task #1 needs two GPUs of one node (none on Miyabi-G, one GPU per
     node); Task #2 takes one rank per GPU on the shipped script's nodes."""

@@ -1,8 +1,9 @@
 """`handson release student OUT/`: the edition of the course that is handed to students.
 
 OUT/ holds notebooks/, exercises/ (built from solutions/ as `handson build` does), jobscripts/,
-the student part of handson_lib with its own pyproject.toml, environment.yml, requirements.txt,
-constraints.txt, a Makefile with `make setup` and `make lab`, and a README for students. It holds
+the student part of handson_lib with its own pyproject.toml, requirements.txt, constraints.txt,
+a Makefile with `make setup` and `make lab`, and a README for students (with one "At your site"
+section per exercise site, from the site table). It holds
 no solutions/, no solution line, no hidden test, no reference solution and no answer helper, and
 no instructor command: the CLI leaves out commands whose module is not installed.
 
@@ -183,8 +184,8 @@ README = """# Distributed deep learning hands-on (student edition)
     make setup    # once: .venv with Python 3.11, Chainer 7.8.1, NumPy 1.23.5, Open MPI, JupyterLab
     make lab      # opens JupyterLab on this folder
 
-On a cluster's login node without `make`, use the conda environment instead:
-`PIP_CONSTRAINT=$PWD/constraints.txt conda env create -f environment.yml`.
+On a GPU site, the same `make setup` builds the course's environment on the login node: see
+*At your site* below.
 
 ## Check your work
 
@@ -209,6 +210,25 @@ script (the job runs there):
 
 Replace the group placeholder (`-W group_list=...`) with your group first. Without a scheduler,
 `handson jobscript run exercises/run_multi_gpu_training.sh` runs it here with the `#PBS` settings.
+
+## At your site
+
+To run the tasks at a GPU site, follow your site's numbered steps below once, from a fresh copy
+of the course to a job that runs. You choose your site once: `exercises/run_*.sh` are written
+for Reedbush-H, `exercises/miyabi/` and `exercises/abci/` hold Miyabi-G's and ABCI 3.0's, each
+with a `# handson-site: NAME` line that `handson jobscript lint`, `handson check jobscript-*` and
+the grader read (`--site NAME` overrides it for lint and the check). Queues, paths and module
+names are the course's assumptions from its site table: check them against your site's guide.
+
+**One install route, at every site**: the course's own `make setup` on the login node, into
+`.venv` inside the course folder, then CuPy, NCCL and (where the site has its own MPI) mpi4py
+into that `.venv`; `env.sh` activates it in every job. It works at every site because it needs
+only the site's Python and compiler: the venv lives on the file system the jobs see and every
+rank finds it through `env.sh`. `pip install --user` does not work inside a venv and mixes with
+other courses' packages in one `~/.local`; a conda environment brings its own MPI and CUDA
+libraries, which clash with the site's modules.
+
+{{AT_YOUR_SITE}}
 
 ## Hand in
 
@@ -245,8 +265,7 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
     make setup    # 最初に一度: Python 3.11、Chainer 7.8.1、NumPy 1.23.5、Open MPI、JupyterLab の .venv
     make lab      # このフォルダーで JupyterLab を開きます（画面もメッセージも日本語）
 
-`make` のないクラスタのログインノードでは conda 環境を使ってください:
-`PIP_CONSTRAINT=$PWD/constraints.txt conda env create -f environment.yml`。
+GPU のあるサイトでも、ログインノードで同じ `make setup` がコースの環境を作ります。下の「各サイトでの手順」を見てください。
 
 ## 自分の解答を確かめる
 
@@ -269,6 +288,24 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
 グループのプレースホルダー（`-W group_list=...`）は先に自分のグループに書き換えてください。スケジューラの
 ない環境では `handson jobscript run exercises/run_multi_gpu_training.sh` が `#PBS` の設定でここで実行します。
 
+## 各サイトでの手順
+
+GPU のあるサイトでタスクを実行するには、下にあるあなたのサイトの番号付きの手順に、一度だけ従ってください。
+コースのコピーから、ジョブが動くところまでを扱います。サイトの選択は一度だけです: `exercises/run_*.sh` は
+Reedbush-H 用で、`exercises/miyabi/` と `exercises/abci/` に Miyabi-G 用と ABCI 3.0 用があります。どれにも
+`# handson-site: NAME` の行があり、`handson jobscript lint`、`handson check jobscript-*`、採点がこの行を読みます
+（lint とチェックでは `--site NAME` がこの行より優先されます）。キュー、パス、モジュール名は、コースのサイト表に
+あるコースの想定です。サイトの利用案内で確かめてください。
+
+**インストールの手順は、どのサイトでも 1 つです**: ログインノードでコースの `make setup` を実行してコースのフォルダーの
+中に `.venv` を作り、その `.venv` に CuPy、NCCL、（サイトに独自の MPI があれば）mpi4py を加えます。`env.sh` がジョブ
+ごとにこの環境を有効にします。サイトの Python とコンパイラだけで済むので、どのサイトでも使えます。venv はジョブから
+見えるファイルシステム上にあり、すべてのランクが `env.sh` を通して見つけられます。`pip install --user` は venv の中
+では使えず、ほかのコースのパッケージと 1 つの `~/.local` で混ざります。conda の環境は独自の MPI と CUDA のライブラリを
+持ち込み、サイトのモジュールとぶつかります。
+
+{{AT_YOUR_SITE}}
+
 ## 提出
 
 コースの JupyterHub で、Nbgrader > Assignment List から課題を取得（Fetch）します。ノートブックと、その課題で求められるスクリプトが、ホームのフォルダーに届きます。そこで作業し、提出（Submit）してください。何度でも提出でき、採点されるのは最後の提出です。採点ではノートブックと、その隣のスクリプトを実行します。フィードバックは講師が同じ一覧に返却します。JupyterHub を使わないコースでは、同じファイルをどこに提出するかを講師が伝えます。
@@ -276,6 +313,13 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
 
 #: The README of each language's edition.
 READMES = {"en": README, "ja": README_JA}
+#: Where a README takes the sites' sections (generated from the site table).
+AT_YOUR_SITE_SLOT = "{{AT_YOUR_SITE}}"
+
+
+def student_readme(lang="en"):
+    """The edition's README in `lang`, with one numbered "At your site" section per exercise site."""
+    return READMES[lang].replace(AT_YOUR_SITE_SLOT, generate.at_your_site(lang))
 
 
 def _keep_language(out, lang):
@@ -364,12 +408,12 @@ def release_student(out, root=COURSE_ROOT, lang="en"):
     build.build_into(out, root)
     _keep_language(out, lang)
     withheld = _copy_jobscripts(out, root, build.secret_lines(root))
-    for name in ("requirements.txt", "environment.yml"):
-        (out / name).write_text(_student_requirements((root / name).read_text()))
+    # One install route (`make setup`, README "At your site"): no environment.yml for conda beside it.
+    (out / "requirements.txt").write_text(_student_requirements((root / "requirements.txt").read_text()))
     shutil.copy2(root / "constraints.txt", out / "constraints.txt")
     (out / "Makefile").write_text(_makefile(root / "Makefile", lang))
     (out / "pyproject.toml").write_text(PYPROJECT.format(version=_version(root)))
-    (out / "README.md").write_text(READMES[lang])
+    (out / "README.md").write_text(student_readme(lang))
     (out / ".gitignore").write_text(".venv/\nresult/\ndata/\n__pycache__/\n.ipynb_checkpoints/\n")
     student_files = [*library, *sorted((out / "exercises").rglob("*.py")), *sorted((out / "notebooks").glob("*.ipynb"))]
     verify_imports(student_files, shipped, root, shown_root=out)

@@ -28,7 +28,7 @@ from handson_lib.checking.paired import Baseline, run_paired
 from handson_lib.checking.runs import argument, run_observed, run_observed_mpi
 from handson_lib.messages import tr
 from handson_lib.sites import jobscript
-from handson_lib.sites.table import DEFAULT_SITE, SITES, get_site, ranks_per_node, site_key
+from handson_lib.sites.table import EXERCISE_SITES, SITES, get_site, ranks_per_node, site_key
 
 #: How throughput is judged (see the module's docstring).
 AGAINST = ("reference", "self")
@@ -1156,14 +1156,16 @@ JOBSCRIPTS = {"multi-gpu": ("run_multi_gpu_training.sh", "multi_gpu"),
 
 
 def check_jobscript(script, task, site=None):
-    """Grade a task's job script with `handson jobscript lint` at the exercise's site (the one
-    the exercises' job scripts are written for, DEFAULT_SITE), and its request against the task's layout.
+    """Grade a task's job script with `handson jobscript lint` at the student's site, and its
+    request against the task's layout there. The site is the one lint takes: `site` (--site), else
+    the script's `# handson-site: NAME` line, else Reedbush-H (DEFAULT_SITE); only the sites with
+    job-script exercises (EXERCISE_SITES) are graded. HANDSON_SITE (the grading machine's
+    thresholds) never decides it: the machine that grades is not the site the job is for.
 
     The group line is the one exception: the course's placeholder (gt00) is a warning, as with
     `--template`, because a grader cannot know each student's group; a student replaces it before
     `qsub`, where `handson jobscript lint` without `--template` refuses it."""
     name, kind = JOBSCRIPTS[task]
-    site = get_site(site or DEFAULT_SITE)
     report = Report(f"jobscript-{task}", str(script), against="self")
     path = Path(script)
     if not path.exists():
@@ -1171,6 +1173,19 @@ def check_jobscript(script, task, site=None):
         report.add("resources of the task", False, tr("not checked: no job script"))
         return report
     text = jobscript.read_script(path)
+    try:
+        site = get_site(jobscript.site_for_script(path, text, site))
+    except ValueError as error:     # `# handson-site: NAME` of no site in the table
+        site = None
+        why = str(error)
+    else:
+        why = None if site.key in EXERCISE_SITES else tr(
+            "the course grades job scripts for {sites}; {site} is not one of them: name your site in the "
+            "`# handson-site:` line", sites=", ".join(get_site(k).key for k in EXERCISE_SITES), site=site.title)
+    if why:
+        report.add("job script lint", False, why)
+        report.add("resources of the task", False, tr("not checked: no site to check against"))
+        return report
     findings = jobscript.lint(text, site, template=True)
     bad = jobscript.errors(findings)
     shown = "\n".join("    " + f.format(path.name) for f in findings)
@@ -1237,7 +1252,7 @@ def throughput_credit(report, points, site=None, print_fn=print):
 
 
 def _check_of(task):
-    if task.jobscript:   # --site names the site whose lint applies (default: the exercise's, Reedbush-H)
+    if task.jobscript:   # --site names the site whose lint applies (default: the script's `# handson-site:` line, else Reedbush-H)
         return lambda script, site=None, **_: check_jobscript(script, task.runs, site)
     return globals()[task.check]
 
@@ -1248,11 +1263,12 @@ TASKS = {task.name: _check_of(task) for task in tasks.TASKS}
 
 def add_arguments(parser):
     parser.add_argument("task", help=f"{', '.join(TASKS)} (a jobscript-* task: the job script's points, lint at "
-                        "the exercise's site)")
+                        "the script's site)")
     parser.add_argument("file", help="your script, e.g. exercises/train_cifar_multi_gpu.py")
     parser.add_argument("--timeout", type=float, default=300, help="seconds before the watchdog stops a run")
     parser.add_argument("--site", default=None, help="the site whose thresholds and bands apply: "
-                        f"{', '.join(SITES)} (default: HANDSON_SITE, else local)")
+                        f"{', '.join(SITES)} (default: HANDSON_SITE, else local); for jobscript-*, the "
+                        "site whose rules apply (default: the script's '# handson-site:' line, else reedbush)")
     parser.add_argument("--min-throughput-ratio", type=float, default=None,
                         help="throughput needed, as a fraction of the reference solution's (reference mode)")
     parser.add_argument("--np", type=int, default=2, help="ranks for multi-node (also run on 1 for scaling)")

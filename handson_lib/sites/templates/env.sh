@@ -4,10 +4,21 @@
 {{HOME}}
 
 {{MODULES}}
+
+# The course: the student edition's folder, on a file system the compute nodes see.
+export COURSE=${COURSE:-{{COURSE}}}
+
+# The course's environment, $COURSE/.venv: the one install route at every site (README.md, "At
+# your site"), built once on the login node (compute nodes are offline) with this file sourced:
+{{INSTALL}}
 {{PYTHON}}
+if [ -f "$COURSE/.venv/bin/activate" ]; then
+  . "$COURSE/.venv/bin/activate"
+else
+  echo "note: no $COURSE/.venv: build it on the login node, 'make setup' in $COURSE (README.md, At your site)" >&2
+fi
 
 # The course library (handson_lib), importable by the job's ranks.
-export COURSE=${COURSE:-$HOME/distributed-handson}
 export PYTHONPATH=$COURSE${PYTHONPATH:+:$PYTHONPATH}
 {{EXTRA}}
 
