@@ -2,6 +2,7 @@
 the Japanese student edition and nbgrader course, and figures that draw Japanese."""
 
 import io
+import re
 import json
 import shutil
 import warnings
@@ -257,3 +258,81 @@ def test_the_japanese_edition_keeps_its_style_section():
             found.append((where, f"line break inside a paragraph: {before}/{after}"))
     assert texts > 300
     assert not found, found[:40]
+
+
+# ----------------------------------------------------------------------------- issue 40, item 5
+
+_FULL_WIDTH_CODE = str.maketrans("（），：；［］｛｝＝", "(),:;[]{}=")
+_FENCE = re.compile(r"```(\w*)\n(.*?)```", re.S)
+
+
+def _japanese_markdown():
+    """(where, English, Japanese) of every markdown cell of the built Japanese notebooks beside
+    its English one, the glossary (notebooks/ja/README.md) and the edition's README."""
+    for english in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        en = nbformat.read(str(english), 4)
+        ja = nbformat.read(str(ROOT / "notebooks" / JA / english.name), 4)
+        for a, b in zip(en.cells, ja.cells):
+            if a.cell_type == "markdown":
+                yield f"{english.name} {a.get('id')}", a.source, b.source
+    yield "notebooks/ja/README.md", "", (ROOT / "notebooks" / JA / "README.md").read_text()
+    yield "README (ja edition)", release.README, release.README_JA
+
+
+def _code_spans(markdown):
+    return re.findall(r"`([^`\n]+)`", _FENCE.sub("", markdown))
+
+
+def _formulas(markdown):
+    return re.findall(r"\$\$(.+?)\$\$|\$([^$\n]+)\$", _FENCE.sub("", markdown), flags=re.S)
+
+
+def _compiles(code):
+    for mode in ("eval", "exec"):
+        try:
+            compile(code, "<span>", mode)
+            return True
+        except SyntaxError:
+            pass
+    return False
+
+
+def test_code_spans_of_the_japanese_edition_are_code_a_student_can_copy():
+    """A code span that is Python once its full-width marks are made ASCII compiles as written:
+    the style rule's full-width parentheses belong to prose, never to code (06 had
+    `lb.run（batches=（16, 512）, …）`, a SyntaxError)."""
+    compiled, broken = 0, []
+    for where, _, text in _japanese_markdown():
+        for span in _code_spans(text):
+            ascii_span = span.translate(_FULL_WIDTH_CODE)
+            if "(" not in ascii_span or re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", span) \
+                    or not _compiles(ascii_span):
+                continue
+            compiled += 1
+            if not _compiles(span):
+                broken.append((where, span))
+    assert compiled > 40, compiled
+    assert not broken, broken
+
+
+def test_formulas_and_code_blocks_of_the_japanese_edition_are_the_english_ones():
+    """Formulas are the English cell's, character for character; a fenced Python or shell block
+    differs from the English one only in its comments."""
+    wrong, formulas, blocks = [], 0, 0
+    for where, en, ja in _japanese_markdown():
+        if where.startswith(("notebooks/ja/README", "README")):
+            continue
+        english = {"".join(f) for f in _formulas(en)}
+        for formula in ("".join(f) for f in _formulas(ja)):
+            formulas += 1
+            if formula not in english:
+                wrong.append((where, "formula", formula[:80]))
+        for (lang_en, code_en), (lang_ja, code_ja) in zip(_FENCE.findall(en), _FENCE.findall(ja)):
+            if lang_en in ("python", "bash", "sh"):
+                blocks += 1
+                uncommented = [[line.split("#")[0].rstrip() for line in code.split("\n")]
+                               for code in (code_en, code_ja)]
+                if uncommented[0] != uncommented[1]:
+                    wrong.append((where, "code block", code_ja[:80]))
+    assert formulas > 10 and blocks > 5, (formulas, blocks)
+    assert not wrong, wrong
