@@ -45,7 +45,7 @@ MESSAGES = {
     'Task #1 on {gpus} GPUs of one node':
         'タスク#1 は 1 ノードの GPU {gpus} 台で実行',
     'Task #1: one GPU per node, no second GPU to add':
-        'タスク#1: ノードあたり GPU 1 台のため、並列化する 2 台目がない',
+        'タスク#1: ノードあたり GPU 1 枚のため、並列化する 2 台目がない',
     'Task #2 on {ranks} ranks of {nodes} nodes':
         'タスク#2 は {nodes} ノードの {ranks} ランクで実行',
     # ---- handson_lib/runtime/mpi.py
@@ -180,7 +180,7 @@ MESSAGES = {
         '計測はここで止まります',
     "the timing slot's folder {folder} is not this account's alone (a link, another account's, or open to others): "
     "remove it":
-        '計測スロットのフォルダ {folder} がこのアカウント専用ではありません（リンク、別のアカウントのもの、または他者に開かれています）: '
+        '計測スロットのフォルダー {folder} がこのアカウント専用ではありません（リンク、別のアカウントのもの、または他者に開かれています）: '
         '削除してください',
     'the run recorded a test accuracy of {recorded:.3f}, the grader measured {measured:.3f} for the trained model '
     'on {images} images it never trained on':
@@ -561,9 +561,9 @@ MESSAGES = {
     'no group: add `#PBS {option}` with {how}':
         'グループの指定がありません。`#PBS {option}` を追加し、{how}を指定してください',
     'group `{value}` is a placeholder ({why}): replace it with your own group (`id -ng` on the login node) before qsub':
-        'グループ `{value}` は仮の値です（{why}）。qsub の前に自分のグループ（ログインノードで `id -ng`）に置き換えてください',
+        'グループ `{value}` はプレースホルダーです（{why}）。qsub の前に自分のグループ（ログインノードで `id -ng`）に置き換えてください',
     'group `{value}` is a placeholder ({why}): replace it with your own group before qsub':
-        'グループ `{value}` は仮の値です（{why}）。qsub の前に自分のグループに置き換えてください',
+        'グループ `{value}` はプレースホルダーです（{why}）。qsub の前に自分のグループに置き換えてください',
     'a job name starts with a letter and has no spaces, `/`, `:` or `@`':
         'ジョブ名は英字で始め、空白、`/`、`:`、`@` を含めないでください',
     '{nodes} nodes but no mpiexec/mpirun: the script runs on the first node only':

@@ -110,6 +110,19 @@ JA_STYLE = {"皆さん": "あなた", "**問 ": "**問題 ", "ゴール": "目�
             "スピードアップ": "速度向上", "高速化率": "速度向上", "クラスター": "クラスタ", "スケジューラー": "スケジューラ",
             "チャンスレート": "チャンスレベル", "包む": "ラップする", "包ん": "ラップし"}
 
+#: The glossary's word list: one word for each thing (its "用語集" and "文体の決まり"); each
+#: pattern matches the variants the edition does not use, the value is the word it uses.
+JA_WORDS = {r"講座": "コース",
+            r"フォルダ(?!ー)": "フォルダー",
+            r"プレースホルダ(?!ー)|仮の値": "プレースホルダー",
+            r"起動ツール": "ランチャー",
+            # A GPU is a card: counted with 枚 (GPU 4 枚, P100 2 枚); a machine or node with 台.
+            r"(?:GPU|P100|V100|A100|H100|H200|GH200|TITAN X)\s*(?:を\s*)?[\d,]+\s*台"
+            r"|[\d,]+\s*台の\s*(?:GPU|Tesla|P100|V100|A100|H100|H200)": "GPU N 枚",
+            r"タスク #": "タスク#"}
+#: Spacing: no half-width space after 。 or 、 (a table's cell border `|` may follow one).
+JA_SPACE_AFTER_MARK = r"[。、][ \t]+(?![|\s])"
+
 
 #: Japanese line-breaking rules (kinsoku): what may not start a line (closing marks, small kana,
 #: the long-vowel mark) and what may not end one (opening marks).
