@@ -186,8 +186,10 @@ def _blocks(source):
 
 def test_japanese_comments_break_lines_where_japanese_allows():
     """No comment line starts with a closing mark or small kana, none ends with an opening mark,
-    and no katakana or kanji word is cut between two lines (ラ/ンク, テス/トデータ)."""
+    no katakana or kanji word is cut between two lines (ラ/ンク, テス/トデータ), and no line
+    starts with hiragana but after a mark (にす/る, ではな/く, 使/います)."""
     kana, kanji = r"[\u30a0-\u30ffー]", r"[\u4e00-\u9fff々]"
+    hiragana = r"[\u3040-\u309f]"
     import re
     wrong, blocks = [], 0
     for name, block in _japanese_comment_blocks():
@@ -200,6 +202,10 @@ def test_japanese_comments_break_lines_where_japanese_allows():
             for run in (kana, kanji):
                 if re.match(run, before[-1]) and re.match(run, after[0]):
                     wrong.append((name, before[-12:], after[:12]))
+            # hiragana starts a line only after a mark (、。）...) or the space after an ASCII word:
+            # a word or its ending is cut otherwise (にす/る, ではな/く, あ/なた, 使/います)
+            if re.match(hiragana, after[0]) and not re.match(r"[、。）」』】\x21-\x7e\s]", before[-1]):
+                wrong.append((name, before[-12:], after[:12]))
     assert blocks > 50
     assert not wrong, wrong
 
