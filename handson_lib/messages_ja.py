@@ -831,8 +831,8 @@ MESSAGES = {
         '意味のある 2 ランクのスケーリングの計測（ランクが 1 つのコアを共有します）',
     'no local scheduler: use `handson cluster up` (root + apt) or `handson jobscript run FILE`':
         'ローカルにスケジューラがありません。`handson cluster up`（root + apt）か `handson jobscript run FILE` を使ってください',
-    'GPU runs, cuDNN, NCCL, MultiprocessParallelUpdater on GPUs and the flat / non_cuda_aware / pure_nccl communicators; the CPU fallback is used (worker processes averaging gradients for Task #1, the `naive` communicator for ChainerMN)':
-        'GPU での実行、cuDNN、NCCL、GPU 上の MultiprocessParallelUpdater、flat / non_cuda_aware / pure_nccl コミュニケータ。代わりに CPU 代替実装を使います（タスク#1 では勾配を平均するワーカープロセス、ChainerMN では `naive` コミュニケータ）',
+    'GPU runs, cuDNN, NCCL, MultiprocessParallelUpdater on GPUs and the flat / non_cuda_aware / pure_nccl communicators; the CPU fallback is used (worker processes whose gradients are summed for Task #1, as MultiprocessParallelUpdater sums them, the `naive` communicator for ChainerMN)':
+        'GPU での実行、cuDNN、NCCL、GPU 上の MultiprocessParallelUpdater、flat / non_cuda_aware / pure_nccl コミュニケータ。代わりに CPU 代替実装を使います（タスク#1 では MultiprocessParallelUpdater と同じく勾配を合計するワーカープロセス、ChainerMN では `naive` コミュニケータ）',
     'MultiprocessParallelUpdater needs NCCL; pure_nccl/flat communicators disabled (and with them allreduce_grad_dtype / double_buffering); CPU backend and `naive` communicator used instead':
         'MultiprocessParallelUpdater には NCCL が必要です。pure_nccl/flat コミュニケータ（とそれらの allreduce_grad_dtype / double_buffering）は使えません。代わりに CPU バックエンドと `naive` コミュニケータを使います',
     'cuDNN convolutions, `chainer.config.autotune` and `use_cudnn_tensor_core` (notebook 05, tuning); Chainer falls back to slower CuPy kernels':

@@ -60,7 +60,8 @@ def throughput_rows(observations, reference_label=None):
 def print_table(rows, headers=("run", "images/s", "ratio")):
     print(f"{headers[0]:40s} {headers[1]:>10s} {headers[2]:>8s}")
     for label, rate, ratio in rows:
-        rate_s = f"{rate:10.1f}" if rate else f"{'-':>10s}"
+        # the digits of the script's own `Throughput:` line, so that one run reads the same in every cell
+        rate_s = f"{rate:10.2f}" if rate else f"{'-':>10s}"
         ratio_s = f"{ratio:7.2f}x" if ratio else f"{'-':>8s}"
         print(f"{label:40s} {rate_s} {ratio_s}")
 
