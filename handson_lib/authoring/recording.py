@@ -68,7 +68,8 @@ def _gradient_bytes_of_04(cells):
     from handson_lib.autograder import answers
     model = re.search(r'model="(\w+)"', "".join("".join(c["source"]) for c in cells)).group(1)
     value = answers.gradient_bytes(model)
-    hidden = [f"{value:,}", str(value)]
+    # (its size in MiB too: 2.079 MiB gave L to within a rounding)
+    hidden = [f"{value:,}", str(value), f"{value / 2**20:.3f} MiB"]
     for p in (4, 8, 16):   # Exercise 2's traffic at p ranks (at p = 2 it is L itself)
         traffic = answers.allreduce_traffic_bytes(value, p)
         hidden += [f"{traffic:,.0f}", f"{traffic:.0f}", str(traffic), f"{traffic:,}"]
