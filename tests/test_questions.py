@@ -428,3 +428,26 @@ def test_every_notebook_asks_its_questions_in_order():
                     ids.append((int(grade_id[1:].split("_")[0]), asked[-1] if asked else None, grade_id))
             assert asked == list(range(1, len(asked) + 1)), (path.name, asked)
             assert all(number == question for number, question, _ in ids), (path.name, ids)
+
+
+#: Wrong answers a visible test lets pass by design (it would give the answer away otherwise):
+#: (grade_id of the test cell, the wrong answer). The grader's hidden tests reject each, and the
+#: question says that its visible test is partial.
+PARTIAL = [
+    ("q1_lr_test", "lr_after_updater = 0.05\nimages_per_update = 128"),   # 01: the seed's 2 GPUs, not 4
+    ("q2_parallelism_test", 'needed_parallelism = "data"'),
+]
+
+
+@pytest.mark.parametrize("grade_id, answer", PARTIAL, ids=[g for g, _ in PARTIAL])
+def test_a_question_whose_visible_test_is_partial_says_so(grade_id, answer):
+    """01's Question 1 took the seed's 2-GPU numbers silently, where it asks about 4 GPUs."""
+    notebook, _ = STUDENT[grade_id]
+    exec(answer + "\n" + STUDENT[grade_id][1], _namespace())          # passes the visible test
+    with pytest.raises(AssertionError):
+        exec(answer + "\n" + _graded_cells("solutions")[grade_id][1], _namespace())   # not the grader's
+    cells = json.loads((ROOT / "solutions" / notebook).read_text())["cells"]
+    answer_id = grade_id.removesuffix("_test")
+    at = next(i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get("grade_id") == answer_id)
+    question = next("".join(c["source"]) for c in reversed(cells[:at]) if c["cell_type"] == "markdown")
+    assert re.search(r"visible\s+test\s+(only\s+checks|checks\s+only)", question), question[-300:]
