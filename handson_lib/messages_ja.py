@@ -974,4 +974,6 @@ MESSAGES = {
         '。! = 発散した実行があります（重みが NaN になった実行は 0 % と数えます）',
     'CPU stand-in: the arithmetic of FP16 allreduce and double buffering simulated in one process (not the pure_nccl code path; no communication, no speed)':
         'CPU 代替実装: FP16 の通信（allreduce）とダブルバッファリングの計算を 1 つのプロセスで模擬します（pure_nccl のコードは通りません。通信はなく、速度は分かりません）',
+    "images/s as the course's observer timed each run; the script's own `Throughput:` line keeps a clock of its own, so the last digits may differ":
+        'images/s は、コースのオブザーバーが計った各実行の値です。スクリプト自身の `Throughput:` の行は自分の時計で計るので、下の桁が違うことがあります',
 }

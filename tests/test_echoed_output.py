@@ -9,8 +9,11 @@ def test_a_checks_echoed_output_has_no_terminal_control_sequences():
     assert checks._tail(output) == "epoch  main/loss\n1  2.16545\n2  1.91322"
 
 
-def test_the_throughput_table_has_the_digits_of_the_throughput_line(capsys):
-    """01 showed one run as `Throughput: 502.93` in one cell and `503.0` in the table of the next."""
-    notebook.print_table([("one device", 502.93, 1.0), ("two devices", 880.456, 1.7507)])
+def test_the_throughput_table_says_whose_clock_its_images_per_second_are(capsys, monkeypatch):
+    """01 showed one run as `Throughput: 502.93` (the script's clock) and 503.0 in the table of the
+    next cell (the observer's): two clocks, not a rounding, and the table says so."""
+    monkeypatch.setenv("HANDSON_LANG", "en")
+    notebook.print_table([("one device", 503.0, 1.0), ("two devices", 880.456, 1.7507)])
     out = capsys.readouterr().out
-    assert "502.93" in out and "880.46" in out and "1.75x" in out, out
+    assert "503.0" in out and "880.5" in out and "1.75x" in out, out
+    assert "observer" in out and "`Throughput:` line" in out, out
