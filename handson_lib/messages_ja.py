@@ -45,7 +45,7 @@ MESSAGES = {
     'Task #1 on {gpus} GPUs of one node':
         'タスク#1 は 1 ノードの GPU {gpus} 台で実行',
     'Task #1: one GPU per node, no second GPU to add':
-        'タスク#1: ノードあたり GPU 1 台のため、並列化する 2 台目がない',
+        'タスク#1: ノードあたり GPU 1 枚のため、並列化する 2 台目がない',
     'Task #2 on {ranks} ranks of {nodes} nodes':
         'タスク#2 は {nodes} ノードの {ranks} ランクで実行',
     # ---- handson_lib/runtime/mpi.py
@@ -180,7 +180,7 @@ MESSAGES = {
         '計測はここで止まります',
     "the timing slot's folder {folder} is not this account's alone (a link, another account's, or open to others): "
     "remove it":
-        '計測スロットのフォルダ {folder} がこのアカウント専用ではありません（リンク、別のアカウントのもの、または他者に開かれています）: '
+        '計測スロットのフォルダー {folder} がこのアカウント専用ではありません（リンク、別のアカウントのもの、または他者に開かれています）: '
         '削除してください',
     'the run recorded a test accuracy of {recorded:.3f}, the grader measured {measured:.3f} for the trained model '
     'on {images} images it never trained on':
@@ -606,9 +606,9 @@ MESSAGES = {
     'no group: add `#PBS {option}` with {how}':
         'グループの指定がありません。`#PBS {option}` を追加し、{how}を指定してください',
     'group `{value}` is a placeholder ({why}): replace it with your own group (`id -ng` on the login node) before qsub':
-        'グループ `{value}` は仮の値です（{why}）。qsub の前に自分のグループ（ログインノードで `id -ng`）に置き換えてください',
+        'グループ `{value}` はプレースホルダーです（{why}）。qsub の前に自分のグループ（ログインノードで `id -ng`）に置き換えてください',
     'group `{value}` is a placeholder ({why}): replace it with your own group before qsub':
-        'グループ `{value}` は仮の値です（{why}）。qsub の前に自分のグループに置き換えてください',
+        'グループ `{value}` はプレースホルダーです（{why}）。qsub の前に自分のグループに置き換えてください',
     'a job name starts with a letter and has no spaces, `/`, `:` or `@`':
         'ジョブ名は英字で始め、空白、`/`、`:`、`@` を含めないでください',
     '{nodes} nodes but no mpiexec/mpirun: the script runs on the first node only':
@@ -876,8 +876,8 @@ MESSAGES = {
         '意味のある 2 ランクのスケーリングの計測（ランクが 1 つのコアを共有します）',
     'no local scheduler: use `handson cluster up` (root + apt) or `handson jobscript run FILE`':
         'ローカルにスケジューラがありません。`handson cluster up`（root + apt）か `handson jobscript run FILE` を使ってください',
-    'GPU runs, cuDNN, NCCL, MultiprocessParallelUpdater on GPUs and the flat / non_cuda_aware / pure_nccl communicators; the CPU fallback is used (worker processes averaging gradients for Task #1, the `naive` communicator for ChainerMN)':
-        'GPU での実行、cuDNN、NCCL、GPU 上の MultiprocessParallelUpdater、flat / non_cuda_aware / pure_nccl コミュニケータ。代わりに CPU 代替実装を使います（タスク#1 では勾配を平均するワーカープロセス、ChainerMN では `naive` コミュニケータ）',
+    'GPU runs, cuDNN, NCCL, MultiprocessParallelUpdater on GPUs and the flat / non_cuda_aware / pure_nccl communicators; the CPU fallback is used (worker processes whose gradients are summed for Task #1, as MultiprocessParallelUpdater sums them, the `naive` communicator for ChainerMN)':
+        'GPU での実行、cuDNN、NCCL、GPU 上の MultiprocessParallelUpdater、flat / non_cuda_aware / pure_nccl コミュニケータ。代わりに CPU 代替実装を使います（タスク#1 では MultiprocessParallelUpdater と同じく勾配を合計するワーカープロセス、ChainerMN では `naive` コミュニケータ）',
     'MultiprocessParallelUpdater needs NCCL; pure_nccl/flat communicators disabled (and with them allreduce_grad_dtype / double_buffering); CPU backend and `naive` communicator used instead':
         'MultiprocessParallelUpdater には NCCL が必要です。pure_nccl/flat コミュニケータ（とそれらの allreduce_grad_dtype / double_buffering）は使えません。代わりに CPU バックエンドと `naive` コミュニケータを使います',
     'cuDNN convolutions, `chainer.config.autotune` and `use_cudnn_tensor_core` (notebook 05, tuning); Chainer falls back to slower CuPy kernels':
@@ -1019,4 +1019,6 @@ MESSAGES = {
         '。! = 発散した実行があります（重みが NaN になった実行は 0 % と数えます）',
     'CPU stand-in: the arithmetic of FP16 allreduce and double buffering simulated in one process (not the pure_nccl code path; no communication, no speed)':
         'CPU 代替実装: FP16 の通信（allreduce）とダブルバッファリングの計算を 1 つのプロセスで模擬します（pure_nccl のコードは通りません。通信はなく、速度は分かりません）',
+    "images/s as the course's observer timed each run; the script's own `Throughput:` line keeps a clock of its own, so the last digits may differ":
+        'images/s は、コースのオブザーバーが計った各実行の値です。スクリプト自身の `Throughput:` の行は自分の時計で計るので、下の桁が違うことがあります',
 }

@@ -230,3 +230,16 @@ def test_the_japanese_recordings_hold_no_english_prose():
                         and not line.startswith("handson ") and "Warning:" not in line:
                     english.append((name, cid, line[:100]))
     assert not english, english
+
+
+def test_the_recordings_of_04_hide_l_in_every_unit():
+    """Exercise 2 of 04 asks L, the gradient bytes: its recorded outputs show it as …, in bytes and
+    in MiB (2.079 MiB gave it to within a rounding)."""
+    from handson_lib.authoring import recording
+    from handson_lib.autograder import answers
+    value = answers.gradient_bytes("cnn")
+    shown = [f"{value:,}", str(value), f"{value / 2**20:.3f}", f"{value / 2**20:.2f} MiB"]
+    for lang in recording.LANGUAGES:
+        outputs = "\n".join(e["output"] for e in recording.load(ROOT, lang, "04_scaling.ipynb")["cells"].values())
+        assert "L = …" in outputs or "L = … " in outputs, lang
+        assert [s for s in shown if s in outputs] == [], lang

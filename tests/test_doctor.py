@@ -322,3 +322,22 @@ def test_report_in_japanese_keeps_names_paths_and_json(monkeypatch, capsys):
     assert data["verdict"]["cpu"].startswith("CPU course: NOT ready (")
     assert not any(JAPANESE.search(text) for text in (*data["verdict"].values(), numpy_check["disables"])
                    if isinstance(text, str))
+
+
+def test_the_stand_in_is_said_to_sum_gradients_as_the_notebooks_teach(monkeypatch):
+    """00 (Question 3) teaches that MultiprocessParallelUpdater sums the workers' gradients; the
+    doctor said its CPU stand-in averages them."""
+    for lang, summed, averaged in (("en", "summed", "averag"), ("ja", "合計", "平均")):
+        monkeypatch.setenv("HANDSON_LANG", lang)
+        text = doctor._no_cupy()
+        assert summed in text and averaged not in text, text
+
+
+def test_the_students_doctor_lists_no_instructor_tools(monkeypatch):
+    """The student edition ships no autograder and installs neither nbgrader nor Chromium: its
+    doctor has no rows for nbgrader's release and autograding or the browser tests."""
+    names = [c.name for c in doctor.run_checks(isolate_cuda=False)]
+    assert "nbgrader" in names and "Chromium" in names   # the course itself
+    monkeypatch.setattr(doctor, "_instructors_copy", lambda: False)
+    names = [c.name for c in doctor.run_checks(isolate_cuda=False)]
+    assert "nbgrader" not in names and "Chromium" not in names and "JupyterLab" in names

@@ -128,7 +128,7 @@ def test_a_placeholder_group_is_refused_in_japanese(env):
     env.setenv("HANDSON_LANG", "ja")
     [finding] = lint(text, "reedbush")
     assert finding.code == "placeholder" and finding.severity == "error"
-    assert finding.message.startswith("グループ `gt00` は仮の値です（"), finding.message
+    assert finding.message.startswith("グループ `gt00` はプレースホルダーです（"), finding.message
     assert "qsub の前に自分のグループ（ログインノードで `id -ng`）に置き換えてください" in finding.message
     env.delenv("HANDSON_LANG")
     [english] = lint(text, "reedbush")

@@ -112,16 +112,16 @@ WRONG = [
     Wrong("q1_kernel_count_test", "n_kernels = con.execute('SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()", ("5",)),
     Wrong("q1_kernel_count_test", "n_kernels = con.execute('SELECT COUNT(DISTINCT shortName) FROM "
           "CUPTI_ACTIVITY_KIND_KERNEL').fetchone()[0]", ("5",)),  # kernel names, not launches
-    Wrong("q2_top_kernel_test", "top_kernel_name = mlp.execute('SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+    Wrong("q3_top_kernel_test", "top_kernel_name = mlp.execute('SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
           "JOIN StringIds s ON s.id = k.demangledName WHERE s.value LIKE \"%(%\"').fetchone()[0]", ("Kernel2",)),
-    Wrong("q2_top_kernel_test", "top_kernel_name = 'the_fastest_kernel'", ("Kernel2",)),
-    Wrong("q2_top_kernel_test", "top_kernel_name = mlp.execute('SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()[0]", ("Kernel2",)),
-    Wrong("q2_top_kernel_test", "top_kernel_name = 'sgd_update'", ("Kernel2",)),  # the most launches, not the most time
-    Wrong("q3_htod_bytes_test", "htod_bytes = con.execute('SELECT SUM(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY').fetchone()[0]", ("2621440000",)),
-    Wrong("q3_htod_bytes_test", "htod_bytes = 2.62", ("2621440000",)),
-    Wrong("q3_htod_bytes_test", "htod_bytes = con.execute('SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+    Wrong("q3_top_kernel_test", "top_kernel_name = 'the_fastest_kernel'", ("Kernel2",)),
+    Wrong("q3_top_kernel_test", "top_kernel_name = mlp.execute('SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()[0]", ("Kernel2",)),
+    Wrong("q3_top_kernel_test", "top_kernel_name = 'sgd_update'", ("Kernel2",)),  # the most launches, not the most time
+    Wrong("q2_htod_bytes_test", "htod_bytes = con.execute('SELECT SUM(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY').fetchone()[0]", ("2621440000",)),
+    Wrong("q2_htod_bytes_test", "htod_bytes = 2.62", ("2621440000",)),
+    Wrong("q2_htod_bytes_test", "htod_bytes = con.execute('SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
           "WHERE copyKind = 1').fetchone()[0]", ("2621440000",)),  # copies counted, not bytes
-    Wrong("q3_htod_bytes_test", "htod_bytes = 2", ("2621440000",)),  # whole gigabytes
+    Wrong("q2_htod_bytes_test", "htod_bytes = 2", ("2621440000",)),  # whole gigabytes
     Wrong("q4_busy_fraction_test", "busy_fraction = 0.038", ("0.033",)),   # copies counted as busy
     Wrong("q4_busy_fraction_test", "busy_fraction = 0.03336", ("0.033",)),  # not rounded
     Wrong("q4_busy_fraction_test", "busy_fraction = 3.3", ("0.033",)),     # a percentage
@@ -205,7 +205,7 @@ RIGHT = {
     "00_setup.ipynb": ["q1_total_batch_test", "q2_parallelism_test", "q3_lr_test"],
     "01_multi_gpu.ipynb": ["q1_lr_test"],
     "02_multi_node.ipynb": ["q1_ranks_test"],
-    "03_profiling.ipynb": ["q1_kernel_count_test", "q2_top_kernel_test", "q3_htod_bytes_test",
+    "03_profiling.ipynb": ["q1_kernel_count_test", "q2_htod_bytes_test", "q3_top_kernel_test",
                            "q4_busy_fraction_test", "q5_longest_gap_test", "q6_bottleneck_test",
                            "q7_allreduce_wait_test"],
 }
@@ -289,8 +289,8 @@ def test_visible_tests_accept_the_solution(notebook):
 ASKED = {
     "q1_total_batch": ["total_batch_size"], "q2_parallelism": ["needed_parallelism"],
     "q3_lr": ["n_gpus", "lr_set_by_script"], "q1_lr": ["lr_after_updater", "images_per_update"],
-    "q1_ranks": ["placement"], "q1_kernel_count": ["n_kernels"], "q2_top_kernel": ["top_kernel_name"],
-    "q3_htod_bytes": ["htod_bytes"], "q4_busy_fraction": ["busy_fraction"],
+    "q1_ranks": ["placement"], "q1_kernel_count": ["n_kernels"], "q3_top_kernel": ["top_kernel_name"],
+    "q2_htod_bytes": ["htod_bytes"], "q4_busy_fraction": ["busy_fraction"],
     "q5_longest_gap": ["longest_gap_ms"], "q6_bottleneck": ["bottleneck"],
     "q7_allreduce_wait": ["allreduce_ms", "waiting_rank"], "q1_efficiency": ["efficiency_2"],
     "q2_traffic": ["L", "allreduce_traffic", "traffic"], "q3_busbw": ["busbw_training"],
@@ -412,3 +412,42 @@ def test_no_recorded_output_of_04_gives_exercise_2s_answer(edition):
         if cell["cell_type"] == "markdown":
             text = "".join(cell["source"])
             assert not [s for s in secrets if s in text], text[:300]
+
+
+def test_every_notebook_asks_its_questions_in_order():
+    """Question N comes after Question N-1, in both languages, and each answer cell's grade id
+    carries its question's number (03 asked Question 3 before Question 2)."""
+    for folder, label in (("solutions", r"\*\*Question (\d+)\.\*\*"), ("notebooks/ja", r"\*\*問題 (\d+)\.\*\*")):
+        for path in sorted((ROOT / folder).glob("*.ipynb")):
+            cells = json.loads(path.read_text())["cells"]
+            asked, ids = [], []
+            for cell in cells:
+                asked += [int(n) for n in re.findall(label, "".join(cell["source"]))]
+                grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id", "")
+                if asked and cell["metadata"].get("nbgrader", {}).get("solution") and re.match(r"q\d+_", grade_id):
+                    ids.append((int(grade_id[1:].split("_")[0]), asked[-1] if asked else None, grade_id))
+            assert asked == list(range(1, len(asked) + 1)), (path.name, asked)
+            assert all(number == question for number, question, _ in ids), (path.name, ids)
+
+
+#: Wrong answers a visible test lets pass by design (it would give the answer away otherwise):
+#: (grade_id of the test cell, the wrong answer). The grader's hidden tests reject each, and the
+#: question says that its visible test is partial.
+PARTIAL = [
+    ("q1_lr_test", "lr_after_updater = 0.05\nimages_per_update = 128"),   # 01: the seed's 2 GPUs, not 4
+    ("q2_parallelism_test", 'needed_parallelism = "data"'),
+]
+
+
+@pytest.mark.parametrize("grade_id, answer", PARTIAL, ids=[g for g, _ in PARTIAL])
+def test_a_question_whose_visible_test_is_partial_says_so(grade_id, answer):
+    """01's Question 1 took the seed's 2-GPU numbers silently, where it asks about 4 GPUs."""
+    notebook, _ = STUDENT[grade_id]
+    exec(answer + "\n" + STUDENT[grade_id][1], _namespace())          # passes the visible test
+    with pytest.raises(AssertionError):
+        exec(answer + "\n" + _graded_cells("solutions")[grade_id][1], _namespace())   # not the grader's
+    cells = json.loads((ROOT / "solutions" / notebook).read_text())["cells"]
+    answer_id = grade_id.removesuffix("_test")
+    at = next(i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get("grade_id") == answer_id)
+    question = next("".join(c["source"]) for c in reversed(cells[:at]) if c["cell_type"] == "markdown")
+    assert re.search(r"visible\s+test\s+(only\s+checks|checks\s+only)", question), question[-300:]

@@ -27,14 +27,31 @@ def _images(folder):
 
 def test_committed_figures_are_byte_identical_to_a_new_rendering(tmp_path):
     written, removed = teaching_figures.write(tmp_path)
-    expected = {teaching_figures.FOLDER / f"{n}.svg" for n in teaching_figures.FIGURES}
+    expected = {teaching_figures.folder(lang) / f"{n}.svg" for n in teaching_figures.FIGURES
+                for lang in ("en", "ja")}
     assert set(written) == expected and removed == []
     for rel in sorted(expected):
         data = (tmp_path / rel).read_bytes()
         assert data.startswith(b"<?xml") and b"<svg" in data
         assert (ROOT / rel).read_bytes() == data, f"{rel} is stale: run `handson build`"
-        assert (ROOT / "notebooks" / "figures" / rel.name).read_bytes() == data, \
-            f"notebooks/figures/{rel.name} is stale: run `handson build`"
+        shown = ROOT / "notebooks" / ("ja" if "i18n" in rel.parts else "") / "figures" / rel.name
+        assert shown.read_bytes() == data, f"{shown.relative_to(ROOT)} is stale: run `handson build`"
+
+
+def test_the_japanese_edition_draws_every_figure_in_japanese(tmp_path):
+    """Each teaching figure has a Japanese drawing (the English one's words from FIGURE_TEXT: none
+    left in English), shown by the Japanese notebooks and shipped in the Japanese edition."""
+    from handson_lib.authoring import release
+    del teaching_figures._UNTRANSLATED[:]
+    for name in teaching_figures.FIGURES:
+        english, japanese = teaching_figures.render(name), teaching_figures.render(name, lang="ja")
+        assert japanese != english, name
+    assert teaching_figures._UNTRANSLATED == []
+    assert teaching_figures.render("warmup_lr") == (ROOT / teaching_figures.FOLDER / "warmup_lr.svg").read_bytes()
+    release.release_student(tmp_path / "edition", lang="ja")
+    for name in teaching_figures.FIGURES:
+        shipped = (tmp_path / "edition" / "notebooks" / "figures" / f"{name}.svg").read_bytes()
+        assert shipped == (ROOT / teaching_figures.folder("ja") / f"{name}.svg").read_bytes(), name
 
 
 def test_every_figure_is_shown_and_every_shown_figure_exists():

@@ -3,8 +3,8 @@
 # 投入方法:
 # qsub -j oe run_multi_node_training.sh
 # （1）実行環境指定を完成させます: キューは h-debug、2 ノードで、ノードごとに MPI プロセス
-# 2 つ（GPU ごとに 1 つ）、プロセスあたり OpenMP スレッド 1 つです。全部で 4 ランクになり
-# ます。
+# 2 つ（GPU ごとに 1 つ）、プロセスあたり OpenMP スレッド 1 つです。全部で 4
+# ランクになります。
 # PUT YOUR CODE HERE
 #PBS -W group_list=gt00
 #PBS -l walltime=00:15:00
@@ -32,8 +32,8 @@ TASK=train_cifar_multi_node.py
 # スクリプトで、コースの別のコピーを実行することはありません。
 [ -f "$TASK" ] || { echo "$PWD に $TASK がありません: あなたの $TASK があるフォルダーから投入してください（またはここにコピーしてください）"; exit 2; }
 
-# ノードファイルの 1 行につき 1 ランクです（select × mpiprocs 個）。ノードファイルがなけれ
-# ば NP を使います（既定は 2）。
+# ノードファイルの 1 行につき 1 ランクです（select × mpiprocs 個）。
+# ノードファイルがなければ NP を使います（既定は 2）。
 if [ -n "${PBS_NODEFILE:-}" ] && [ -f "$PBS_NODEFILE" ]; then NP=$(wc -l < "$PBS_NODEFILE"); fi
 NP=${NP:-2}
 

@@ -52,14 +52,14 @@ def main():
         # イテレータを作ります（chainer.datasets.split_dataset_n_random）。
         # PUT YOUR CODE HERE
 
-        # （2）devices の dict: デバイス名 -> GPU ID。メインのデバイスの名前は 'main' にす
-        # る必要があります。
+        # （2）devices の dict: デバイス名 -> GPU ID。メインのデバイスの名前は 'main'
+        # にする必要があります。
         # PUT YOUR CODE HERE
         runtime.require_done("Task #1", train_iters=train_iters, devices=devices)
         print(devices)
 
-        # （3）アップデータ: MultiprocessParallelUpdater（chainer.training.updaters）を使
-        # います。
+        # （3）アップデータ: MultiprocessParallelUpdater（chainer.training.updaters）を
+        # 使います。
         # PUT YOUR CODE HERE
         runtime.require_done("Task #1", updater=updater)
         device = runtime.evaluation_device(devices["main"])
@@ -70,9 +70,9 @@ def main():
         train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
         updater = training.StandardUpdater(train_iter, optimizer, device=device)
 
-    # HANDSON_PHASES=1 のとき（プロファイル用のジョブスクリプトが設定します）、フェーズご
-    # との時間と NVTX の範囲を記録します。複数のデバイスではアップデータ自身が forward と
-    # backward を実行するので、分けて測れるのは `update` だけです。
+    # HANDSON_PHASES=1 のとき（プロファイル用のジョブスクリプトが設定します）、
+    # フェーズごとの時間と NVTX の範囲を記録します。複数のデバイスではアップデータ自身が
+    # forward と backward を実行するので、分けて測れるのは `update` だけです。
     runtime.instrument_phases(updater, out=args.out, warmup=args.warmup_iterations)
     trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
     test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)

@@ -26,9 +26,9 @@ def main():
     runtime.add_common_arguments(parser)
     args = parser.parse_args()
     communicator_name = args.communicator or ("pure_nccl" if args.gpu else "naive")
-    # MPI の開始前に forkserver を用意し、Chainer 7 で削除されたコミュニケータには分かりや
-    # すいエラーを出します。また、1 つのランクで例外が起きたら、ほかのランクを待たせたまま
-    # にせず全ランクを終了させます。
+    # MPI の開始前に forkserver を用意し、Chainer 7 で削除されたコミュニケータには
+    # 分かりやすいエラーを出します。また、1 つのランクで例外が起きたら、ほかのランクを
+    # 待たせたままにせず全ランクを終了させます。
     runtime.prepare_rank(communicator_name, gpu=args.gpu)
     runtime.seed_everything(args.seed)
 
@@ -65,15 +65,15 @@ def main():
     optimizer.setup(model)
 
     # （4）学習データとテストデータを分割して、各ランクにそれぞれの担当分を配ります
-    # （chainermn.scatter_dataset: ランク 0 のデータをシャッフルして分割し、各ランクに送り
-    # ます）。
+    # （chainermn.scatter_dataset: ランク 0 のデータをシャッフルして分割し、各ランクに
+    # 送ります）。
     # PUT YOUR CODE HERE
 
     train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
     test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
     updater = training.StandardUpdater(train_iter, optimizer, device=device)
-    # HANDSON_PHASES=1 のとき（プロファイル用のジョブスクリプトが設定します）、フェーズご
-    # との時間と NVTX の範囲を記録します。
+    # HANDSON_PHASES=1 のとき（プロファイル用のジョブスクリプトが設定します）、
+    # フェーズごとの時間と NVTX の範囲を記録します。
     runtime.instrument_phases(updater, out=args.out, warmup=args.warmup_iterations)
     trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
 
@@ -84,8 +84,8 @@ def main():
     runtime.require_done("Task #2", evaluator=evaluator)
     trainer.extend(evaluator)
 
-    # （6）ログ、レポート、グラフ、プログレスバーはランク 0 だけで扱います（そうしないと全
-    # ランクが同じ内容を表示し、同じファイルに書き込みます）。
+    # （6）ログ、レポート、グラフ、プログレスバーはランク 0 だけで扱います（そうしないと
+    # 全ランクが同じ内容を表示し、同じファイルに書き込みます）。
     # `if comm.rank == 0:` の下で、trainer に LogReport、PrintReport、2 つの PlotReport、
     # （--no-progress でなければ）ProgressBar を、train_cifar_multi_gpu.py と同じように
     # 追加します。

@@ -34,16 +34,16 @@ def main():
 
     device = chainer.get_device(args.gpu if args.gpu >= 0 else "@numpy")
     # mpiexec が起動したプロセス同士をつなぐ必要があります（--gpu ありなら NCCL、CPU なら
-    # 普通の MPI で）。また、各プロセスは自分のノードの GPU のうち、自分の担当の 1 つを使
-    # う必要があります（--gpu なしなら CPU）。
+    # 普通の MPI で）。また、各プロセスは自分のノードの GPU のうち、自分の担当の 1 つを
+    # 使う必要があります（--gpu なしなら CPU）。
     # PUT YOUR CODE HERE
     model = chainer.links.Classifier(runtime.MLP(args.unit, 10))
     model.to_device(device)
     device.use()
 
     optimizer = chainer.optimizers.MomentumSGD(lr=args.lr)
-    # 全プロセスのモデルが同一に保たれるよう、毎回の更新で全プロセスの勾配を使う必要があり
-    # ます。
+    # 全プロセスのモデルが同一に保たれるよう、毎回の更新で全プロセスの勾配を使う
+    # 必要があります。
     # PUT YOUR CODE HERE
     optimizer.setup(model)
 

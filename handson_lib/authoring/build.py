@@ -7,10 +7,11 @@ solutions/figures/*        -> notebooks/figures/*  (the notebooks' images, copie
 solutions/** other files   -> exercises/...        (copied as they are)
 solutions/i18n/<lang>/     -> notebooks/<lang>/, exercises/<lang>/: the same files in another
                               language (handson_lib.authoring.translations; its README.md, the
-                              glossary, to notebooks/<lang>/README.md)
+                              glossary, to notebooks/<lang>/README.md; its figures/, the teaching
+                              figures drawn in that language, to notebooks/<lang>/figures/)
 site table + templates     -> jobscripts/<site>/*, jobscripts/README.md, solutions/run_*.sh
                               (handson_lib.sites.generate; written first: exercises/ derive from them)
-teaching figure functions  -> solutions/figures/*.svg
+teaching figure functions  -> solutions/figures/*.svg, solutions/i18n/<lang>/figures/*.svg
                               (handson_lib.authoring.teaching_figures; written before the copies)
 
 The stub is `# PUT YOUR CODE HERE`, a comment in both Python and bash. `check_tree` is the
@@ -101,6 +102,8 @@ def plan(root: Path = COURSE_ROOT):
         if rel.parts[0] == translations.CATALOGUES:
             if rel.name == "README.md" and len(rel.parts) == 3:  # solutions/i18n/<lang>/README.md
                 targets[Path("notebooks") / rel.parts[1] / rel.name] = (path, "copy")
+            elif len(rel.parts) == 4 and rel.parts[2] == NOTEBOOK_ASSETS:  # a figure in that language
+                targets[Path("notebooks") / rel.parts[1] / NOTEBOOK_ASSETS / rel.name] = (path, "copy")
             continue
         if path.suffix == ".ipynb":
             targets[Path("notebooks") / rel] = (path, "notebook")
@@ -115,6 +118,8 @@ def plan(root: Path = COURSE_ROOT):
             if rel.parts[1] in translations.LANGUAGES:
                 continue
             translated = Path(rel.parts[0], lang, *rel.parts[1:])
+            if translated in targets:   # drawn in that language (solutions/i18n/<lang>/figures/)
+                continue
             targets[translated] = (path, f"{kind}:{lang}" if kind in ("notebook", "script") else kind)
     return targets
 

@@ -245,14 +245,9 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
 ## 中身
 
 - `notebooks/`: 講義ノートブック（00 セットアップから 06 ラージバッチ、07 まとめまで）。順に進めてください。`# PUT YOUR CODE HERE` のセルがあなたの書く部分です。用語集は `notebooks/README.md` にあります。`00_setup` の冒頭のコースの全体像に、各ノートブックの時間があります。半日のコースでは 00、01、02、07 を、1 日のコースではすべてを扱います。オプションの部分は読み物か宿題です。
-- `exercises/`: 完成させる学習スクリプトとジョブスクリプト（`train_cifar_multi_gpu.py`、
-  `train_cifar_multi_node.py`、`train_mnist_multi_node.py`、`run_multi_gpu_training.sh`、
-  `run_multi_node_training.sh`）。
-- `jobscripts/<site>/`: 各サイトのジョブスクリプトと `env.sh`。プロファイリングやスケーリングの測定にそのまま
-  投入できます。2 つのタスクのスクリプトは、`exercises/` と同じく実行環境指定（キューと資源の行）をあなたが
-  書く形になっています。
-- `handson_lib/`: 講義のライブラリ（MultiprocessParallelUpdater の CPU 代替実装、オフラインのデータ、
-  セルフチェック）。変更する必要はありません。
+- `exercises/`: 完成させる学習スクリプトとジョブスクリプト（`train_cifar_multi_gpu.py`、`train_cifar_multi_node.py`、`train_mnist_multi_node.py`、`run_multi_gpu_training.sh`、`run_multi_node_training.sh`）。
+- `jobscripts/<site>/`: 各サイトのジョブスクリプトと `env.sh`。プロファイリングやスケーリングの測定にそのまま投入できます。2 つのタスクのスクリプトは、`exercises/` と同じく実行環境指定（キューと資源の行）をあなたが書く形になっています（演習は Reedbush-H 向けに書かれています。ほかのサイトではこちらを使ってください）。
+- `handson_lib/`: 講義のライブラリ（MultiprocessParallelUpdater の CPU 代替実装、オフラインのデータ、セルフチェック）。変更する必要はありません。
 
 ## 必要なもの
 
@@ -267,16 +262,13 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
 
 GPU のあるサイトでも、ログインノードで同じ `make setup` がコースの環境を作ります。下の「各サイトでの手順」を見てください。
 
-## 自分の解答を確かめる
+## 作業を確認する
 
     HANDSON_LANG=ja .venv/bin/handson check multi-gpu exercises/train_cifar_multi_gpu.py
     HANDSON_LANG=ja .venv/bin/handson check multi-node exercises/train_cifar_multi_node.py
     HANDSON_LANG=ja .venv/bin/handson check mnist-multi-node exercises/train_mnist_multi_node.py
 
-それぞれ、採点と同じ仕組みであなたのスクリプトを実行し、まだ直すべき点を答えます（プロセス、各プロセスが
-学習したデータ、学習後のパラメータ、精度）。速度は、同じスクリプトの 1 デバイス（1 ランク）に対する
-2 デバイス（2 ランク）の速度向上を、サイトの基準（`--site`、既定は `local`）で判定します。
-ノートブックのチェックのセルも同じコードを呼びます。
+それぞれ、採点用ランチャーのもとであなたのスクリプトを実行し、まだ直すべき点を答えます（プロセス、各プロセスが学習したデータ、学習後のパラメータ、精度）。速度は、あなた自身の実行と比べて判定します: 同じスクリプトの 1 デバイス（1 ランク）に対する 2 デバイス（2 ランク）の速度向上を、サイトの基準（`--site`、既定は `local`）で判定します。ノートブックのチェックのセルも同じコードを呼びます。コースの採点では、採点用のマシンで、あなたのスループットを模範解答のスループットと比べることもあります。
 
 ## ジョブスクリプトを投入する
 
@@ -285,8 +277,7 @@ GPU のあるサイトでも、ログインノードで同じ `make setup` が�
     HANDSON_LANG=ja .venv/bin/handson jobscript lint exercises/run_multi_gpu_training.sh
     cd exercises && qsub -j oe run_multi_gpu_training.sh     # その後: qstat -u $USER; cat *.o<jobid>
 
-グループのプレースホルダー（`-W group_list=...`）は先に自分のグループに書き換えてください。スケジューラの
-ない環境では `handson jobscript run exercises/run_multi_gpu_training.sh` が `#PBS` の設定でここで実行します。
+グループのプレースホルダー（`-W group_list=...`）は先に自分のグループに書き換えてください。スケジューラのない環境では `handson jobscript run exercises/run_multi_gpu_training.sh` が `#PBS` の設定でここで実行します。
 
 ## 各サイトでの手順
 

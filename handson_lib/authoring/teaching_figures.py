@@ -49,6 +49,109 @@ SEED_GPUS_PER_NODE = 4
 SEED_COMPUTE_S = 1 / 8.3241
 
 
+# ----------------------------------------------------------------------------- languages
+
+#: The language a figure is being drawn in (render sets it; the drawing functions read it via _t).
+_DRAWING = {"lang": "en"}
+#: A figure's words in another language: {lang: {English template: translation}}. Code, API names
+#: and formulas stay as they are; the fields ({n}) are filled in after the lookup.
+FIGURE_TEXT = {"ja": {
+    "1. forward + backward": "1. forward と backward",
+    "every device, its own\nminibatch: gradient gᵢ": "各デバイスが自分の\nミニバッチで: 勾配 gᵢ",
+    "2. NCCL reduce (sum)": "2. NCCL の reduce（和）",
+    "gradients summed onto\n'main': g = g₀ + g₁ + g₂": "勾配の和を 'main' に:\ng = g₀ + g₁ + g₂",
+    "3. update": "3. 更新",
+    "the optimizer runs on\n'main' only: W ← W − lr·g": "オプティマイザは 'main'\nだけで動く: W ← W − lr·g",
+    "4. NCCL bcast": "4. NCCL の bcast",
+    "'main' sends the new W;\nevery copy is identical": "'main' が新しい W を送る。\nどの複製も同じになる",
+    "{name}\ng (sum)": "{name}\ng（和）",
+    "{name}\nnew W": "{name}\n新しい W",
+    "{name}\nold W (waits)": "{name}\n古い W（待つ）",
+    "MultiprocessParallelUpdater, one iteration (devices = {'main': 0, 'gpu1': 1, 'gpu2': 2}): the sum is "
+    "not divided, so the updater sets lr /= 3":
+        "MultiprocessParallelUpdater の 1 イテレーション（devices = {'main': 0, 'gpu1': 1, 'gpu2': 2}）: "
+        "和は割られないので、アップデータが lr /= 3 とする",
+    "node {n}: comm.inter_rank = {node}": "ノード {n}: comm.inter_rank = {node}",
+    "rank {rank}\n\nintra_rank {intra}\ninter_rank {inter}\n\n→ GPU {intra}":
+        "ランク {rank}\n\nintra_rank {intra}\ninter_rank {inter}\n\n→ GPU {intra}",
+    "#PBS -l select=2:mpiprocs=2   →   mpiexec -n 4: ranks fill node 1, then node 2":
+        "#PBS -l select=2:mpiprocs=2   →   mpiexec -n 4: ランクはノード 1、次にノード 2 を埋める",
+    "comm.rank: 0..size-1 over the job;  comm.intra_rank: the number within the node (device = "
+    "comm.intra_rank);  comm.inter_rank: the node":
+        "comm.rank: ジョブ全体で 0..size-1。comm.intra_rank: ノード内の番号（device = comm.intra_rank）。"
+        "comm.inter_rank: ノードの番号",
+    "  (the default)": "（既定）",
+    "every rank gets ceil({n}/{size}) = {length}: windows overlap, examples {twice} are on two ranks":
+        "どのランクも ceil({n}/{size}) = {length} 個: 窓が重なり、サンプル {twice} は 2 つのランクにある",
+    "no example twice, lengths differ (for strict test sets; updaters need equal lengths)":
+        "重複はないが長さが違う（厳密なテストセット向け。アップデータには同じ長さが必要）",
+    "order[j]\n(example ids)": "order[j]\n（サンプルの番号）",
+    "rank {r}: [{b}, {e})": "ランク {r}: [{b}, {e})",
+    "len": "len",
+    "scatter_dataset(10 examples, 4 ranks, shuffle=True, seed=0): hatched examples are on two ranks":
+        "scatter_dataset(10 サンプル, 4 ランク, shuffle=True, seed=0): 斜線のサンプルは 2 つのランクにある",
+    "start: each rank's own gradients": "最初: 各ランク自身の勾配",
+    "after reduce-scatter ({n} steps)": "reduce-scatter の後（{n} ステップ）",
+    "after all-gather ({n} more steps)": "all-gather の後（さらに {n} ステップ）",
+    "chunk {c}": "C{c}",
+    "rank {r}": "ランク {r}",
+    "bytes each rank sends / L = 2(p-1)/p": "各ランクが送るバイト数 / L = 2(p-1)/p",
+    "limit 2L: does not shrink with p": "上限 2L: p を増やしても小さくならない",
+    "p = {p}: {steps} steps x L/{p} = {done} L": "p = {p}: {steps} ステップ x L/{p} = {done} L",
+    "ranks p (log scale)": "ランク数 p（対数目盛）",
+    "bytes sent per rank (in L)": "ランクあたりの送信バイト数（L 単位）",
+    "Ring allreduce of a gradient of L bytes, p = {p}: each step every rank sends one chunk (L/{p}) to its "
+    "right neighbour; Σ = sum of all {p}":
+        "L バイトの勾配のリング allreduce、p = {p}: 各ステップで、どのランクも 1 つのチャンク（C0, C1, …、"
+        "それぞれ L/{p}）を右隣に送る。Σ = {p} 個すべての和",
+    "the ring: rank r sends to r+1": "リング: ランク r は r+1 に送る",
+    "{n}\n({gpus} GPUs)": "{n}\n（GPU {gpus} 枚）",
+    "compute (forward + backward + update)": "計算（forward + backward + update）",
+    "allreduce, model 2L(p-1)/p / bandwidth": "allreduce、モデル 2L(p-1)/p / 帯域幅",
+    "one node:\nno network traffic": "1 ノード:\nネットワーク通信なし",
+    "seed 001: measured allreduce (0.15 s, 0.22 s)": "シード 001: 測定した allreduce（0.15 秒、0.22 秒）",
+    "nodes p ({gpus} GPUs each; hatched: extrapolated)": "ノード数 p（各 GPU {gpus} 枚。斜線: 外挿）",
+    "seconds per iteration": "1 イテレーションあたりの秒数",
+    "ResNet-50, batch 32 per GPU: L = {L} bytes, allreduce at {gbit} Gibit/s (fitted), compute {compute} s "
+    "(seed 004)":
+        "ResNet-50、バッチ 32/GPU: L = {L} バイト、allreduce {gbit} Gibit/s（当てはめ）、"
+        "計算 {compute} 秒（シード 004）",
+    "scaled rate from the start, no warmup: {peak}": "最初からスケールした学習率、ウォームアップなし: {peak}",
+    "no scaling rule: {lr}": "スケーリング則なし: {lr}",
+    "gradual warmup over W = {w} updates": "W = {w} 回の更新での段階的ウォームアップ",
+    "+{step} per update": "更新ごとに +{step}",
+    "update i (trainer.updater.iteration before the update)": "更新 i（更新の前の trainer.updater.iteration）",
+    "learning rate": "学習率",
+    "η = {lr} tuned at batch {base}, run at batch {batch}: k = {k}, k·η = {peak}":
+        "η = {lr} はバッチ {base} で調整、バッチ {batch} で実行: k = {k}、k·η = {peak}",
+}}
+#: Each language's font after the course's (the figures' CJK text: Noto Sans CJK, .ci/run installs it).
+FALLBACK_FONTS = {"ja": ["Noto Sans CJK JP"]}
+_UNTRANSLATED = []   # English templates drawn in another language without a translation (tests read it)
+
+
+def _t(template, **fields):
+    """`template` in the language being drawn, its fields filled in."""
+    lang = _DRAWING["lang"]
+    text = template
+    if lang != "en":
+        text = FIGURE_TEXT.get(lang, {}).get(template)
+        if text is None:
+            _UNTRANSLATED.append(template)
+            text = template
+    return text.format(**fields) if fields else text
+
+
+def _fonts(first):
+    """A font family with the language's fallback for the glyphs `first` lacks."""
+    return [first, *FALLBACK_FONTS.get(_DRAWING["lang"], [])]
+
+
+def folder(lang="en"):
+    """Where a language's figures are written: solutions/figures/, solutions/i18n/<lang>/figures/."""
+    return FOLDER if lang == "en" else Path("solutions") / "i18n" / lang / "figures"
+
+
 # ----------------------------------------------------------------------------- drawing helpers
 
 def _figure(width, height):
@@ -91,10 +194,10 @@ def updater_reduce_broadcast():
     fig = _figure(10.5, 3.6)
     names = ["main (GPU 0)", "gpu1 (GPU 1)", "gpu2 (GPU 2)"]
     steps = [
-        ("1. forward + backward", "every device, its own\nminibatch: gradient gᵢ"),
-        ("2. NCCL reduce (sum)", "gradients summed onto\n'main': g = g₀ + g₁ + g₂"),
-        ("3. update", "the optimizer runs on\n'main' only: W ← W − lr·g"),
-        ("4. NCCL bcast", "'main' sends the new W;\nevery copy is identical"),
+        (_t("1. forward + backward"), _t("every device, its own\nminibatch: gradient gᵢ")),
+        (_t("2. NCCL reduce (sum)"), _t("gradients summed onto\n'main': g = g₀ + g₁ + g₂")),
+        (_t("3. update"), _t("the optimizer runs on\n'main' only: W ← W − lr·g")),
+        (_t("4. NCCL bcast"), _t("'main' sends the new W;\nevery copy is identical")),
     ]
     axes = fig.subplots(1, 4)
     ys = [2.2, 1.1, 0.0]
@@ -105,11 +208,11 @@ def updater_reduce_broadcast():
             if k == 0:
                 label = f"{name}\ng{SUB[i]}"
             elif k == 1:
-                label = f"{name}\ng (sum)" if i == 0 else f"{name}\ng{SUB[i]}"
+                label = _t("{name}\ng (sum)", name=name) if i == 0 else f"{name}\ng{SUB[i]}"
             elif k == 2:
-                label = f"{name}\nnew W" if i == 0 else f"{name}\nold W (waits)"
+                label = _t("{name}\nnew W", name=name) if i == 0 else _t("{name}\nold W (waits)", name=name)
             else:
-                label = f"{name}\nnew W"
+                label = _t("{name}\nnew W", name=name)
             faded = k == 2 and i > 0
             _box(ax, 0.45, y, 1.6, 0.75, label, COLORS[i], fontsize=8.5, alpha=0.35 if faded else 0.95,
                  text_color=DARK if faded else "white")
@@ -120,8 +223,8 @@ def updater_reduce_broadcast():
             _arrow(ax, (2.1, ys[0] + 0.25), (2.1, ys[1] + 0.375), rad=-0.5)
             _arrow(ax, (2.1, ys[0] + 0.5), (2.1, ys[2] + 0.375), rad=-0.45)
         ax.text(1.25, -0.75, note, ha="center", va="center", fontsize=8.5, color=DARK)
-    fig.suptitle("MultiprocessParallelUpdater, one iteration (devices = {'main': 0, 'gpu1': 1, "
-                 "'gpu2': 2}): the sum is not divided, so the updater sets lr /= 3",
+    fig.suptitle(_t("MultiprocessParallelUpdater, one iteration (devices = {'main': 0, 'gpu1': 1, "
+                    "'gpu2': 2}): the sum is not divided, so the updater sets lr /= 3"),
                  fontsize=10, y=0.98)
     fig.subplots_adjust(left=0.01, right=0.99, top=0.84, bottom=0.02, wspace=0.08)
     return fig
@@ -146,17 +249,18 @@ def ranks_2x2():
         from matplotlib.patches import FancyBboxPatch
         ax.add_patch(FancyBboxPatch((x0, 0.0), 4.0, 2.7, boxstyle="round,pad=0.02,rounding_size=0.1",
                                     fc="#F2F2F2", ec=DARK, lw=1.0))
-        ax.text(x0 + 2.0, 2.45, f"node {node + 1}: comm.inter_rank = {node}", ha="center", va="center",
+        ax.text(x0 + 2.0, 2.45, _t("node {n}: comm.inter_rank = {node}", n=node + 1, node=node), ha="center", va="center",
                 fontsize=10, fontweight="bold")
     for rank, intra, inter in rank_table(nodes, gpus):
         x = 0.45 + inter * 4.5 + intra * 1.85
         _box(ax, x, 0.2, 1.75, 1.95,
-             f"rank {rank}\n\nintra_rank {intra}\ninter_rank {inter}\n\n→ GPU {intra}", COLORS[rank],
+             _t("rank {rank}\n\nintra_rank {intra}\ninter_rank {inter}\n\n→ GPU {intra}", rank=rank,
+                intra=intra, inter=inter), COLORS[rank],
              fontsize=9.5)
-    ax.text(4.5, 3.15, "#PBS -l select=2:mpiprocs=2   →   mpiexec -n 4: ranks fill node 1, then node 2",
-            ha="center", va="center", fontsize=10, family="DejaVu Sans Mono")
-    ax.text(4.5, -0.35, "comm.rank: 0..size-1 over the job;  comm.intra_rank: the number within the "
-            "node (device = comm.intra_rank);  comm.inter_rank: the node",
+    ax.text(4.5, 3.15, _t("#PBS -l select=2:mpiprocs=2   →   mpiexec -n 4: ranks fill node 1, then node 2"),
+            ha="center", va="center", fontsize=10, family=_fonts("DejaVu Sans Mono"))
+    ax.text(4.5, -0.35, _t("comm.rank: 0..size-1 over the job;  comm.intra_rank: the number within the "
+                           "node (device = comm.intra_rank);  comm.inter_rank: the node"),
             ha="center", va="center", fontsize=8.5, color=DARK)
     fig.subplots_adjust(left=0.01, right=0.99, top=0.99, bottom=0.01)
     return fig
@@ -190,15 +294,16 @@ def scatter_shards(n=10, size=4, seed=0):
         ranges = scatter_ranges(n, size, equal)
         _blank(ax, (-3.2, n + 0.3), (-size - 0.2, 1.55))
         ax.set_aspect("auto")
-        ax.text(-3.1, 1.35, f"force_equal_length={equal}" + ("  (the default)" if equal else ""),
+        ax.text(-3.1, 1.35, f"force_equal_length={equal}" + (_t("  (the default)") if equal else ""),
                 fontsize=10.5, fontweight="bold", va="center")
         twice = sorted({int(order[j]) for j in range(n)
                         if sum(b <= j < e for b, e in ranges) > 1})
-        note = (f"every rank gets ceil({n}/{size}) = {ranges[0][1] - ranges[0][0]}: windows overlap, "
-                f"examples {', '.join(map(str, twice))} are on two ranks" if equal else
-                "no example twice, lengths differ (for strict test sets; updaters need equal lengths)")
+        note = (_t("every rank gets ceil({n}/{size}) = {length}: windows overlap, examples {twice} are on "
+                   "two ranks", n=n, size=size, length=ranges[0][1] - ranges[0][0],
+                   twice=", ".join(map(str, twice))) if equal else
+                _t("no example twice, lengths differ (for strict test sets; updaters need equal lengths)"))
         ax.text(n + 0.2, 1.35, note, fontsize=9, va="center", ha="right", color=DARK)
-        ax.text(-3.1, 0.45, "order[j]\n(example ids)", fontsize=8.5, va="center")
+        ax.text(-3.1, 0.45, _t("order[j]\n(example ids)"), fontsize=8.5, va="center")
         for j in range(n):
             _cell(ax, j, 0.1, str(order[j]), "#DDDDDD", DARK)
             ax.text(j + 0.45, 1.0, f"j={j}", ha="center", va="center", fontsize=7.5, color=GREY)
@@ -208,11 +313,11 @@ def scatter_shards(n=10, size=4, seed=0):
                 twice = len(owners) > 1
                 _cell(ax, j, -1.0 - r, str(order[j]), COLORS[r], "white", hatch="///" if twice else None)
         for r, (b, e) in enumerate(ranges):
-            ax.text(-3.1, -0.55 - r, f"rank {r}: [{b}, {e})", fontsize=9, va="center", color=COLORS[r])
+            ax.text(-3.1, -0.55 - r, _t("rank {r}: [{b}, {e})", r=r, b=b, e=e), fontsize=9, va="center", color=COLORS[r])
             ax.text(n + 0.2, -0.55 - r, f"{e - b}", fontsize=9, va="center", ha="left")
-        ax.text(n + 0.2, 0.55, "len", fontsize=8.5, va="center", ha="left", color=GREY)
-    fig.suptitle("scatter_dataset(10 examples, 4 ranks, shuffle=True, seed=0): hatched examples are on "
-                 "two ranks", fontsize=10.5, y=0.995)
+        ax.text(n + 0.2, 0.55, _t("len"), fontsize=8.5, va="center", ha="left", color=GREY)
+    fig.suptitle(_t("scatter_dataset(10 examples, 4 ranks, shuffle=True, seed=0): hatched examples are on "
+                    "two ranks"), fontsize=10.5, y=0.995)
     fig.subplots_adjust(left=0.01, right=0.97, top=0.93, bottom=0.01, hspace=0.08)
     return fig
 
@@ -265,19 +370,19 @@ def ring_allreduce(p=4):
     fig = _figure(12.0, 6.0)
     grid = fig.add_gridspec(2, 4, height_ratios=[1.3, 1.0], hspace=0.3, wspace=0.12,
                             width_ratios=[0.8, 1, 1, 1])
-    snapshots = [(0, "start: each rank's own gradients"),
-                 (p - 1, f"after reduce-scatter ({p - 1} steps)"),
-                 (2 * (p - 1), f"after all-gather ({p - 1} more steps)")]
+    snapshots = [(0, _t("start: each rank's own gradients")),
+                 (p - 1, _t("after reduce-scatter ({n} steps)", n=p - 1)),
+                 (2 * (p - 1), _t("after all-gather ({n} more steps)", n=p - 1))]
     for col, (step, title) in enumerate(snapshots, start=1):
         ax = fig.add_subplot(grid[0, col])
         _blank(ax, (-1.05, p + 0.05), (-0.1, p + 0.55))
         ax.set_title(title, fontsize=10)
         for c in range(p):
-            ax.text(c + 0.46, p + 0.25, f"chunk {c}", ha="center", va="center", fontsize=7.5,
+            ax.text(c + 0.46, p + 0.25, _t("chunk {c}", c=c), ha="center", va="center", fontsize=7.5,
                     color=GREY)
         for r in range(p):
             y = p - 1 - r
-            ax.text(-0.1, y + 0.45, f"rank {r}", ha="right", va="center", fontsize=9, color=COLORS[r])
+            ax.text(-0.1, y + 0.45, _t("rank {r}", r=r), ha="right", va="center", fontsize=9, color=COLORS[r])
             for c in range(p):
                 ranks = states[step][r][c]
                 full = len(ranks) == p
@@ -291,21 +396,22 @@ def ring_allreduce(p=4):
     curve = fig.add_subplot(grid[1, :])
     ps = list(range(1, 33))
     curve.plot(ps, [2 * (q - 1) / q for q in ps], color=ALLREDUCE_COLOR, lw=2,
-               label="bytes each rank sends / L = 2(p-1)/p")
-    curve.axhline(2.0, color=GREY, ls="--", lw=1, label="limit 2L: does not shrink with p")
+               label=_t("bytes each rank sends / L = 2(p-1)/p"))
+    curve.axhline(2.0, color=GREY, ls="--", lw=1, label=_t("limit 2L: does not shrink with p"))
     done = sent[0] / p * 1.0
-    curve.plot([p], [done], "o", color=DARK, label=f"p = {p}: {sent[0]} steps x L/{p} = {done:g} L")
+    curve.plot([p], [done], "o", color=DARK, label=_t("p = {p}: {steps} steps x L/{p} = {done} L", p=p, steps=sent[0],
+                                                         done=f"{done:g}"))
     curve.set_xscale("log", base=2)
-    curve.set_xlabel("ranks p (log scale)")
-    curve.set_ylabel("bytes sent per rank (in L)")
+    curve.set_xlabel(_t("ranks p (log scale)"))
+    curve.set_ylabel(_t("bytes sent per rank (in L)"))
     curve.set_xlim(0.9, 36)
     curve.set_ylim(0, 2.3)
     curve.set_xticks([1, 2, 4, 8, 16, 32])
     curve.set_xticklabels(["1", "2", "4", "8", "16", "32"])
     curve.grid(alpha=0.3)
     curve.legend(loc="lower right")
-    fig.suptitle(f"Ring allreduce of a gradient of L bytes, p = {p}: each step every rank sends one "
-                 f"chunk (L/{p}) to its right neighbour; Σ = sum of all {p}", fontsize=10.5, y=0.985)
+    fig.suptitle(_t("Ring allreduce of a gradient of L bytes, p = {p}: each step every rank sends one "
+                    "chunk (L/{p}) to its right neighbour; Σ = sum of all {p}", p=p), fontsize=10.5, y=0.985)
     fig.subplots_adjust(left=0.06, right=0.98, top=0.9, bottom=0.08)
     return fig
 
@@ -313,7 +419,7 @@ def ring_allreduce(p=4):
 def _draw_ring(ax, p):
     import math
     _blank(ax, (-1.6, 1.6), (-1.45, 1.45))
-    ax.set_title("the ring: rank r sends to r+1", fontsize=10)
+    ax.set_title(_t("the ring: rank r sends to r+1"), fontsize=10)
     points = [(math.sin(2 * math.pi * r / p), math.cos(2 * math.pi * r / p)) for r in range(p)]
     for r in range(p):
         a, b = points[r], points[(r + 1) % p]
@@ -347,38 +453,39 @@ def compute_vs_allreduce(nodes=(1, 2, 4, 8, 16)):
     rate = fitted_seconds_per_byte()
     fig = _figure(8.8, 4.6)
     ax = fig.add_subplot()
-    labels = [f"{n}\n({n * SEED_GPUS_PER_NODE} GPUs)" for n in nodes]
+    labels = [_t("{n}\n({gpus} GPUs)", n=n, gpus=n * SEED_GPUS_PER_NODE) for n in nodes]
     xs = list(range(len(nodes)))
     comm = [allreduce_model(n, rate) for n in nodes]
     measured_max = max(SEED_ALLREDUCE_S)
     for x, n, a in zip(xs, nodes, comm):
         extrapolated = n > measured_max
         ax.bar(x, SEED_COMPUTE_S, color=COMPUTE_COLOR, width=0.6, alpha=0.55 if extrapolated else 1,
-               label="compute (forward + backward + update)" if x == 0 else None)
+               label=_t("compute (forward + backward + update)") if x == 0 else None)
         ax.bar(x, a, bottom=SEED_COMPUTE_S, color=ALLREDUCE_COLOR, width=0.6,
                alpha=0.55 if extrapolated else 1, hatch="//" if extrapolated else None,
-               label="allreduce, model 2L(p-1)/p / bandwidth" if x == 0 else None)
+               label=_t("allreduce, model 2L(p-1)/p / bandwidth") if x == 0 else None)
         share = a / (SEED_COMPUTE_S + a)
         if a > 0:
             ax.text(x, SEED_COMPUTE_S + a / 2, f"allreduce\n{share:.0%}", ha="center", va="center",
                     fontsize=9, color="white" if not extrapolated else "black", fontweight="bold",
                     bbox={"fc": "white", "ec": "none", "pad": 1.5} if extrapolated else None)
         else:
-            ax.text(x, SEED_COMPUTE_S + 0.008, "one node:\nno network traffic", ha="center",
+            ax.text(x, SEED_COMPUTE_S + 0.008, _t("one node:\nno network traffic"), ha="center",
                     va="bottom", fontsize=9)
     seed_x = [xs[nodes.index(n)] for n in SEED_ALLREDUCE_S if n in nodes]
     seed_y = [SEED_COMPUTE_S + t for n, t in SEED_ALLREDUCE_S.items() if n in nodes]
-    ax.plot(seed_x, seed_y, "D", color="black", ms=7, label="seed 001: measured allreduce (0.15 s, 0.22 s)")
+    ax.plot(seed_x, seed_y, "D", color="black", ms=7, label=_t("seed 001: measured allreduce (0.15 s, 0.22 s)"))
     ax.axhline(SEED_COMPUTE_S, color=COMPUTE_COLOR, lw=0.8, ls=":")
     gbit = 1 / rate * 8 / 2 ** 30
     ax.set_xticks(xs)
     ax.set_xticklabels(labels)
-    ax.set_xlabel(f"nodes p ({SEED_GPUS_PER_NODE} GPUs each; hatched: extrapolated)")
-    ax.set_ylabel("seconds per iteration")
+    ax.set_xlabel(_t("nodes p ({gpus} GPUs each; hatched: extrapolated)", gpus=SEED_GPUS_PER_NODE))
+    ax.set_ylabel(_t("seconds per iteration"))
     top = SEED_COMPUTE_S + max(comm)
     ax.set_ylim(0, top * 1.45)
-    ax.set_title(f"ResNet-50, batch 32 per GPU: L = {SEED_L:,} bytes, allreduce at {gbit:.1f} Gibit/s "
-                 f"(fitted), compute {SEED_COMPUTE_S:.2f} s (seed 004)", fontsize=10)
+    ax.set_title(_t("ResNet-50, batch 32 per GPU: L = {L} bytes, allreduce at {gbit} Gibit/s (fitted), "
+                    "compute {compute} s (seed 004)", L=f"{SEED_L:,}", gbit=f"{gbit:.1f}",
+                    compute=f"{SEED_COMPUTE_S:.2f}"), fontsize=10)
     ax.legend(loc="upper left", fontsize=8.5, ncol=1)
     ax.grid(axis="y", alpha=0.3)
     fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.17)
@@ -405,22 +512,23 @@ def warmup_curve(base_lr=0.1, base_batch=32, batch=256, warmup_iterations=10, it
     rates = [warmup_rate(i, base_lr, base_batch, batch, warmup_iterations) for i in its]
     peak = base_lr * batch / base_batch
     ax.step(its, [peak] * iterations, where="post", color=GREY, ls="--", lw=1.2,
-            label=f"scaled rate from the start, no warmup: {peak:g}")
+            label=_t("scaled rate from the start, no warmup: {peak}", peak=f"{peak:g}"))
     ax.step(its, [base_lr] * iterations, where="post", color=COMPUTE_COLOR, ls=":", lw=1.5,
-            label=f"no scaling rule: {base_lr:g}")
+            label=_t("no scaling rule: {lr}", lr=f"{base_lr:g}"))
     ax.plot(its, rates, "o-", color=ALLREDUCE_COLOR, lw=2, ms=5,
-            label=f"gradual warmup over W = {warmup_iterations} updates")
+            label=_t("gradual warmup over W = {w} updates", w=warmup_iterations))
     ax.axvline(warmup_iterations, color=DARK, lw=0.8, ls="-.")
     ax.annotate(f"i = W = {warmup_iterations}:\nlr = k·η = {peak:g}", (warmup_iterations, peak),
                 xytext=(warmup_iterations + 1.0, peak - 0.22), fontsize=9,
                 arrowprops={"arrowstyle": "->", "color": DARK})
     step = (peak - base_lr) / warmup_iterations
-    ax.annotate(f"+{step:g} per update", (4, rates[4]), xytext=(4.8, rates[4] - 0.2), fontsize=9,
+    ax.annotate(_t("+{step} per update", step=f"{step:g}"), (4, rates[4]), xytext=(4.8, rates[4] - 0.2), fontsize=9,
                 arrowprops={"arrowstyle": "->", "color": DARK})
-    ax.set_xlabel("update i (trainer.updater.iteration before the update)")
-    ax.set_ylabel("learning rate")
-    ax.set_title(f"η = {base_lr:g} tuned at batch {base_batch}, run at batch {batch}: "
-                 f"k = {batch // base_batch}, k·η = {peak:g}", fontsize=10)
+    ax.set_xlabel(_t("update i (trainer.updater.iteration before the update)"))
+    ax.set_ylabel(_t("learning rate"))
+    ax.set_title(_t("η = {lr} tuned at batch {base}, run at batch {batch}: k = {k}, k·η = {peak}",
+                    lr=f"{base_lr:g}", base=base_batch, batch=batch, k=batch // base_batch, peak=f"{peak:g}"),
+                 fontsize=10)
     ax.set_xlim(-0.5, iterations - 0.5)
     ax.set_ylim(0, peak * 1.2)
     ax.set_xticks(its)
@@ -443,28 +551,43 @@ FIGURES = {
 }
 
 
-def render(name, fmt="svg"):
-    """The bytes of figure `name` as `fmt` (svg, or png to look at it), with the course's style."""
+def render(name, fmt="svg", lang="en"):
+    """The bytes of figure `name` as `fmt` (svg, or png to look at it), with the course's style,
+    its words in `lang` (FIGURE_TEXT)."""
     import matplotlib
     import matplotlib.style
-    with matplotlib.style.context("default"), matplotlib.rc_context(STYLE):
-        fig = FIGURES[name]()
-        out = io.BytesIO()
-        fig.savefig(out, format=fmt, metadata=METADATA if fmt == "svg" else None)
+    style = dict(STYLE, **{"font.family": _fonts_for(lang)})
+    _DRAWING["lang"] = lang
+    try:
+        with matplotlib.style.context("default"), matplotlib.rc_context(style):
+            fig = FIGURES[name]()
+            out = io.BytesIO()
+            fig.savefig(out, format=fmt, metadata=METADATA if fmt == "svg" else None)
+    finally:
+        _DRAWING["lang"] = "en"
     return out.getvalue()
 
 
+def _fonts_for(lang):
+    return [STYLE["font.family"], *FALLBACK_FONTS.get(lang, [])]
+
+
 def rendered():
-    """{path relative to the course root: SVG bytes} of every figure."""
-    return {FOLDER / f"{name}.svg": render(name) for name in FIGURES}
+    """{path relative to the course root: SVG bytes} of every figure, in every language."""
+    from handson_lib.authoring.translations import LANGUAGES
+    return {folder(lang) / f"{name}.svg": render(name, lang=lang)
+            for lang in ("en", *LANGUAGES) for name in FIGURES}
 
 
 def _extra(root, expected):
-    folder = Path(root) / FOLDER
-    if not folder.is_dir():
-        return []
-    return [path.relative_to(root) for path in sorted(folder.glob("*.svg"))
-            if path.relative_to(root) not in expected]
+    from handson_lib.authoring.translations import LANGUAGES
+    found = []
+    for lang in ("en", *LANGUAGES):
+        where = Path(root) / folder(lang)
+        if where.is_dir():
+            found += [path.relative_to(root) for path in sorted(where.glob("*.svg"))
+                      if path.relative_to(root) not in expected]
+    return found
 
 
 def write(root):

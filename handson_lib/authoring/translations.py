@@ -111,20 +111,38 @@ JA_STYLE = {"皆さん": "あなた", "**問 ": "**問題 ", "ゴール": "目�
             "スピードアップ": "速度向上", "高速化率": "速度向上", "クラスター": "クラスタ", "スケジューラー": "スケジューラ",
             "チャンスレート": "チャンスレベル", "包む": "ラップする", "包ん": "ラップし"}
 
+#: The glossary's word list: one word for each thing (its "用語集" and "文体の決まり"); each
+#: pattern matches the variants the edition does not use, the value is the word it uses.
+JA_WORDS = {r"講座": "コース",
+            r"フォルダ(?!ー)": "フォルダー",
+            r"プレースホルダ(?!ー)|仮の値": "プレースホルダー",
+            r"起動ツール": "ランチャー",
+            # A GPU is a card: counted with 枚 (GPU 4 枚, P100 2 枚); a machine or node with 台.
+            r"(?:GPU|P100|V100|A100|H100|H200|GH200|TITAN X)\s*(?:を\s*)?[\d,]+\s*台"
+            r"|[\d,]+\s*台の\s*(?:GPU|Tesla|P100|V100|A100|H100|H200)": "GPU N 枚",
+            r"タスク #": "タスク#"}
+#: Spacing: no half-width space after 。 or 、 (a table's cell border `|` may follow one).
+JA_SPACE_AFTER_MARK = r"[。、][ \t]+(?![|\s])"
+
 
 #: Japanese line-breaking rules (kinsoku): what may not start a line (closing marks, small kana,
 #: the long-vowel mark) and what may not end one (opening marks).
 NO_LINE_START = set("、。，．・：；？！）」』】〉》〕］｝ーぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮヵヶ,.:;?!)]}%")
 NO_LINE_END = set("（「『【〈《〔［｛([{")
-#: A run that is one word for line breaking: ASCII (a word, `code`, a path), katakana (with its
-#: long-vowel mark), kanji.
-_WORD = r"`[^`]*`|[\x21-\x7e]+|[\u30a0-\u30ffー]+|[\u4e00-\u9fff々]+"
+#: A run that is one word for line breaking: ASCII (a word, `code`, a path) or katakana and kanji
+#: (with the long-vowel mark), each with the hiragana that follows it (its ending or particle:
+#: 使います, ランクを), or hiragana alone. A line breaks only between such runs, so hiragana never
+#: starts a line but after a space or a mark (にす/る, ではな/く were cut before).
+_HIRAGANA = "[\u3040-\u309f]"
+_WORD = (rf"`[^`]*`{_HIRAGANA}*|[\x21-\x7e]+{_HIRAGANA}*|[\u30a0-\u30ffー\u4e00-\u9fff々]+{_HIRAGANA}*"
+         rf"|{_HIRAGANA}+")
 
 
 def wrap_mixed(paragraph, width):
     """Lines of at most `width` columns (a closing mark may hang one past it). A line breaks
-    between words, never inside one (`_WORD`: ASCII, katakana or kanji runs; a longer run than a
-    line is cut), and never before a closing mark or after an opening one (NO_LINE_START, _END)."""
+    between words, never inside one (`_WORD`: ASCII, katakana or kanji runs with their hiragana;
+    a run longer than a line stands alone on its line), and never before a closing mark or after
+    an opening one (NO_LINE_START, _END)."""
     tokens = re.findall(_WORD + r"|\s+|.", paragraph)
     lines, line = [], ""
     for token in tokens:

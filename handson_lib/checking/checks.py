@@ -284,7 +284,10 @@ class Report:
 
 
 def _tail(output, lines=15):
-    return "\n".join(output.rstrip().splitlines()[-lines:])
+    """The last lines of a run's output, without terminal control sequences (Chainer's
+    PrintReport and ProgressBar write ESC[J: a report showed `[J` before each line)."""
+    from handson_lib.runtime.throughput import ANSI_ESCAPE_RE
+    return "\n".join(ANSI_ESCAPE_RE.sub("", output).rstrip().splitlines()[-lines:])
 
 
 def _stopped_how(obs, timeout):

@@ -63,6 +63,9 @@ def print_table(rows, headers=("run", "images/s", "ratio")):
         rate_s = f"{rate:10.1f}" if rate else f"{'-':>10s}"
         ratio_s = f"{ratio:7.2f}x" if ratio else f"{'-':>8s}"
         print(f"{label:40s} {rate_s} {ratio_s}")
+    # A run's two figures differ in the last digits (01: 502.93 above, 503.0 here): say why.
+    print(tr("images/s as the course's observer timed each run; the script's own `Throughput:` line "
+             "keeps a clock of its own, so the last digits may differ"))
 
 
 def run_mpi_script(script, np, args, label=None, timeout=600, show=12):

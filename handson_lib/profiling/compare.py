@@ -5,11 +5,12 @@ the tool's (never the tool's value)."""
 
 from handson_lib.messages import tr
 
-#: (label, the answer's name in the notebook, the sample profile it is about, the summary's value)
+#: (label, the answer's name in the notebook, the sample profile it is about, the summary's value),
+#: in the order of the notebook's questions
 QUESTIONS = (
     ("kernels", "n_kernels", "saxpy", lambda s: s.kernel_count),
-    ("top kernel", "top_kernel_name", "mlp", lambda s: s.top_kernel),
     ("HtoD bytes", "htod_bytes", "saxpy", lambda s: s.memcpy_bytes("HtoD")),
+    ("top kernel", "top_kernel_name", "mlp", lambda s: s.top_kernel),
     ("busy fraction", "busy_fraction", "mlp", lambda s: round(s.devices[0].busy_fraction, 3)),
     ("longest gap [ms]", "longest_gap_ms", "mlp", lambda s: s.devices[0].longest_gap.duration_ns / 1e6),
 )

@@ -61,7 +61,8 @@ def _no_scheduler():
 def _no_cupy():
     return tr("GPU runs, cuDNN, NCCL, MultiprocessParallelUpdater on GPUs and the flat / "
               "non_cuda_aware / pure_nccl communicators; the CPU fallback is used (worker processes "
-              "averaging gradients for Task #1, the `naive` communicator for ChainerMN)")
+              "whose gradients are summed for Task #1, as MultiprocessParallelUpdater sums them, the "
+              "`naive` communicator for ChainerMN)")
 
 
 def _no_nccl():
@@ -700,11 +701,19 @@ def _check_profilers(cuda_rows):
     return rows
 
 
+def _instructors_copy():
+    """Whether this is the course itself, not the student edition (which ships no autograder):
+    the rows of the instructor's tools (nbgrader's release and autograding, the browser tests)
+    mean nothing to a student, whose edition installs neither."""
+    return (Path(__file__).resolve().parents[1] / "autograder" / "__init__.py").exists()
+
+
 def _check_jupyter():
     rows = []
-    for label, dist, disables in (
-            ("JupyterLab", "jupyterlab", tr("the notebooks in JupyterLab (`make lab`); scripts still run")),
-            ("nbgrader", "nbgrader", tr("building the student release, autograding and feedback"))):
+    tools = [("JupyterLab", "jupyterlab", tr("the notebooks in JupyterLab (`make lab`); scripts still run"))]
+    if _instructors_copy():
+        tools.append(("nbgrader", "nbgrader", tr("building the student release, autograding and feedback")))
+    for label, dist, disables in tools:
         v = _dist_version(dist)
         rows.append(Component(label, OK, v) if v else Component(label, MISSING, _not_installed(), disables))
     return rows
@@ -799,7 +808,8 @@ def run_checks(isolate_cuda: bool = True) -> list[Component]:
         checks += jupyter
         checks += digits
         chromium_version = result(fut_chromium, lambda e: (None, "")) if fut_chromium else None
-        checks += safe(_check_chromium, chromium_version, name="Chromium")
+        if _instructors_copy():
+            checks += safe(_check_chromium, chromium_version, name="Chromium")
     return checks
 
 

@@ -61,6 +61,18 @@ def lab_command(port=8888, ip="127.0.0.1", open_browser=True, token=None, root=C
     return cmd
 
 
+def lab_environment(environ=None, bin_dir=None):
+    """The server's environment, which its terminals inherit: the course's venv first on PATH (and
+    VIRTUAL_ENV set), as `source .venv/bin/activate` would, so that a terminal of `make lab` finds
+    `handson` and the venv's `mpiexec` (not a scheduler's /usr/bin/mpiexec) without activating."""
+    env = dict(os.environ if environ is None else environ)
+    bin_dir = str(Path(sys.executable).parent if bin_dir is None else bin_dir)
+    rest = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bin_dir]
+    env["PATH"] = os.pathsep.join([bin_dir, *rest])
+    env["VIRTUAL_ENV"] = str(Path(bin_dir).parent)
+    return env
+
+
 def add_arguments(parser):
     parser.add_argument("--install-settings", action="store_true",
                         help="only write the lab settings (no news pop-up) into the environment")
@@ -77,4 +89,4 @@ def main(args):
     cmd = lab_command(port=args.port, ip=args.ip, open_browser=not args.no_browser)
     print("Starting:", " ".join(cmd), flush=True)
     os.chdir(COURSE_ROOT)
-    os.execv(cmd[0], cmd)
+    os.execve(cmd[0], cmd, lab_environment())
