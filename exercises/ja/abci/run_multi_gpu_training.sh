@@ -9,8 +9,8 @@
 #PBS -P grpname
 #PBS -l walltime=00:10:00
 #PBS -N multi_gpu
-# （2）上の grpname を自分の ABCI グループ名（ログインノードで `groups` を実行すると表示さ
-# れます）に置き換えます。置き換えないと `handson jobscript lint` が受け付けません。
+# （2）上の grpname を自分の ABCI グループ名（ログインノードで `groups` を実行すると
+# 表示されます）に置き換えます。置き換えないと `handson jobscript lint` が受け付けません。
 
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
@@ -26,8 +26,8 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
 # EXTRA_ARGS: 学習スクリプトに渡す追加のオプションです（例: 手早く試すなら "--epoch 1"）。
-# 2 回目の実行で使う GPU（1 回目は GPU 0 だけを使います）: 既定ではノードのすべての GPU で
-# す。
+# 2 回目の実行で使う GPU（1 回目は GPU 0 だけを使います）: 既定ではノードのすべての GPU
+# です。
 GPUS=${GPUS:-0 1 2 3 4 5 6 7}
 
 TASK=train_cifar_multi_gpu.py

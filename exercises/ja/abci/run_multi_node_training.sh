@@ -3,14 +3,14 @@
 # ABCI 3.0（1 ノードに H200 × 8、PBS Pro）用の、タスク#2 のジョブスクリプトです。投入方法:
 # qsub -j oe run_multi_node_training.sh
 # （1）実行環境指定を完成させます: キューは rt_HF、2 ノードで、ノードごとに MPI プロセス 8
-# つ（GPU ごとに 1 つ）、プロセスあたり OpenMP スレッド 1 つです。全部で 16 ランクになりま
-# す。
+# つ（GPU ごとに 1 つ）、プロセスあたり OpenMP スレッド 1 つです。全部で 16
+# ランクになります。
 # PUT YOUR CODE HERE
 #PBS -P grpname
 #PBS -l walltime=00:15:00
 #PBS -N multi_node
-# （2）上の grpname を自分の ABCI グループ名（ログインノードで `groups` を実行すると表示さ
-# れます）に置き換えます。置き換えないと `handson jobscript lint` が受け付けません。
+# （2）上の grpname を自分の ABCI グループ名（ログインノードで `groups` を実行すると
+# 表示されます）に置き換えます。置き換えないと `handson jobscript lint` が受け付けません。
 
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"

@@ -26,8 +26,8 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 PYTHON=${PYTHON:-python}
 DATASET=${DATASET:-synthetic}
 # EXTRA_ARGS: 学習スクリプトに渡す追加のオプションです（例: 手早く試すなら "--epoch 1"）。
-# 2 回目の実行で使う GPU（1 回目は GPU 0 だけを使います）: 既定ではノードのすべての GPU で
-# す。
+# 2 回目の実行で使う GPU（1 回目は GPU 0 だけを使います）: 既定ではノードのすべての GPU
+# です。
 GPUS=${GPUS:-0}
 
 TASK=train_cifar_multi_gpu.py

@@ -3,8 +3,8 @@
 # Miyabi-G（1 ノードに GH200 × 1、PBS Pro）用の、タスク#2 のジョブスクリプトです。投入方法:
 # qsub -j oe run_multi_node_training.sh
 # （1）実行環境指定を完成させます: キューは debug-g、4 ノードで、ノードごとに MPI プロセス
-# 1 つ（GPU ごとに 1 つ）、プロセスあたり OpenMP スレッド 1 つです。全部で 4 ランクになり
-# ます。
+# 1 つ（GPU ごとに 1 つ）、プロセスあたり OpenMP スレッド 1 つです。全部で 4
+# ランクになります。
 # PUT YOUR CODE HERE
 #PBS -W group_list=xx00
 #PBS -l walltime=00:15:00
@@ -47,8 +47,8 @@ else
   echo "no usable GPU/NCCL here: CPU ranks with the naive communicator"
 fi
 
-# HPC-X の Open MPI はノードを PBS から読み取ります。ノードファイルと ppr で、それを明示し
-# ます。
+# HPC-X の Open MPI はノードを PBS から読み取ります。ノードファイルと ppr で、それを
+# 明示します。
 mpirun -n "$NP" --hostfile "$NODEFILE" --map-by ppr:${PPN}:node \
   -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS \
   "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress --out result/multi_node ${EXTRA_ARGS:-}
