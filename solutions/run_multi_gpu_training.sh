@@ -33,7 +33,7 @@ TASK=train_cifar_multi_gpu.py
 
 # Versions first, as the seed's job.sh does.
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
-"$PYTHON" -c "import cupy; print('cupy', cupy.__version__, 'nccl', cupy.cuda.nccl.get_version() if cupy.cuda.nccl.available else 'not available')" \
+"$PYTHON" -c "import cupy; print('cupy', cupy.__version__, 'nccl', cupy.cuda.nccl.get_version() if cupy.cuda.nccl.available else 'not available')" 2>/dev/null \
   || echo "cupy: not importable here (the CPU stand-in will run)"
 
 "$PYTHON" "$TASK" --gpus 0 --dataset "$DATASET" --no-progress --out result/single ${EXTRA_ARGS:-}

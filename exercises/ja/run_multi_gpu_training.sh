@@ -37,7 +37,7 @@ TASK=train_cifar_multi_gpu.py
 
 # シードの job.sh と同じく、最初にバージョンを表示します。
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
-"$PYTHON" -c "import cupy; print('cupy', cupy.__version__, 'nccl', cupy.cuda.nccl.get_version() if cupy.cuda.nccl.available else 'not available')" \
+"$PYTHON" -c "import cupy; print('cupy', cupy.__version__, 'nccl', cupy.cuda.nccl.get_version() if cupy.cuda.nccl.available else 'not available')" 2>/dev/null \
   || echo "cupy: ここでは import できません（CPU 代替実装で実行します）"
 
 "$PYTHON" "$TASK" --gpus 0 --dataset "$DATASET" --no-progress --out result/single ${EXTRA_ARGS:-}
