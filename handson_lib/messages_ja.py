@@ -196,10 +196,10 @@ MESSAGES = {
         '計測されたイテレーションがありません（実行が短すぎませんか？）',
     "{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f} measured just before (needed >= {needed:.2f})":
         '{rate:.1f} images/s = 直前に計測した模範解答の {reference:.1f} の {ratio:.2f} 倍（必要: {needed:.2f} 以上）',
-    '{what}: {speedup:.2f}x your own {baseline} ({fast:.1f} vs {slow:.1f} images/s, training steps timed in turn, '
-    'spread {low:.2f}-{high:.2f}; needed >= {needed:.2f} on site {site})':
-        '{what}: あなた自身の {baseline} の {speedup:.2f} 倍（{fast:.1f} 対 {slow:.1f} images/s、学習ステップを交互に計測、'
-        'ばらつき {low:.2f}-{high:.2f}。サイト {site} では {needed:.2f} 以上が必要）',
+    '{what}: {speedup:.2f}x your own {baseline} (the median over pairs of training steps timed in turn, spread '
+    '{low:.2f}-{high:.2f}; their median steps: {fast:.1f} vs {slow:.1f} images/s; needed >= {needed:.2f} on site {site})':
+        '{what}: あなた自身の {baseline} の {speedup:.2f} 倍（交互に計測した学習ステップの組ごとの比の中央値、ばらつき '
+        '{low:.2f}-{high:.2f}。ステップ時間の中央値では {fast:.1f} 対 {slow:.1f} images/s。サイト {site} では {needed:.2f} 以上が必要）',
     '; meanwhile the rest of the machine kept {others:.1f} of its {cores} cores busy':
         '。計測中、マシンのほかの処理が {cores} コアのうち {others:.1f} コアを使っていました',
     ': a busy machine slows the run on more workers most. Check again when it is quieter (`uptime` shows the '

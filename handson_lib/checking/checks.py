@@ -630,8 +630,9 @@ def _self_speed_check(report, name, script, n, run_args, limit, stall, site, say
                                    why=tr("the timing did not finish: {error}", error=timed.error)))
         return
     speedup, blocks = timed.ratio, timed.block_ratios()
-    line = tr("{what}: {speedup:.2f}x your own {baseline} ({fast:.1f} vs {slow:.1f} images/s, training steps timed "
-              "in turn, spread {low:.2f}-{high:.2f}; needed >= {needed:.2f} on site {site})", what=what,
+    line = tr("{what}: {speedup:.2f}x your own {baseline} (the median over pairs of training steps timed in turn, "
+              "spread {low:.2f}-{high:.2f}; their median steps: {fast:.1f} vs {slow:.1f} images/s; needed >= "
+              "{needed:.2f} on site {site})", what=what,
               speedup=speedup, baseline=baseline_name, fast=timed.rate("student"), slow=timed.rate("reference"),
               low=min(blocks), high=max(blocks), needed=needed, site=grading_site(site))
     others, cores = timed.progress.get("others_cores"), timed.progress.get("cores")
