@@ -1,7 +1,13 @@
 # The README's two commands: `make demo` and `make test`. Both set up .venv first.
 SHELL := /bin/bash
+# Any of Python 3.11, 3.12, 3.13 (README "Supported stacks"): `make setup PYTHON=python3.12`. The
+# default, python3.11 where there is one, is the stack the committed figures and timings come from.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
-VENV := .venv
+# The interpreter itself; a pyenv shim of a version that is installed but not selected is run with it.
+PYTHON_EXE := $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null || \
+  PYENV_VERSION=$$(pyenv versions --bare 2>/dev/null | grep -x '$(patsubst python%,%,$(notdir $(PYTHON)))[.0-9]*' | tail -1) \
+  $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null)
+VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -10,12 +16,17 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt constraints.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required (Chainer 7.8.1 needs numpy.distutils, gone in 3.12); found " + sys.version.split()[0]'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q 'setuptools<70' wheel
-	# Chainer's setup.py imports pkg_resources: build it against the venv's setuptools<70.
-	$(BIN)/pip install -q --no-build-isolation -c constraints.txt chainer==7.8.1
+CHAINER_WHEEL := build/chainer-wheel
+
+$(STAMP): requirements.txt constraints.txt pyproject.toml handson_lib/runtime/chainer_patches.py
+	@test -n "$(PYTHON_EXE)" || { echo "make setup: cannot run $(PYTHON) (PYTHON=python3.11, python3.12 or python3.13)"; exit 1; }
+	@$(PYTHON_EXE) -c 'import sys; assert (3, 11) <= sys.version_info[:2] <= (3, 13), "Python 3.11, 3.12 or 3.13 is required (NumPy, SciPy and mpi4py wheels; README \"Supported stacks\"); found " + sys.version.split()[0]'
+	test -x $(BIN)/python || $(PYTHON_EXE) -m venv $(VENV)
+	$(BIN)/pip install -q -c constraints.txt 'setuptools<70' wheel
+	# Chainer 7.8.1 built from its sdist with the course's patches (handson_lib/runtime/chainer_patches.py);
+	# its setup.py imports pkg_resources: built against the venv's setuptools<70.
+	$(BIN)/python handson_lib/runtime/chainer_patches.py build-wheel --out $(CHAINER_WHEEL)
+	$(BIN)/pip install -q --no-deps --force-reinstall $(CHAINER_WHEEL)/chainer-7.8.1-py3-none-any.whl
 	$(BIN)/pip install -q -c constraints.txt -r requirements.txt
 	$(BIN)/pip install -q --no-build-isolation --no-deps -e .
 	$(BIN)/handson lab --install-settings
