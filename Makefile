@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test test-slow test-timed test-system test-gpu test-all lab build bench bench-network clean-venv
+.PHONY: chainer-wheel setup demo test test-slow test-timed test-system test-gpu test-all lab build bench bench-network clean-venv
 
 setup: $(STAMP)
 
@@ -31,6 +31,13 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml handson_lib/runtime/ch
 	$(BIN)/pip install -q --no-build-isolation --no-deps -e .
 	$(BIN)/handson lab --install-settings
 	touch $@
+
+# A Chainer wheel for environments that `make setup` does not build (environment.yml, the GPU kit),
+# built in a small venv of its own: Chainer's setup.py needs setuptools<70.
+chainer-wheel:
+	test -x build/wheel-venv/bin/python || $(PYTHON_EXE) -m venv build/wheel-venv
+	build/wheel-venv/bin/pip install -q 'setuptools<70' wheel
+	build/wheel-venv/bin/python handson_lib/runtime/chainer_patches.py build-wheel --out $(CHAINER_WHEEL)
 
 demo: setup
 	$(BIN)/handson demo
