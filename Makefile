@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: chainer-wheel setup demo test test-slow test-timed test-system test-gpu test-all lab build bench bench-network clean-venv
+.PHONY: chainer-wheel second-stack setup demo test test-slow test-timed test-system test-gpu test-all lab build bench bench-network clean-venv
 
 setup: $(STAMP)
 
@@ -65,11 +65,22 @@ test-system: setup
 test-gpu: setup
 	$(BIN)/python tests/gpu_tier.py
 
-# Every tier, what CI runs: both passes run, and the target fails if either did.
-test-all: setup
+# The second stack of the supported matrix (README "Supported stacks"): Python 3.12 + NumPy 2 in
+# .venv-py312. tests/test_stacks.py compares the tasks on both; `make test-all` also runs the tests
+# that touch Chainer's patched code there.
+SECOND_PYTHON ?= python3.12
+SECOND_VENV := .venv-py312
+SECOND_STACK_TESTS := tests/test_chainer_patches.py tests/test_setup.py tests/test_data.py
+
+second-stack:
+	$(MAKE) setup PYTHON=$(SECOND_PYTHON) VENV=$(SECOND_VENV)
+
+# Every tier, what CI runs: every pass runs, and the target fails if any did.
+test-all: setup second-stack
 	$(PYTEST) --tier quick --tier slow --tier system --tier gpu $(PARALLEL) --no-tier-summary; first=$$?; \
+	$(SECOND_VENV)/bin/python -m pytest --tier quick --no-tier-summary -p no:cacheprovider $(SECOND_STACK_TESTS); other=$$?; \
 	$(PYTEST) --tier timed --no-tier-summary; second=$$?; \
-	test $$first -eq 0 -a $$second -eq 0
+	test $$first -eq 0 -a $$other -eq 0 -a $$second -eq 0
 
 lab: setup
 	$(BIN)/handson lab
