@@ -8,6 +8,8 @@ PYTHON_EXE := $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/nu
   PYENV_VERSION=$$(pyenv versions --bare 2>/dev/null | grep -x '$(patsubst python%,%,$(notdir $(PYTHON)))[.0-9]*' | tail -1) \
   $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null)
 VENV ?= .venv
+# Chainer 7.8.1's wheel with the course's patches (handson_lib/runtime/chainer_patches.py).
+CHAINER_WHEEL := build/chainer-wheel
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -16,7 +18,6 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 setup: $(STAMP)
 
-CHAINER_WHEEL := build/chainer-wheel
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml handson_lib/runtime/chainer_patches.py
 	@test -n "$(PYTHON_EXE)" || { echo "make setup: cannot run $(PYTHON) (PYTHON=python3.11, python3.12 or python3.13)"; exit 1; }

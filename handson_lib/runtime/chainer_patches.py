@@ -7,8 +7,8 @@ patch applied (`python handson_lib/runtime/chainer_patches.py build-wheel --out 
 process that imports Chainer (a student's script whose first line is `import chainer`, the MPI ranks,
 notebooks, the grader, the sandbox) gets the patched code: nothing runs before Chainer, and nothing
 is edited by hand inside site-packages. `handson doctor` reads the installed files (`installed_state`)
-and says which patches are active and whether this stack needs them; tests/test_chainer_patches.py
-shows that each one is what makes its case work.
+and says which patches are active and whether this stack needs them; the course's tests show that
+each one is what makes its case work.
 
 This file imports only the standard library: `make setup` runs it before the course is installed.
 """
