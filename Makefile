@@ -14,7 +14,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: chainer-wheel second-stack setup demo test test-slow test-timed test-system test-gpu test-all lab build bench bench-network clean-venv
+.PHONY: chainer-wheel gpu-kit second-stack setup demo test test-slow test-timed test-system test-gpu test-all lab build bench bench-network clean-venv
 
 setup: $(STAMP)
 
@@ -39,6 +39,11 @@ chainer-wheel:
 	test -x build/wheel-venv/bin/python || $(PYTHON_EXE) -m venv build/wheel-venv
 	build/wheel-venv/bin/pip install -q 'setuptools<70' wheel
 	build/wheel-venv/bin/python handson_lib/runtime/chainer_patches.py build-wheel --out $(CHAINER_WHEEL)
+
+# The GPU kit (handson_lib/tools/gpu_kit.py): what an offline GPU machine with Python 3.12 lacks, at
+# most 60 MiB, into the ignored gpu-kit/; there, `gpu-kit/run OUTDIR` runs the course's GPU checks.
+gpu-kit: setup
+	$(BIN)/python -m handson_lib.tools.gpu_kit build gpu-kit
 
 demo: setup
 	$(BIN)/handson demo
