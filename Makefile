@@ -33,8 +33,8 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml handson_lib/runtime/ch
 	$(BIN)/handson lab --install-settings
 	touch $@
 
-# A Chainer wheel for environments that `make setup` does not build (environment.yml, the GPU kit),
-# built in a small venv of its own: Chainer's setup.py needs setuptools<70.
+# A Chainer wheel for environments that `make setup` does not build (environment.yml, the venvs of the job
+# scripts' env.sh), built in a small venv of its own: Chainer's setup.py needs setuptools<70.
 chainer-wheel:
 	test -x build/wheel-venv/bin/python || $(PYTHON_EXE) -m venv build/wheel-venv
 	build/wheel-venv/bin/pip install -q 'setuptools<70' wheel

@@ -207,10 +207,13 @@ def _makefile(course_makefile, lang="en"):
     rule = re.search(r"^\$\(STAMP\):.*?^\ttouch \$@\n", text, re.M | re.S)
     if not rule:
         raise ReleaseError(f"{course_makefile}: no `$(STAMP):` set-up rule ending in `touch $@` to copy")
+    wheel = re.search(r"^# A Chainer wheel for .*?^chainer-wheel:.*?\n\n", text, re.M | re.S)
+    if not wheel:
+        raise ReleaseError(f"{course_makefile}: no `chainer-wheel:` rule to copy (the job scripts' env.sh use it)")
     language = "" if lang == "en" else f"export HANDSON_LANG := {lang}\n"
     return ("# The student edition's two commands: `make setup` (once) and `make lab`.\n" + language + head
-            + ".PHONY: setup lab\n\nsetup: $(STAMP)\n\n" + rule.group(0)
-            + "\nlab: setup\n\t$(BIN)/handson lab\n")
+            + ".PHONY: setup lab chainer-wheel\n\nsetup: $(STAMP)\n\n" + rule.group(0) + "\n" + wheel.group(0)
+            + "lab: setup\n\t$(BIN)/handson lab\n")
 
 
 PYPROJECT = """[build-system]

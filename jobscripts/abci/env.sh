@@ -12,7 +12,8 @@ export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local}
 #   python3.11 -m venv $HOME/venv && . $HOME/venv/bin/activate
 #   pip install 'setuptools<70' 'numpy<1.24' cupy-cuda12x==13.6.0 nvidia-nccl-cu12
 #   pip install mpi4py                         # or MPICC=mpicc pip install --no-binary mpi4py mpi4py
-#   pip install --no-build-isolation chainer==7.8.1
+#   pip install "$COURSE"/build/chainer-wheel/chainer-7.8.1-py3-none-any.whl  # `make chainer-wheel` in $COURSE first:
+#     Chainer 7.8.1 with the course's patches (NumPy >= 1.24, NumPy 2, Python 3.12)
 #   pip install --no-build-isolation --no-deps -e "$COURSE"
 # [ -f "$HOME/venv/bin/activate" ] && . "$HOME/venv/bin/activate"
 

@@ -16,7 +16,8 @@ export PATH=$PYTHONUSERBASE/bin:$PATH
 # module load anaconda3                          # or your own Python 3.11 under $HOME
 # On the login node, once (compute nodes are offline):
 #   pip install --user 'setuptools<70' 'numpy<1.24' mpi4py cupy-cuda12x==13.6.0
-#   pip install --user --no-build-isolation chainer==7.8.1
+#   pip install --user "$COURSE"/build/chainer-wheel/chainer-7.8.1-py3-none-any.whl  # `make chainer-wheel` in $COURSE first:
+#     Chainer 7.8.1 with the course's patches (NumPy >= 1.24, NumPy 2, Python 3.12)
 #   pip install --user --no-build-isolation --no-deps -e "$COURSE"     # handson_lib
 # (P100s on 2018's CUDA 9 need the CuPy of that time, e.g. cupy-cuda91; see README.md.)
 
