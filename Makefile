@@ -108,7 +108,7 @@ test-all: setup second-stack
 lab: setup
 	$(BIN)/handson lab
 
-bench: setup
+bench: setup second-stack
 	$(BIN)/handson bench multi-gpu --batchsize 32 --out results/bench
 	$(BIN)/handson bench multi-gpu --batchsize 128 --out results/bench
 	$(BIN)/handson bench multi-node --batchsize 32 --out results/bench
@@ -118,6 +118,7 @@ bench: setup
 	$(BIN)/handson bench tuning --out results/bench
 	$(BIN)/handson bench large-batch --out results/bench
 	$(BIN)/handson profile breakdown --np 1 2 --json results/bench/breakdown.json
+	$(BIN)/python -m handson_lib.experiments.stacks --other $(SECOND_VENV)/bin/python --repeats 5 --json results/bench/stacks.json
 	$(BIN)/handson bench report --out results/bench
 
 # Seed 001's network wall (root): the local cluster with 4 nodes on a 1 Gbit/s link, the allreduce
