@@ -5,7 +5,8 @@
 Task #1 gives the same losses to within float32 rounding: the reporter averages its float32 losses in
 float64 on NumPy 1 and in float32 on NumPy 2 (NEP 50), so the epoch's mean differs in the 7th digit.
 Task #2 is not reproducible from run to run even on one stack (measured: epoch-1 loss 2.344-2.356 on
-NumPy 1 alone), so the two stacks must agree within that spread."""
+NumPy 1 alone: the solution's scatter_dataset shuffles without a seed), so the two stacks must agree
+within that spread."""
 
 import os
 import subprocess
