@@ -759,8 +759,8 @@ MESSAGES = {
         'すべて（Chainer には NumPy が必要です）',
     'nothing known, but the course is only tested on NumPy 1.23.5 to 2.5':
         '既知の問題はありませんが、コースは NumPy 1.23.5 から 2.5 でしか試していません',
-    'NumPy 2\'s promotion rules (NEP 50): Task #1 and #2 give the same losses as NumPy 1 at batch 32; at batch 100 they drift by about 1 % (README "Supported stacks")':
-        'NumPy 2 の型昇格規則（NEP 50）: Task #1 と #2 はバッチ 32 では NumPy 1 と同じ損失になります。バッチ 100 では 1 % ほどずれます（README「Supported stacks」）',
+    "NumPy 2's promotion rules (NEP 50): Task #1's losses match NumPy 1's to float32 rounding at batch 32; at batch 100 they drift by about 1 % over 200 steps":
+        'NumPy 2 の型昇格規則（NEP 50）: バッチ 32 では Task #1 の損失は float32 の丸めの範囲で NumPy 1 と一致します。バッチ 100 では 200 ステップで 1 % ほどずれます',
     '{n} of {total} active: {names}':
         '{total} 個中 {n} 個が有効: {names}',
     'needed on this stack: {names}':
