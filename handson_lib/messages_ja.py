@@ -794,22 +794,28 @@ MESSAGES = {
         '`sbatch --version` が失敗しました: {output}',
     'not running inside a virtual environment; the course expects .venv (`make setup`)':
         '仮想環境の中で実行されていません。コースでは .venv を使います（`make setup`）',
-    'everything: Chainer 7.8.1 imports numpy.distutils, which Python 3.12 lacks (`make setup` builds a Python 3.11 venv)':
-        'すべて: Chainer 7.8.1 は numpy.distutils を import しますが、Python 3.12 にはありません（`make setup` は Python 3.11 の venv を作ります）',
-    'nothing known, but the course is only tested on Python 3.11':
-        '既知の問題はありませんが、コースは Python 3.11 でしか試していません',
-    "`import chainer` (it imports pkg_resources); install 'setuptools<70'":
-        "`import chainer`（pkg_resources を import するため）。'setuptools<70' をインストールしてください",
-    "`import chainer` fails with setuptools >= 74 (distutils.msvccompiler); `pip install 'setuptools<70'`":
-        "setuptools >= 74 では `import chainer` が失敗します（distutils.msvccompiler）。`pip install 'setuptools<70'` を実行してください",
+    'nothing known, but the course is only tested on Python 3.11, 3.12 and 3.13':
+        '既知の問題はありませんが、コースは Python 3.11、3.12、3.13 でしか試していません',
+    "rebuilding Chainer's wheel from its sdist (`make setup` installs 'setuptools<70')":
+        "Chainer の wheel を sdist から作り直すこと（`make setup` が 'setuptools<70' をインストールします）",
     "building chainer 7.8.1 from source (setup.py needs an old pkg_resources); `pip install 'setuptools<70'`":
         "chainer 7.8.1 のソースからのビルド（setup.py には古い pkg_resources が必要です）。`pip install 'setuptools<70'` を実行してください",
-    'everything (Chainer needs NumPy 1.23)':
-        'すべて（Chainer には NumPy 1.23 が必要です）',
-    "`import chainer` (NumPy 2 removed np.sctypes); `pip install 'numpy<1.24'`":
-        "`import chainer`（NumPy 2 で np.sctypes が削除されたため）。`pip install 'numpy<1.24'` を実行してください",
-    "F.resize_images and other Chainer code that uses numpy.float (removed in 1.24); `pip install 'numpy<1.24'`":
-        "F.resize_images など、numpy.float を使う Chainer のコード（numpy.float は 1.24 で削除されました）。`pip install 'numpy<1.24'` を実行してください",
+    'everything (Chainer needs NumPy)':
+        'すべて（Chainer には NumPy が必要です）',
+    'nothing known, but the course is only tested on NumPy 1.23.5 to 2.5':
+        '既知の問題はありませんが、コースは NumPy 1.23.5 から 2.5 でしか試していません',
+    "NumPy 2's promotion rules (NEP 50): Task #1's losses match NumPy 1's to float32 rounding at batch 32; at batch 100 they drift by about 1 % over 200 steps":
+        'NumPy 2 の型昇格規則（NEP 50）: バッチ 32 では Task #1 の損失は float32 の丸めの範囲で NumPy 1 と一致します。バッチ 100 では 200 ステップで 1 % ほどずれます',
+    '{n} of {total} active: {names}':
+        '{total} 個中 {n} 個が有効: {names}',
+    'needed on this stack: {names}':
+        'この環境で必要なもの: {names}',
+    'none is needed on this stack; they keep the course working on newer ones':
+        'この環境ではどれも不要です。新しい環境でコースが動くためのものです',
+    "`make setup` installs Chainer built with them":
+        "`make setup` がこれらを当てた Chainer をインストールします",
+    'nothing on this stack; on newer ones: {why}':
+        'この環境では何もありません。新しい環境では: {why}',
     'everything: `import chainer` fails':
         'すべて: `import chainer` が失敗します',
     'import warning: {warning}':

@@ -17,6 +17,7 @@ import pytest
 
 from handson_lib import data
 from handson_lib.data import prepare, synthetic
+from handson_lib.data.cifar_pickle import load_pickle_arrays
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -592,3 +593,42 @@ def test_module_import_is_light():
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# the course's pickles load on every supported NumPy (README "Supported stacks")
+
+def test_a_prepared_pickle_names_no_numpy_core_module(tmp_path, tarball):
+    """`handson data prepare` writes arrays as numpy.ndarray(shape, dtype, bytearray): a plain
+    pickle.dump names numpy.core (NumPy 1) or numpy._core (NumPy 2), which the other cannot import."""
+    out = tmp_path / "cifar10_8px_50p.pickle.gz"
+    prepare.prepare_cifar_pickle(tarball, out, size=8, fraction=0.5, print_fn=lambda *a: None)
+    raw = gzip.decompress(out.read_bytes())
+    assert b"numpy.core" not in raw and b"numpy._core" not in raw
+    with gzip.open(out, "rb") as f:
+        plain = pickle.load(f)   # a student's own pickle.load, as the seed notebook did
+    x, y = plain["train"]
+    assert x.dtype == np.uint8 and x.shape[1:] == (3, 8, 8) and y.dtype == np.int32
+    assert x.flags.writeable and y.flags.writeable
+    x[0, 0, 0, 0] = 7
+    loaded = load_pickle_arrays(out)
+    assert np.array_equal(loaded["train_x"][1:], x[1:]) and np.array_equal(loaded["train_y"], y)
+
+
+def test_portable_pickle_refuses_what_it_cannot_write_portably():
+    with pytest.raises(pickle.PicklingError, match="store plain numbers"):
+        data.reading.dump_portable({"n": np.int64(3)}, io.BytesIO())
+
+
+def test_a_pickle_of_the_other_numpy_loads(tmp_path):
+    """A file that an older course wrote with plain pickle.dump under the other NumPy major version
+    (numpy.core <-> numpy._core) loads with the course's reader."""
+    x = np.arange(2 * 3 * 4 * 4, dtype=np.uint8).reshape(2, 3, 4, 4)
+    obj = {"train": (x, np.array([1, 2], dtype=np.int32)), "test": (x[:1], np.array([3], dtype=np.int32))}
+    raw = pickle.dumps(obj, protocol=2)    # GLOBAL opcodes: module names as plain text lines
+    ours = b"numpy._core." if np.__version__.startswith("2.") else b"numpy.core."
+    theirs = b"numpy.core." if ours == b"numpy._core." else b"numpy._core."
+    assert ours in raw
+    path = tmp_path / "other.pickle.gz"
+    path.write_bytes(gzip.compress(raw.replace(ours, theirs)))
+    loaded = load_pickle_arrays(path)
+    assert np.array_equal(loaded["train_x"], x) and loaded["test_y"].tolist() == [3]

@@ -16,7 +16,7 @@ import pytest
 from handson_lib.runtime import devices
 from handson_lib.tools import doctor
 
-COMPONENTS = ["Python", "platform", "setuptools", "NumPy", "Chainer", "ChainerMN", "mpi4py",
+COMPONENTS = ["Python", "platform", "setuptools", "NumPy", "Chainer", "Chainer patches", "ChainerMN", "mpi4py",
               "MPI library", "mpiexec", "user", "CPU cores", "CuPy", "cuDNN", "NCCL", "GPUs",
               "nvidia-smi", "PBS commands", "Slurm commands", "nvprof", "nsys", "JupyterLab",
               "nbgrader", "digits dataset", "Chromium"]
@@ -96,7 +96,7 @@ def test_doctor_cli_json_matches_table(run_handson):
     cupy_row = next(c for c in data["checks"] if c["name"] == "CuPy")
     assert (cupy_row["status"] in ("ok", "warn")) == cupy_importable()
     required = {c["name"] for c in data["checks"] if c["required_for_cpu_course"]}
-    assert {"Python", "Chainer", "NumPy", "setuptools", "ChainerMN", "mpi4py", "mpiexec"} <= required
+    assert {"Python", "Chainer", "NumPy", "Chainer patches", "ChainerMN", "mpi4py", "mpiexec"} <= required
     assert "CuPy" not in required and "Chromium" not in required
 
 
@@ -161,21 +161,60 @@ def test_nccl_available_makes_gpu_course_ready(fake_cupy_without_nccl, monkeypat
     assert doctor.verdict(list(rows.values())).gpu == "GPU course: ready"
 
 
-def test_wrong_chainer_and_numpy_versions_block_cpu_course(monkeypatch, capsys):
-    import chainer
+def unpatched_chainer_on_numpy_2(monkeypatch):
+    """The installed Chainer as if built without the course's patches, on NumPy 2."""
     import numpy
+    from handson_lib.runtime import chainer_patches
+    monkeypatch.setattr(numpy, "__version__", "2.1.0")
+    monkeypatch.setattr(chainer_patches, "installed_state",
+                        lambda root=None: {p.name: "absent" for p in chainer_patches.PATCHES})
+
+
+def test_wrong_chainer_and_missing_patches_block_cpu_course(monkeypatch, capsys):
+    import chainer
     monkeypatch.setattr(chainer, "__version__", "6.7.0")
-    monkeypatch.setattr(numpy, "__version__", "1.26.4")
+    unpatched_chainer_on_numpy_2(monkeypatch)
     rc = doctor.run()
     out = capsys.readouterr().out
     assert rc == 1
-    assert row(out, "Chainer").startswith("  [err!] * Chainer         6.7.0")
+    assert row(out, "Chainer").startswith("  [err!] * Chainer          6.7.0")
     assert "7.8.1 expected" in row(out, "Chainer")
-    assert row(out, "NumPy").startswith("  [err!]")
-    assert "numpy.float" in out
+    assert row(out, "NumPy").startswith("  [ ok ] * NumPy            2.1.0")
+    patches = row(out, "Chainer patches")
+    assert patches.startswith("  [err!] * Chainer patches  0 of 5 active: -"), patches
+    lines = out.splitlines()
+    explanation = lines[lines.index(patches) + 1]
+    # the patches this stack needs, each with the line of Chainer it is for
+    assert "chainer/functions/array/as_strided.py:10: `import chainer` fails on NumPy 2" in explanation
+    assert "chainermn/communicators/_memory_utility.py:211" in explanation
+    assert "`make setup` installs Chainer built with them" in explanation
     verdict = [ln for ln in out.splitlines() if ln.startswith("CPU course:")]
     assert verdict and verdict[0].startswith("CPU course: NOT ready (")
-    assert "Chainer: 6.7.0" in verdict[0] and "NumPy: 1.26.4" in verdict[0]
+    assert "Chainer: 6.7.0" in verdict[0] and "Chainer patches: 0 of 5 active" in verdict[0]
+
+
+def test_patches_unneeded_here_are_a_warning_and_needed_ones_are_named(monkeypatch):
+    from handson_lib.runtime import chainer_patches
+    monkeypatch.setattr(chainer_patches, "installed_state",
+                        lambda root=None: {p.name: "absent" if p.name == "copy=False" else "active"
+                                           for p in chainer_patches.PATCHES})
+    monkeypatch.setattr(chainer_patches, "needed_here",
+                        lambda: {p.name: "NumPy 2" if p.name == "np.sctypes" else "" for p in chainer_patches.PATCHES})
+    c = doctor._check_chainer_patches()
+    assert c.status == "warn" and not c.blocking, c
+    assert c.found == "4 of 5 active: np.sctypes, numpy.distutils, pkg_resources, numpy.float"
+    assert c.disables.startswith("nothing on this stack; on newer ones: "
+                                 "chainermn/communicators/_memory_utility.py:211: the fp16 allreduce"), c.disables
+    assert c.note == "needed on this stack: np.sctypes (NumPy 2)"
+
+
+@pytest.mark.parametrize("minor, status", [(11, "ok"), (12, "ok"), (13, "ok"), (14, "warn"), (10, "warn")])
+def test_python_3_11_to_3_13_are_supported(monkeypatch, minor, status):
+    monkeypatch.setattr(sys, "version_info", types.SimpleNamespace(major=3, minor=minor))
+    c = doctor._check_python()
+    assert c.status == status, c
+    if status == "warn":
+        assert "3.11-3.13 expected" in c.found and "3.11, 3.12 and 3.13" in c.disables
 
 
 def test_failing_import_is_a_row_not_a_crash(monkeypatch):
@@ -289,21 +328,21 @@ def test_report_in_japanese_keeps_names_paths_and_json(monkeypatch, capsys):
     import chainer
     import numpy
     monkeypatch.setenv("HANDSON_LANG", "ja")
-    monkeypatch.setattr(numpy, "__version__", "1.26.4")   # a row that disables something, on any host
+    unpatched_chainer_on_numpy_2(monkeypatch)   # a row that disables something, on any host
     rc = doctor.run()
     out = capsys.readouterr().out
     assert rc == 1
     lines = out.splitlines()
     assert lines[0].startswith("handson doctor: ") and JAPANESE.search(lines[0]), lines[0]
-    for name in ["Python", "setuptools", "NumPy", "Chainer", "ChainerMN", "mpi4py", "mpiexec", "CuPy",
-                 "cuDNN", "NCCL", "nvidia-smi", "nvprof", "nsys", "JupyterLab", "nbgrader", "Chromium"]:
+    for name in ["Python", "setuptools", "NumPy", "Chainer", "Chainer patches", "ChainerMN", "mpi4py", "mpiexec",
+                 "CuPy", "cuDNN", "NCCL", "nvidia-smi", "nvprof", "nsys", "JupyterLab", "nbgrader", "Chromium"]:
         row(out, name)
-    numpy_row = row(out, "NumPy")
-    assert numpy_row.startswith("  [err!] * NumPy") and "1.26.4" in numpy_row and "<1.24" in numpy_row
-    assert "expected" not in numpy_row and JAPANESE.search(numpy_row), numpy_row
-    explanation = lines[lines.index(numpy_row) + 1].strip()
+    patches_row = row(out, "Chainer patches")
+    assert patches_row.startswith("  [err!] * Chainer patches") and "0 of 5" not in patches_row
+    assert JAPANESE.search(patches_row), patches_row
+    explanation = lines[lines.index(patches_row) + 1].strip()
     assert explanation.startswith("-> ") and JAPANESE.search(explanation), explanation
-    assert "numpy.float" in explanation and "`pip install 'numpy<1.24'`" in explanation
+    assert "chainer/functions/array/as_strided.py:10" in explanation and "`make setup`" in explanation
     assert str(Path(chainer.__file__).parent) in row(out, "Chainer")
     explanations = [ln.strip() for ln in lines if ln.strip().startswith("->")]
     assert explanations and all(JAPANESE.search(ln) for ln in explanations), explanations
@@ -311,16 +350,16 @@ def test_report_in_japanese_keeps_names_paths_and_json(monkeypatch, capsys):
     assert "（" in out and "(* = needed" not in out
     verdicts = [ln for ln in lines if ln.startswith(("CPU ", "GPU "))]
     assert len(verdicts) == 2 and all(JAPANESE.search(ln) for ln in verdicts), verdicts
-    assert "course" not in " ".join(verdicts) and "NumPy: 1.26.4" in verdicts[0]
+    assert "course" not in " ".join(verdicts) and "Chainer patches: " in verdicts[0]
 
     # the machine-readable output does not change with the language
     assert doctor.run(as_json=True) == 1
     data = json.loads(capsys.readouterr().out)
-    numpy_check = next(c for c in data["checks"] if c["name"] == "NumPy")
-    assert numpy_check["found"] == "1.26.4, <1.24 expected"
-    assert numpy_check["disables"].startswith("F.resize_images and other Chainer code")
+    patches_check = next(c for c in data["checks"] if c["name"] == "Chainer patches")
+    assert patches_check["found"] == "0 of 5 active: -"
+    assert patches_check["disables"].startswith("chainer/functions/array/as_strided.py:10: `import chainer` fails")
     assert data["verdict"]["cpu"].startswith("CPU course: NOT ready (")
-    assert not any(JAPANESE.search(text) for text in (*data["verdict"].values(), numpy_check["disables"])
+    assert not any(JAPANESE.search(text) for text in (*data["verdict"].values(), patches_check["disables"])
                    if isinstance(text, str))
 
 

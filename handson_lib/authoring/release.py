@@ -123,10 +123,13 @@ def _makefile(course_makefile, lang="en"):
     rule = re.search(r"^\$\(STAMP\):.*?^\ttouch \$@\n", text, re.M | re.S)
     if not rule:
         raise ReleaseError(f"{course_makefile}: no `$(STAMP):` set-up rule ending in `touch $@` to copy")
+    wheel = re.search(r"^# A Chainer wheel for .*?^chainer-wheel:.*?\n\n", text, re.M | re.S)
+    if not wheel:
+        raise ReleaseError(f"{course_makefile}: no `chainer-wheel:` rule to copy (the job scripts' env.sh use it)")
     language = "" if lang == "en" else f"export HANDSON_LANG := {lang}\n"
     return ("# The student edition's two commands: `make setup` (once) and `make lab`.\n" + language + head
-            + ".PHONY: setup lab\n\nsetup: $(STAMP)\n\n" + rule.group(0)
-            + "\nlab: setup\n\t$(BIN)/handson lab\n")
+            + ".PHONY: setup lab chainer-wheel\n\nsetup: $(STAMP)\n\n" + rule.group(0) + "\n" + wheel.group(0)
+            + "lab: setup\n\t$(BIN)/handson lab\n")
 
 
 PYPROJECT = """[build-system]
@@ -137,7 +140,7 @@ build-backend = "setuptools.build_meta"
 name = "handson-lib-student"
 version = "{version}"
 description = "Student edition of the distributed deep-learning hands-on course (Chainer / ChainerMN)"
-requires-python = ">=3.11,<3.12"
+requires-python = ">=3.11,<3.14"
 
 [project.scripts]
 handson = "handson_lib.cli:main"
@@ -168,11 +171,12 @@ README = """# Distributed deep learning hands-on (student edition)
 
 ## What you need
 
-- Linux (tested on Debian 12; on Windows, WSL 2) with `make`, a C compiler and Python **3.11**:
-  Chainer 7.8.1 builds with
-  `numpy.distutils`, which Python 3.12 no longer has. Where `python3` is another version, install
-  3.11 beside it (your distribution's `python3.11` and `python3.11-venv`, conda, or
-  `uv python install 3.11`) and run `make setup PYTHON=/path/to/python3.11`.
+- Linux (tested on Debian 12; on Windows, WSL 2) with `make` and Python **3.11, 3.12 or 3.13**
+  (3.11: NumPy 1.23.5; 3.12 and 3.13: NumPy 2). `make setup` uses `python3.11` where there is one,
+  else `python3`; to choose, run `make setup PYTHON=/path/to/python3.12`. Where `python3` is
+  another version, install one of these beside it (your distribution's `python3.11` and
+  `python3.11-venv`, conda, or `uv python install 3.12`) and run `make setup PYTHON=/path/to/python3.11`.
+  `make setup` builds Chainer 7.8.1 with the course's patches for today's Python and NumPy.
 - No GPU: every exercise runs on a CPU; where the real thing needs GPUs the course runs a CPU
   stand-in and says so on screen.
 - On a machine with NVIDIA GPUs, add CuPy and NCCL after `make setup`:
@@ -181,7 +185,7 @@ README = """# Distributed deep learning hands-on (student edition)
 
 ## Two commands
 
-    make setup    # once: .venv with Python 3.11, Chainer 7.8.1, NumPy 1.23.5, Open MPI, JupyterLab
+    make setup    # once: .venv with Chainer 7.8.1 (patched), NumPy, Open MPI, JupyterLab
     make lab      # opens JupyterLab on this folder
 
 On a GPU site, the same `make setup` builds the course's environment on the login node: see
@@ -251,13 +255,13 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
 
 ## 必要なもの
 
-- `make`、C コンパイラ、Python **3.11** のある Linux（Debian 12 で確認しています。Windows では WSL 2）。Chainer 7.8.1 は `numpy.distutils` でビルドしますが、Python 3.12 にはこれがありません。`python3` が別のバージョンなら、3.11 を並べてインストールし（ディストリビューションの `python3.11` と `python3.11-venv`、conda、または `uv python install 3.11`）、`make setup PYTHON=/path/to/python3.11` を実行してください。
+- `make` と Python **3.11、3.12、3.13** のどれかがある Linux（Debian 12 で確認しています。Windows では WSL 2）。3.11 では NumPy 1.23.5、3.12 と 3.13 では NumPy 2 を使います。`make setup` は `python3.11` があればそれを、なければ `python3` を使います。選ぶときは `make setup PYTHON=/path/to/python3.12` のように実行してください。`python3` が別のバージョンなら、これらのどれかを並べてインストールし（ディストリビューションの `python3.11` と `python3.11-venv`、conda、または `uv python install 3.12`）、`make setup PYTHON=/path/to/python3.11` を実行してください。`make setup` は、今の Python と NumPy で動くようにコースのパッチを当てた Chainer 7.8.1 をビルドします。
 - GPU は不要です。どの演習も CPU で動きます。本来 GPU が必要な部分では、コースが CPU 代替実装で実行し、そのことを画面に表示します。
 - NVIDIA GPU のあるマシンでは、`make setup` の後に CuPy と NCCL を追加します: `.venv/bin/pip install 'cupy-cuda12x>=13.5,<14' nvidia-nccl-cu12`（Chainer 7.8.1 で動く最新の CuPy は 13 です）。その後 `.venv/bin/handson doctor` が、見つかったものを表示します。
 
 ## 2 つのコマンド
 
-    make setup    # 最初に一度: Python 3.11、Chainer 7.8.1、NumPy 1.23.5、Open MPI、JupyterLab の .venv
+    make setup    # 最初に一度: Chainer 7.8.1（パッチ済み）、NumPy、Open MPI、JupyterLab の .venv
     make lab      # このフォルダーで JupyterLab を開きます（画面もメッセージも日本語）
 
 GPU のあるサイトでも、ログインノードで同じ `make setup` がコースの環境を作ります。下の「各サイトでの手順」を見てください。

@@ -28,7 +28,9 @@ The subset is stratified: ``round(fraction * N)`` images in all, split over the 
 proportion to their counts (largest remainder), drawn per class with
 ``numpy.random.RandomState([seed, 0])`` (train) and ``RandomState([seed, 1])`` (test); the same
 tarball, fractions and seed always give the same images. The loader unpickles with an
-allow-list (NumPy arrays and plain Python data only).
+allow-list (NumPy arrays and plain Python data only). The arrays are written as
+``numpy.ndarray(shape, dtype, bytearray)`` (:func:`handson_lib.data.reading.dump_portable`), so that
+NumPy 1.x and 2.x both load a file that either wrote (a login node and its compute nodes may differ).
 """
 
 from __future__ import annotations

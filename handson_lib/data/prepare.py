@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import pickle
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from handson_lib.data.cifar import load_cifar10_arrays
 from handson_lib.data.cifar_pickle import PICKLE_FORMAT_VERSION
 from handson_lib.data.dataset import announcer
 from handson_lib.data.errors import DatasetError, cifar_missing, describe_exc
+from handson_lib.data.reading import dump_portable
 from handson_lib.messages import tr
 from handson_lib.data.sources import CIFAR10_DIRNAME, CIFAR10_TARBALL, data_dir, default_pickle_name
 
@@ -112,7 +112,7 @@ def prepare_cifar_pickle(cifar, out, size=256, fraction=0.05, test_fraction=None
     say(f"  writing {out}")
     try:
         with gzip.open(part, "wb", compresslevel=6) as f:
-            pickle.dump(obj, f, protocol=5)
+            dump_portable(obj, f, protocol=5)
         os.replace(part, out)
     except BaseException:
         part.unlink(missing_ok=True)
