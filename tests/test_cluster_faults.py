@@ -235,7 +235,9 @@ class FakeCluster:
         self.p = cluster.Paths(tmp_path / "state")
         for sub in ("log", "munge"):
             (self.p.root / sub).mkdir(parents=True, exist_ok=True)
-        self.p.conf.write_text("".join(f"NodeName={n} NodeAddr=127.0.0.1\n" for n in nodes))
+        # The nodes and the local site's queues as partitions: the cluster `up` was asked for.
+        self.p.conf.write_text("".join(f"NodeName={n} NodeAddr=127.0.0.1\n" for n in nodes)
+                               + "".join(f"PartitionName={q} Nodes=ALL\n" for q in cluster.SITE.queues))
         self.labels = {"munged": self.p.munge_pid, "slurmctld": self.p.ctld_pid,
                        **{f"slurmd -N {n}": self.p.slurmd_pid(n) for n in nodes}}
         self.alive, self.started, self.commands, self.downs = set(), [], [], []
@@ -246,7 +248,7 @@ class FakeCluster:
         monkeypatch.setenv("HANDSON_CLUSTER_DIR", str(self.p.root))
         monkeypatch.setattr(cluster, "is_root", lambda: True)
         monkeypatch.setattr(cluster, "ensure_installed", lambda out: False)
-        monkeypatch.setattr(cluster, "write_config", lambda p, nodes, link=None: None)
+        monkeypatch.setattr(cluster, "write_config", lambda p, nodes, link=None, site=None: None)
         monkeypatch.setattr(cluster, "uts_namespaces_work", lambda: False)
         monkeypatch.setattr(cluster, "_port_free", lambda port: True)
         monkeypatch.setattr(cluster, "cluster_processes", lambda p=None: [])
@@ -325,7 +327,7 @@ def test_up_with_another_node_count_restarts_all_and_says_it_cancels_the_jobs(mo
     said = []
     assert cluster.up(3, out=said.append) == 0
     assert fake.downs == [1]
-    assert said[0] == "restarting the cluster: the node count or the link changed; this cancels 2 job(s): 7 8 ..."
+    assert said[0] == "restarting the cluster: the node count, the link or the site's queues changed; this cancels 2 job(s): 7 8 ..."
 
 
 def test_status_of_a_partly_down_cluster_says_up_keeps_the_jobs(monkeypatch, tmp_path):
