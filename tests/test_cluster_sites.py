@@ -1,0 +1,103 @@
+"""The "At your site" steps of Miyabi-G followed on the local cluster with Miyabi-G's queues
+(`handson cluster up --site miyabi`), issue 40 item 4: the site's skeletons copied as step 4 says,
+completed, linted, submitted unchanged with qsub to `debug-g`, each job finding its env.sh and the
+course's environment (steps 2 and 3) and printing what step 7 says to read.
+
+Differences from the site, as the README's steps allow: the course's own .venv stands for the one
+`make setup` builds in the course folder (COURSE points at this checkout), env.sh sits in a
+temporary folder (ENV_SH, which the job scripts honour), no `module` line is uncommented (no module
+command here), and the nodes are the cluster's CPU nodes.
+"""
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from handson_lib.sites import cluster, generate
+from handson_lib.sites.table import get_site
+from test_at_your_site import commands, sections
+
+pytestmark = [pytest.mark.scheduler]
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+SITE = get_site("miyabi")
+NODES = SITE.scripts.requests["multi_node"][0]
+QUICK = "--epoch 1 --train-size 400 --test-size 100"
+
+
+def handson(*args, timeout=300):
+    return subprocess.run([str(VENV_BIN / "handson"), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def miyabi_cluster(cluster_turn):
+    if os.geteuid() != 0:
+        pytest.fail("`handson cluster up` needs root; run the scheduler tests as root")
+    result = handson("cluster", "up", "--site", "miyabi", "--nodes", NODES)
+    assert result.returncode == 0, f"cluster up failed:\n{result.stdout}\n{result.stderr}"
+    yield result
+    handson("cluster", "down")
+
+
+@pytest.fixture(scope="module")
+def course(miyabi_cluster, tmp_path_factory):
+    """A student's course folder after steps 1-5 of Miyabi-G's section."""
+    text = sections("en")[0][SITE.title]
+    lines = commands(text)
+    folder = tmp_path_factory.mktemp("miyabi") / generate.COURSE_FOLDER
+    shutil.copytree(ROOT / "exercises", folder / "exercises", ignore=shutil.ignore_patterns("ja"))
+    env_sh = folder.parent / "env.sh"                                           # step 2
+    shutil.copy(ROOT / "jobscripts" / SITE.key / "env.sh", env_sh)
+    subprocess.run(shlex.split(next(l for l in lines if l.startswith("cp exercises/"))),  # step 4
+                   cwd=folder, check=True)
+    answers = {"run_multi_gpu_training.sh": re.search(r"Task #1:\s+`([^`]+)`", text).group(1),
+               "run_multi_node_training.sh": re.search(r"Task #2:\s+`([^`]+)`", text).group(1)}
+    for name, request in answers.items():
+        script = folder / "exercises" / name
+        script.write_text(script.read_text()
+                          .replace("# PUT YOUR CODE HERE\n", f"# PUT YOUR CODE HERE\n#PBS -q {SITE.scripts.queue}\n"
+                                                             f"#PBS -l {request}\n")
+                          .replace(f"group_list={SITE.placeholder}", "group_list=gc64"))
+        lint = handson("jobscript", "lint", script)                             # step 5
+        assert lint.returncode == 0 and "checked for Miyabi-G: 0 error(s)" in lint.stdout, lint.stdout
+    for name in ("train_cifar_multi_gpu.py", "train_cifar_multi_node.py"):    # the student's solved scripts
+        shutil.copy(ROOT / "solutions" / name, folder / "exercises" / name)
+    return folder, env_sh
+
+
+def login_env(env_sh):
+    """The student's login shell: no venv on PATH; env.sh where ENV_SH says, the course here."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_", "OMPI_", "PRTE_"))}
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
+                                  if d and Path(d).resolve() != VENV_BIN.resolve())
+    env.update(ENV_SH=str(env_sh), COURSE=str(ROOT), EXTRA_ARGS=QUICK)
+    return env
+
+
+@pytest.mark.parametrize("name, job, nodes, ranks, runs", [
+    ("run_multi_gpu_training.sh", "multi_gpu", 1, None, 1),      # one GPU per node: one run
+    ("run_multi_node_training.sh", "multi_node", NODES, NODES, 1),
+])
+def test_the_miyabi_steps_run_the_job_on_debug_g(course, name, job, nodes, ranks, runs):
+    folder, env_sh = course
+    workdir = folder / "exercises"
+    jobid = cluster.qsub(name, workdir, "-j", "oe", env=login_env(env_sh))    # step 6
+    state = cluster.wait_job(jobid, timeout=240)
+    output = workdir / f"{job}.o{jobid}"                                        # step 7
+    assert output.exists(), sorted(p.name for p in workdir.iterdir())
+    text = output.read_text(errors="replace")
+    assert state == "COMPLETED", text
+    assert "chainer 7.8.1" in text and "note: no" not in text, text            # env.sh and .venv found
+    assert len(re.findall(r"^Throughput: [\d.]+ \[images/sec\.\]", text, re.M)) == runs, text
+    if ranks:
+        assert f"Num process (COMM_WORLD): {ranks}" in text, text
+    info = cluster.job_info(jobid)
+    assert info["Partition"] == "debug-g" and info["NumNodes"] == str(nodes), info
