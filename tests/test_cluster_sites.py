@@ -79,6 +79,9 @@ def login_env(env_sh):
     env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
                                   if d and Path(d).resolve() != VENV_BIN.resolve())
     env.update(ENV_SH=str(env_sh), COURSE=str(ROOT), EXTRA_ARGS=QUICK)
+    # env.sh sets HOME to Miyabi-G's /work/<group>/<user>: what the job caches goes here instead
+    cache = Path(env_sh).parent / "cache"
+    env.update(MPLCONFIGDIR=str(cache / "matplotlib"), XDG_CACHE_HOME=str(cache), XDG_CONFIG_HOME=str(cache))
     return env
 
 
@@ -101,3 +104,8 @@ def test_the_miyabi_steps_run_the_job_on_debug_g(course, name, job, nodes, ranks
         assert f"Num process (COMM_WORLD): {ranks}" in text, text
     info = cluster.job_info(jobid)
     assert info["Partition"] == "debug-g" and info["NumNodes"] == str(nodes), info
+    import grp
+    import pwd
+    home = Path(generate.base_folder(SITE).replace("$(id -ng)", grp.getgrgid(os.getgid()).gr_name)
+                .replace("$USER", pwd.getpwuid(os.getuid()).pw_name))
+    assert not home.exists(), f"the job wrote into {home} on this machine"
