@@ -162,10 +162,12 @@ README = """# Distributed deep learning hands-on (student edition)
   full day all of them; the optional parts are reading or homework.
 - `exercises/`: the training scripts and job scripts you complete (`train_cifar_multi_gpu.py`,
   `train_cifar_multi_node.py`, `train_mnist_multi_node.py`, `run_multi_gpu_training.sh`,
-  `run_multi_node_training.sh`).
+  `run_multi_node_training.sh`). The job scripts are written for Reedbush-H;
+  `exercises/miyabi/` and `exercises/abci/` hold the same two for Miyabi-G and ABCI 3.0 (*At your
+  site* below).
 - `jobscripts/<site>/`: each site's job scripts and `env.sh`: ready to submit for profiling and
   scaling sweeps; the two task scripts leave their queue and resource lines to you, as
-  `exercises/` does (the exercises are written for Reedbush-H; take these at another site).
+  `exercises/` does.
 - `handson_lib/`: the course's library (the CPU stand-in of MultiprocessParallelUpdater, offline
   data, the self-check). You do not need to change it.
 
@@ -249,8 +251,8 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
 ## 中身
 
 - `notebooks/`: 講義ノートブック（00 セットアップから 06 ラージバッチ、07 まとめまで）。順に進めてください。`# PUT YOUR CODE HERE` のセルがあなたの書く部分です。用語集は `notebooks/README.md` にあります。`00_setup` の冒頭のコースの全体像に、各ノートブックの時間があります。半日のコースでは 00、01、02、07 を、1 日のコースではすべてを扱います。オプションの部分は読み物か宿題です。
-- `exercises/`: 完成させる学習スクリプトとジョブスクリプト（`train_cifar_multi_gpu.py`、`train_cifar_multi_node.py`、`train_mnist_multi_node.py`、`run_multi_gpu_training.sh`、`run_multi_node_training.sh`）。
-- `jobscripts/<site>/`: 各サイトのジョブスクリプトと `env.sh`。プロファイリングやスケーリングの測定にそのまま投入できます。2 つのタスクのスクリプトは、`exercises/` と同じく実行環境指定（キューと資源の行）をあなたが書く形になっています（演習は Reedbush-H 向けに書かれています。ほかのサイトではこちらを使ってください）。
+- `exercises/`: 完成させる学習スクリプトとジョブスクリプト（`train_cifar_multi_gpu.py`、`train_cifar_multi_node.py`、`train_mnist_multi_node.py`、`run_multi_gpu_training.sh`、`run_multi_node_training.sh`）。ジョブスクリプトは Reedbush-H 用です。`exercises/miyabi/` と `exercises/abci/` に、Miyabi-G 用と ABCI 3.0 用の同じ 2 つがあります（下の「各サイトでの手順」）。
+- `jobscripts/<site>/`: 各サイトのジョブスクリプトと `env.sh`。プロファイリングやスケーリングの測定にそのまま投入できます。2 つのタスクのスクリプトは、`exercises/` と同じく実行環境指定（キューと資源の行）をあなたが書く形になっています。
 - `handson_lib/`: 講義のライブラリ（MultiprocessParallelUpdater の CPU 代替実装、オフラインのデータ、セルフチェック）。変更する必要はありません。
 
 ## 必要なもの
