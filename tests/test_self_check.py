@@ -112,6 +112,7 @@ def _timing(speedup, cores_ratio, others, steps=16):
     (0.95, 1.0, 1.5, True, True, 1.9),       # a busy one gave the 2-device steps no more CPU than 1
     (0.5, 1.0, 1.5, False, True, 1.0),       # ... and a script that wastes half its CPU fails there too
     (1.0, 1.9, 0.0, False, False, 1.0),      # a quiet machine, no speed-up: no load to blame
+    (1.1, 1.05, 1.1, True, True, 2.0),       # per core, never past what 2 workers can give
 ])
 def test_the_self_checks_speed_up_is_judged_per_core_where_the_load_held_it_back(
         monkeypatch, speedup, cores_ratio, others, passed, says_load, judged):

@@ -642,7 +642,7 @@ def _self_speed_check(report, name, script, n, run_args, limit, stall, site, say
         line += tr("; meanwhile the rest of the machine kept {others:.1f} of its {cores} cores busy",
                    others=others, cores=cores)
         if got is not None and got < LOAD_LIMITED_SHARE * n and others >= BUSY_CORES:
-            judged = speedup * n / max(1.0, got)
+            judged = min(float(n), speedup * n / max(1.0, got))   # never past n workers' worth
             line += tr(", and gave your steps on {n} only {got:.2f} times the CPU of your steps on 1: per core they "
                        "got, {judged:.2f}x (judged so: the load, not your script, held them back)", n=n, got=got,
                        judged=judged)
