@@ -576,13 +576,8 @@ def still_unset(script):
 def _unfinished_report(task, script, unset, names, against):
     """The report of a script whose parts `unset` (still_unset) are not written yet: every check
     failed at once, no run started."""
-    title = {"multi-gpu": "Task #1"}.get(task, "Task #2")
-    number = tr("Task #{n}", n=title.split("#")[1])
-    quoted = ", ".join("`" + name + "`" for name in unset)
-    why = tr("{task} is not complete: {names} is still None. Fill in the `# PUT YOUR CODE HERE` part that sets it.",
-             task=number, names=quoted) if len(unset) == 1 else \
-        tr("{task} is not complete: {names} are still None. Fill in the `# PUT YOUR CODE HERE` part that sets them.",
-           task=number, names=quoted)
+    from handson_lib.runtime.training import not_complete   # the words the run itself would stop with
+    why = not_complete("Task #1" if task == "multi-gpu" else "Task #2", unset)
     report = Report(task, str(script), observed={}, reference={}, output_tail="", against=against)
     report.add(names[0], False, tr("not implemented yet: {what}", what=why) + " "
                + tr("(found by reading the script: nothing was run)"))

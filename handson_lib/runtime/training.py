@@ -59,18 +59,23 @@ def print_banner(title, rows, print_fn=print):
     print_fn("")
 
 
+def not_complete(task, missing):
+    """What a task whose `# PUT YOUR CODE HERE` parts left the names `missing` unset is told."""
+    number = re.fullmatch(r"Task #(\d+)", task)
+    task = tr("Task #{n}", n=number.group(1)) if number else task
+    names = ", ".join("`" + m + "`" for m in missing)
+    if len(missing) == 1:
+        return tr("{task} is not complete: {names} is still None. Fill in the `# PUT YOUR CODE HERE` "
+                  "part that sets it.", task=task, names=names)
+    return tr("{task} is not complete: {names} are still None. Fill in the `# PUT YOUR CODE HERE` "
+              "part that sets them.", task=task, names=names)
+
+
 def require_done(task, **values):
     """Stop with a clear message when a `# PUT YOUR CODE HERE` part left its variable unset."""
     missing = [name for name, value in values.items() if value is None]
     if missing:
-        number = re.fullmatch(r"Task #(\d+)", task)
-        task = tr("Task #{n}", n=number.group(1)) if number else task
-        names = ", ".join("`" + m + "`" for m in missing)
-        raise NotImplementedError(
-            tr("{task} is not complete: {names} is still None. Fill in the `# PUT YOUR CODE HERE` "
-               "part that sets it.", task=task, names=names) if len(missing) == 1 else
-            tr("{task} is not complete: {names} are still None. Fill in the `# PUT YOUR CODE HERE` "
-               "part that sets them.", task=task, names=names))
+        raise NotImplementedError(not_complete(task, missing))
 
 
 def instrument_phases(updater_or_optimizer, out=None, warmup=2, print_fn=print):
