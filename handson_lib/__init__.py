@@ -4,10 +4,11 @@ Modules are imported lazily by their users so that `import handson_lib` stays ch
 (it must not import CuPy: MultiprocessParallelUpdater forks, see handson_lib.runtime.mpi).
 """
 
-import os
 from pathlib import Path
+
+from handson_lib import settings
 
 __version__ = "0.1.0"
 
 #: Root of the course checkout (the folder holding notebooks/ and exercises/).
-COURSE_ROOT = Path(os.environ.get("HANDSON_ROOT", Path(__file__).resolve().parent.parent))
+COURSE_ROOT = Path(settings.current().root or Path(__file__).resolve().parent.parent)

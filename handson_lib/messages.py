@@ -17,15 +17,17 @@ import importlib
 import os
 import sys
 
-LANGUAGES = ("en", "ja")
-ENV = "HANDSON_LANG"
+from handson_lib import settings
+from handson_lib.settings import LANGUAGES
+
+ENV = settings.variable("lang")
 _noted = set()
 
 
 def language(environ=None):
     """The language of the messages: HANDSON_LANG, else the locale's, else "en"."""
     env = os.environ if environ is None else environ
-    chosen = env.get(ENV, "").strip().lower()
+    chosen = (settings.read(environ).lang or "").strip().lower()
     if chosen:
         code = chosen.replace("-", "_").split("_")[0].split(".")[0]
         if code in LANGUAGES:

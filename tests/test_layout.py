@@ -65,6 +65,7 @@ def test_the_student_edition_ships_the_harness_and_the_checks_and_nothing_that_d
 #: Packages (and top-level modules) of one layer are peers: they import nothing of each other.
 #: `cli` sits low: its registry names command modules as strings, imported only when run.
 LAYERS = (
+    ("settings",),
     ("handson_lib", "messages_ja", "tasks"),
     ("messages", "grader_settings", "plotting", "exchange", "cli"),
     ("launch", "boundary"),

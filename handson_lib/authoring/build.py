@@ -11,6 +11,7 @@ solutions/i18n/<lang>/     -> notebooks/<lang>/, exercises/<lang>/: the same fil
                               figures drawn in that language, to notebooks/<lang>/figures/)
 site table + templates     -> jobscripts/<site>/*, jobscripts/README.md, solutions/run_*.sh
                               (handson_lib.sites.generate; written first: exercises/ derive from them)
+settings' declarations     -> README.md's table of environment variables (handson_lib.settings)
 teaching figure functions  -> solutions/figures/*.svg, solutions/i18n/<lang>/figures/*.svg
                               (handson_lib.authoring.teaching_figures; written before the copies)
 
@@ -28,7 +29,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT
+from handson_lib import COURSE_ROOT, settings
 from handson_lib.authoring import recording, teaching_figures, translations
 from handson_lib.sites import generate as jobscripts
 
@@ -153,11 +154,35 @@ def _generated_dirs():
     return ("notebooks", "exercises")
 
 
+#: Where README.md's table of variables starts and ends (the lines between are generated).
+SETTINGS_TABLE = ("<!-- generated from handson_lib/settings.py by `handson build` -->",
+                  "<!-- end of the generated table -->")
+
+
+def readme_with_settings_table(text):
+    """README text with the table of variables rewritten from the settings' declarations."""
+    start, end = SETTINGS_TABLE
+    if start not in text or end not in text:
+        return text
+    head, rest = text.split(start, 1)
+    return head + start + "\n" + "\n".join(settings.table_rows()) + "\n" + end + rest.split(end, 1)[1]
+
+
+def _write_settings_table(root):
+    readme = root / "README.md"
+    if readme.exists():
+        text = readme.read_text()
+        fresh = readme_with_settings_table(text)
+        if fresh != text:
+            readme.write_text(fresh)
+
+
 def build(root: Path = COURSE_ROOT):
     """Regenerate the job scripts and the teaching figures, then notebooks/ and exercises/ in
     place; remove student files whose source is gone."""
     jobscripts.write(root)
     teaching_figures.write(root)
+    _write_settings_table(root)
     expected = set(build_into(root, root))
     removed = []
     for top in _generated_dirs():
@@ -337,6 +362,10 @@ def check_tree(root: Path = COURSE_ROOT) -> Report:
                 report.problems.append(Problem(rel.as_posix(), "has no source in solutions/"))
     for rel, why in [*jobscripts.stale(root), *teaching_figures.stale(root)]:
         report.problems.append(Problem(rel.as_posix(), why))
+    readme = root / "README.md"
+    if readme.exists() and readme_with_settings_table(readme.read_text()) != readme.read_text():
+        report.problems.append(Problem("README.md", "its table of variables differs from "
+                                       "handson_lib/settings.py: run `handson build`"))
     for where, why in recording.problems(root):
         report.problems.append(Problem(where, why))
     for problem in translations.problems(root):

@@ -27,13 +27,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT
+from handson_lib import COURSE_ROOT, settings
+from handson_lib.settings import LANGUAGES
 
 #: Folder of solutions/ that holds the records (one per language and notebook).
 RECORDED = "recorded"
 #: A recorded cell's output shows in the markdown cell of this id prefix right after it.
 REF_PREFIX = "ref-"
-LANGUAGES = ("en", "ja")
 #: How a recorded output shows the folder of the student edition it ran in.
 STUDENT_FOLDER = "~/course"
 #: Seconds one cell of a recording may run (02's Task #2 runs and self-check are the longest).
@@ -285,10 +285,11 @@ def record(write_edition, root=COURSE_ROOT, notebooks=None, languages=LANGUAGES,
             edition = Path(tmp) / "edition"
             write_edition(edition, root=root, lang=lang)
             fill_answers(edition, root)
-            env = {k: v for k, v in os.environ.items() if k not in ("HANDSON_ROOT", "VIRTUAL_ENV")}
-            env.update(PYTHONPATH=str(edition), HANDSON_LANG=lang, HANDSON_SITE="local", MPLBACKEND="Agg",
-                       # no local cluster: the notebooks' ranks run on this machine
-                       HANDSON_CLUSTER_DIR=str(Path(tmp) / "no-cluster"))
+            # The edition's own root; no local cluster: the notebooks' ranks run on this machine.
+            recorded = settings.current().but(root=None, lang=lang, cluster_dir=str(Path(tmp) / "no-cluster"))
+            env = settings.child_env(carried=recorded.but(grader=recorded.grader.but(site="local")),
+                                     PYTHONPATH=str(edition), MPLBACKEND="Agg")
+            env.pop("VIRTUAL_ENV", None)
             for path, cells, refs in chosen:
                 machine = this_machine()
                 out(f"recording {path.name} ({lang}) on {machine_text(machine, 'en')} ...")

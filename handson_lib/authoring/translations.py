@@ -32,11 +32,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT
+from handson_lib import COURSE_ROOT, settings
 from handson_lib.authoring import recording
 
 #: Languages the course is built in besides English (`handson build` writes notebooks/<lang>/ ...).
-LANGUAGES = ("ja",)
+LANGUAGES = settings.LANGUAGES[1:]
 CATALOGUES = "i18n"
 #: Width of a translated comment line, in wide characters (two columns each).
 COMMENT_WIDTH = {"ja": 44}

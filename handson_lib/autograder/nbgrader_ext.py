@@ -25,7 +25,7 @@ import nbformat
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade
 
-from handson_lib import grader_settings, launch
+from handson_lib import launch, settings
 from handson_lib.autograder import judge, sandbox
 from handson_lib.checking import paired
 from handson_lib.messages import tr
@@ -97,7 +97,7 @@ PROBE_OUTPUT_BYTES = judge.MAX_ANSWER_CHARS + (1 << 20)
 
 class JudgedExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
-        spec = json.loads(os.environ.get(judge.JUDGE_ENV) or "{}")
+        spec = json.loads(settings.current().judge or "{}")
         self._judge = judge.Judge(self._ask_kernel, judge.report_names(), self._answer_cells, spec.get("runs"))
         self._output_limit, self._output_used, self._output_cut = CELL_OUTPUT_BYTES, {}, set()
         return super().preprocess(nb, resources, km)
@@ -165,19 +165,17 @@ def _judged_runs(report):
     TMPDIR, the student's folder, which the kernel writes); for a report cell, its checks' runs
     go to the grader's folder of this student (not the kernel's), each in the sandbox when the
     session has one."""
-    if not os.environ.get(judge.JUDGE_ENV):
+    if not settings.current().judge:
         yield
         return
-    spec = json.loads(os.environ[judge.JUDGE_ENV])
+    spec = json.loads(settings.current().judge)
     saved_tempdir = tempfile.tempdir
     # A report cell's runs in the grader's folder of this student, with the grader's log in its own
     # folder (the kernel's is the kernel's to write); a grade cell's files in its memo (its
     # on_answers calls make their folders in the runs' folder themselves).
     tempfile.tempdir = spec["runs"] if report else spec["memo"]
-    moved = grader_settings.current().but(profile_log=os.path.join(spec["memo"], "profile.jsonl")).to_env() \
-        if report else {}
-    saved = {name: os.environ.get(name) for name in moved}
-    os.environ.update(moved)
+    moved = settings.override(profile_log=os.path.join(spec["memo"], "profile.jsonl")) if report \
+        else contextlib.nullcontext()
     if spec.get("settings"):
         launch.set_wrapper(lambda cmd, cwd: judge_sandbox_command(spec, cmd, cwd))
     # A report cell's runs are timed: the kernel's sandbox (and whatever the answer cells left
@@ -185,14 +183,10 @@ def _judged_runs(report):
     frozen = sandbox.frozen_kernel(spec["settings"], spec["own"]) if report and spec.get("settings") \
         else contextlib.nullcontext()
     try:
-        with frozen:
+        with moved, frozen:
             yield
     finally:
         tempfile.tempdir = saved_tempdir
-        for name, value in saved.items():
-            os.environ.pop(name, None)
-            if value is not None:
-                os.environ[name] = value
         launch.set_wrapper(None)
 
 
@@ -202,7 +196,7 @@ def judge_sandbox_command(spec, cmd, cwd):
     sees). The reference's side of the paired timing: the reference scripts readable, no copy of
     the submission, cgroups of its own; every other run (the student's side included) without the
     reference scripts, in the student's runs' cgroups."""
-    settings, role, folder = spec["settings"], "runs", grader_settings.current().submission
+    settings, role, folder = spec["settings"], "runs", settings.current().grader.submission
     runs, cwd = Path(spec["runs"]).resolve(), Path(cwd or Path.cwd()).resolve()
     stepper = paired.STEPPER_MODULE in cmd
     if stepper and cmd[cmd.index(paired.STEPPER_MODULE) + 1:][:1] == ["reference"]:

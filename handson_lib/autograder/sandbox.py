@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, boundary, launch
+from handson_lib import COURSE_ROOT, boundary, launch, settings
 
 ACCOUNT = "handson-grader"
 KERNEL_NAME = "handson-sandbox"
@@ -129,7 +129,7 @@ def course_paths(root=COURSE_ROOT):
     solutions/ (the reference scripts, the notebooks' hidden tests), not the course folder, not
     the rest of the checkout."""
     paths = [Path(sys.prefix), Path(sys.base_prefix), *library_files(root)]
-    data = Path(os.environ.get("HANDSON_DATA_DIR") or Path(root) / "data")
+    data = Path(settings.current().data_dir or Path(root) / "data")
     if data.is_dir():
         paths.append(data)
     return [str(p) for p in paths]

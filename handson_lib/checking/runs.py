@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy
 
-from handson_lib import grader_settings, launch
+from handson_lib import grader_settings, launch, settings
 from handson_lib.checking import evidence
 from handson_lib.messages import tr
 
@@ -150,7 +150,7 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
     timeout = run_limit(timeout)
     with run_folder("handson-observe-") as tmp:
         outdir, workdir = _observed_folders(tmp)
-        full_env = dict(os.environ if env is None else env)
+        full_env = settings.child_env(env)
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         full_env.setdefault("MPLBACKEND", "Agg")
         cmd = [sys.executable, "-m", OBSERVE_MODULE, str(outdir), str(Path(script).resolve()),
@@ -267,7 +267,7 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
                 "--out", str(workdir / "result")]
         watch, outside = launch.ProgressWatch(outdir, stall, say=say), launch.OutsideView()
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
-                             env={**os.environ, "MPLBACKEND": "Agg", **YIELD_WHEN_IDLE, **transport()}, timed=timed,
+                             env=settings.child_env(MPLBACKEND="Agg", **YIELD_WHEN_IDLE, **transport()), timed=timed,
                              progress=watch, outside=outside)
         defuse(tmp)
         (ranks, params), refused = _read_left(_rank_records, outdir, np)

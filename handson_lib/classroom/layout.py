@@ -18,8 +18,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from handson_lib import settings
+
 DEFAULT_STATE_DIR = "/var/lib/handson-classroom"
-ENV = "HANDSON_CLASSROOM_DIR"
+ENV = settings.variable("classroom_dir")
 
 
 class ClassroomError(RuntimeError):
@@ -104,7 +106,7 @@ class Layout:
 
 
 def layout() -> Layout:
-    return Layout(Path(os.environ.get(ENV) or DEFAULT_STATE_DIR))
+    return Layout(Path(settings.current().classroom_dir or DEFAULT_STATE_DIR))
 
 
 def load_settings(lay: Layout):

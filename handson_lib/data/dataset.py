@@ -10,7 +10,7 @@ from handson_lib.data.arrays import stratified_subset
 from handson_lib.data.cifar import load_cifar10
 from handson_lib.data.cifar_pickle import load_cifar_pickle
 from handson_lib.data.errors import DatasetError, cifar_missing, mnist_missing, pickle_missing
-from handson_lib import messages
+from handson_lib import messages, settings
 from handson_lib.messages import tr
 from handson_lib.data.mnist import load_mnist, mnist_file
 from handson_lib.data.sklearn_digits import digits
@@ -70,7 +70,7 @@ def get_dataset(name_or_path=None, *, ndim=None, n_train=None, n_test=None, seed
     ``announce=False`` on MPI ranks other than 0.
     """
     if name_or_path is None:
-        name_or_path = os.environ.get("HANDSON_DATASET") or "synthetic"
+        name_or_path = settings.current().dataset or "synthetic"
     spec = os.fspath(name_or_path)
     key = spec.strip().lower()
     source = shown = None

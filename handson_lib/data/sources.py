@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import handson_lib
+from handson_lib import settings
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
 CIFAR10_TARBALL = "cifar-10-python.tar.gz"
@@ -27,7 +28,7 @@ OFFLINE_HINT = ("on a machine with internet (on a cluster: the login node; compu
 
 def data_dir() -> Path:
     """Where the course looks for data files: ``$HANDSON_DATA_DIR`` or ``<course root>/data``."""
-    env = os.environ.get("HANDSON_DATA_DIR")
+    env = settings.current().data_dir
     if env:
         return Path(env).expanduser()
     return Path(handson_lib.COURSE_ROOT) / "data"

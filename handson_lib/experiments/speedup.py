@@ -6,14 +6,12 @@ machine hits both; warm-up iterations are excluded by the launcher's own meter; 
 the spread of the repeats are printed.
 """
 
-import contextlib
 import json
-import os
 import re
 import statistics
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, launch
+from handson_lib import COURSE_ROOT, launch, settings
 from handson_lib.experiments import stats
 from handson_lib.harness import observe
 from handson_lib.checking import runs
@@ -128,18 +126,9 @@ def _finish(benchmark, rates, meta, out, filename, label, print_fn, breakdown=No
     return result
 
 
-@contextlib.contextmanager
 def _phases_observed():
-    """Every observed run records its phases (harness.observe.PHASES_ENV)."""
-    previous = os.environ.get(observe.PHASES_ENV)
-    os.environ[observe.PHASES_ENV] = "1"
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(observe.PHASES_ENV, None)
-        else:
-            os.environ[observe.PHASES_ENV] = previous
+    """Every observed run records its phases (settings.observe_phases, carried to the runs)."""
+    return settings.override(observe_phases=True)
 
 
 def _baseline_columns(record):

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import numpy
 
-from handson_lib import data, grader_settings
+from handson_lib import data, grader_settings, settings
 from handson_lib.runtime import multigpu
 from handson_lib.messages import tr
 from handson_lib.runtime import phases
 from handson_lib.runtime.throughput import ThroughputMeter
 
 #: Set to 1 by the benchmarks: every rank records its phases for the breakdown table.
-PHASES_ENV = "HANDSON_OBSERVE_PHASES"
+PHASES_ENV = settings.variable("observe_phases")
 
 
 def fingerprint(example):
@@ -108,7 +108,7 @@ class Recorder:
             self.record["train_fingerprints"] = fingerprints(self.datasets[-1][0])
         self.meter = ThroughputMeter(warmup=2).watch(updater)
         self.phases = None
-        if os.environ.get(PHASES_ENV) == "1" and not hasattr(updater, "phase_summary"):
+        if settings.current().observe_phases and not hasattr(updater, "phase_summary"):
             # The benchmarks' breakdown: this rank's phases (the script's own recorder if it has one).
             self.phases = vars(updater).get(phases._MARK) or phases.instrument(updater, nvtx=False)
         # Images per iteration over all workers (ranks under MPI each run this same hook).
@@ -296,7 +296,7 @@ def main(argv=None):
         print(__doc__, file=sys.stderr)
         return 2
     outdir, script, script_args = argv[0], argv[1], argv[2:]
-    os.environ[multigpu.OBSERVE_DIR_ENV] = str(Path(outdir).resolve())
+    settings.hand_down(observe_dir=str(Path(outdir).resolve()))
     recorder = Recorder(outdir)
     install_hooks(recorder)
     sys.argv = [script, *script_args]

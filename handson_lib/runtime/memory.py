@@ -20,13 +20,15 @@ HANDSON_MALLOC=0 leaves glibc's defaults (to measure the difference).
 import ctypes
 import os
 
+from handson_lib import settings
+
 # mallopt parameters (malloc.h)
 M_TRIM_THRESHOLD = -1
 M_TOP_PAD = -2
 M_MMAP_THRESHOLD = -3
 
 SETTINGS = ((M_MMAP_THRESHOLD, 32 * 2**20), (M_TRIM_THRESHOLD, 2**31 - 1), (M_TOP_PAD, 256 * 2**20))
-ENV_VAR = "HANDSON_MALLOC"
+ENV_VAR = settings.variable("malloc")
 
 #: what keep_freed_memory() did in this process: None (not called), True, or why not
 STATE = {"applied": None}
@@ -42,8 +44,7 @@ def _libc():
 
 def keep_freed_memory(environ=None):
     """Apply SETTINGS with mallopt; True when applied, else a string that says why not."""
-    env = os.environ if environ is None else environ
-    if env.get(ENV_VAR, "1").strip().lower() in ("0", "off", "no", "false"):
+    if (settings.read(environ).malloc or "1").strip().lower() in ("0", "off", "no", "false"):
         STATE["applied"] = f"{ENV_VAR}=0: glibc's default allocator settings"
         return STATE["applied"]
     mallopt = getattr(_libc(), "mallopt", None)

@@ -21,6 +21,7 @@ import chainer
 from chainer.dataset import convert
 from chainer.training import updaters as _chainer_updaters
 
+from handson_lib import settings
 from handson_lib.messages import tr
 # nccl_status is also what notebooks 01 and 04 ask (`multigpu.nccl_status()`).
 from handson_lib.runtime.devices import gpu_count, nccl_status
@@ -107,14 +108,14 @@ def _limit_threads(n):
 
 
 #: The folder where the observer (handson_lib.harness.observe, which sets it) keeps each worker's arrays.
-OBSERVE_DIR_ENV = "HANDSON_OBSERVE_DIR"
+OBSERVE_DIR_ENV = settings.variable("observe_dir")
 
 
 class _Observer:
     """Hands the grader what each worker did (set by handson_lib.checking.checks when it runs a script)."""
 
     def __init__(self):
-        self.directory = os.environ.get(OBSERVE_DIR_ENV)
+        self.directory = settings.current().observe_dir
 
     def save(self, name, **arrays):
         if self.directory:

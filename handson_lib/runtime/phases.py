@@ -16,6 +16,8 @@ import statistics
 import time
 from pathlib import Path
 
+from handson_lib import settings
+
 PHASES = ("forward", "backward", "allreduce", "update")
 ITERATION = "iteration"
 OTHER = "other"
@@ -24,7 +26,7 @@ PHASE_COLORS = {"forward": "#4C72B0", "backward": "#55A868", "allreduce": "#C44E
                 "update": "#8172B2", OTHER: "#BBBBBB"}
 #: Iterations whose spans a recorder keeps (the newest): training scripts run thousands.
 SPAN_ITERATIONS = 50
-ENV_VAR = "HANDSON_PHASES"
+ENV_VAR = settings.variable("phases")
 _MARK = "_handson_phase_recorder"
 
 
@@ -383,7 +385,7 @@ def _time_updater_update(rec, updater, optimizer):
 # ------------------------------------------------------------------------------ scripts' switch
 
 def _env_mode(environ=None):
-    value = (os.environ if environ is None else environ).get(ENV_VAR, "").strip().lower()
+    value = (settings.read(environ).phases or "").strip().lower()
     if value in ("", "0", "off", "no", "false"):
         return None
     if value in ("1", "on", "yes", "true"):

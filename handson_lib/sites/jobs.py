@@ -23,15 +23,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from handson_lib import launch
+from handson_lib import launch, settings
 from handson_lib.launch import MPIResult
 from handson_lib.messages import tr
 from handson_lib.sites.table import LINKS, format_walltime, get_site
 
 DEFAULT_STATE_DIR = "/var/lib/handson-cluster"
 #: environment of every job step on a shaped cluster (the cluster's TaskProlog exports them)
-LINK_ENV = "HANDSON_LINK"
-LINK_RATE_ENV = "HANDSON_LINK_RATE_BPS"
+LINK_ENV = settings.variable("link")
+LINK_RATE_ENV = settings.variable("link_rate_bps")
 #: queue of the jobs the experiments submit (the local site's first queue: h-debug)
 EXPERIMENT_QUEUE = next(iter(get_site("local").queues.values()))
 
@@ -260,7 +260,7 @@ def _cancel(job, why, env, say):
 
 def state_dir() -> Path:
     """Where `handson cluster up` keeps its state ($HANDSON_CLUSTER_DIR or /var/lib/handson-cluster)."""
-    return Path(os.environ.get("HANDSON_CLUSTER_DIR") or DEFAULT_STATE_DIR)
+    return Path(settings.current().cluster_dir or DEFAULT_STATE_DIR)
 
 
 def link_state_file() -> Path:
@@ -292,12 +292,12 @@ def shaped_cluster():
 def job_link(environ=None):
     """The link a run's ranks talked over, for its result: the profile's name and rate where a
     shaped cluster's job set them, else 'none' (ranks on one host)."""
-    env = os.environ if environ is None else environ
-    name = env.get(LINK_ENV, "").strip()
+    carried = settings.read(environ)
+    name = (carried.link or "").strip()
     if not name:
         return {"profile": "none", "rate_bps": None,
                 "note": "not a job of a shaped cluster: every rank on one host, no network"}
-    rate = env.get(LINK_RATE_ENV, "")
+    rate = carried.link_rate_bps or ""
     profile = LINKS.get(name)
     return {"profile": name, "rate_bps": int(rate) if rate.isdigit() else (profile and profile.rate_bps),
             "note": profile.title if profile else "a profile this course does not know"}
