@@ -173,7 +173,7 @@ def test_every_notebook_is_on_the_course_map_and_in_the_schedules():
     ja_map = translations.translated_notebook(ROOT / "solutions" / "00_setup.ipynb", "ja", ROOT)
     ja_map = next(c.source for c in ja_map.cells if c.get("id") == "cell-01")
     for text in (course_map, ja_map):
-        assert all(f"`{name}`" in text for name in names), [n for n in names if f"`{name}`" not in text]
+        assert all(f"`{name}`" in text for name in names), [n for n in names if f"`{n}`" not in text]
     readme = (ROOT / "course" / "README.md").read_text()
     half = readme[readme.index("**Half day"):readme.index("**Full day")]
     full = readme[readme.index("**Full day"):readme.index("Troubleshooting (a hang")]
