@@ -68,11 +68,11 @@ COMMANDS = (
             audience="instructor"),
     Command("build", "authoring.build_command", "regenerate notebooks/, exercises/ and jobscripts/ from the sources",
             audience="instructor"),
-    Command("i18n template", "authoring.translations", "add the missing entries to the catalogues of "
+    Command("i18n template", "authoring.i18n_command", "add the missing entries to the catalogues of "
             "another language (English and hash filled in)", audience="instructor", run="template_main"),
-    Command("i18n status", "authoring.translations", "list what is untranslated or stale in another "
+    Command("i18n status", "authoring.i18n_command", "list what is untranslated or stale in another "
             "language (exit 1 if anything)", audience="instructor", run="status_main"),
-    Command("release student", "authoring.release", "write the student edition (notebooks, exercises, job "
+    Command("release student", "authoring.release_command", "write the student edition (notebooks, exercises, job "
             "scripts, the student library; no solutions) into a new folder", audience="instructor"),
     Command("cluster", "sites.cluster", "a real single-machine Slurm cluster with PBS commands (root, apt)",
             audience="instructor"),

@@ -18,7 +18,6 @@ import ast
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, boundary
@@ -431,23 +430,3 @@ def verify_no_secrets(out, root=COURSE_ROOT):
             problems += _leaks(path, path.relative_to(out), secrets)
     if problems:
         raise ReleaseError("the student edition leaks:\n  " + "\n  ".join(problems))
-
-
-def add_arguments(parser):
-    parser.add_argument("out", help="a new folder for the edition (a git repository, a home directory)")
-    parser.add_argument("--lang", default="en", choices=sorted(READMES),
-                        help="the edition's language (notebooks, comments, README, messages)")
-
-
-def main(args):
-    try:
-        shipped, withheld = release_student(args.out, lang=args.lang)
-    except ReleaseError as error:
-        print(f"handson release student: {error}", file=sys.stderr)
-        return 1
-    for rel, why in withheld.items():
-        print(f"withheld {rel}: it repeats an exercise's answer ({why})")
-    print(f"Student edition written to {args.out}: notebooks/, exercises/, jobscripts/, "
-          f"{len(shipped)} handson_lib modules; no solutions, no instructor commands.")
-    print(f"Hand it out; students run `make setup` and `make lab` there (see {args.out}/README.md).")
-    return 0
