@@ -31,7 +31,7 @@ from handson_lib import messages
 from handson_lib.messages import tr
 from handson_lib.runtime import devices
 from handson_lib.tools import doctor_gpu, doctor_mpi, doctor_packages
-from handson_lib.tools.doctor_rows import (  # noqa: F401 (STATUSES, Verdict: the doctor's API)
+from handson_lib.tools.doctor_rows import (  # noqa: F401 (STATUSES: part of the doctor's API)
     ERROR, MISSING, OK, STATUSES, SYMBOLS, WARN, Component, Verdict, shorten, venv_bin, version_of)
 
 
