@@ -41,6 +41,11 @@ STUDENT_SUPPORT = (
     "handson_lib.sites.table",         # the site table: the linter's rules and the grading thresholds
     "handson_lib.sites.jobs",          # qsub from the notebooks; experiments' ranks on the local cluster
     "handson_lib.tools",
+    # the parts of `handson doctor` (its command module, tools.doctor, ships as a student command)
+    "handson_lib.tools.doctor_rows",
+    "handson_lib.tools.doctor_packages",
+    "handson_lib.tools.doctor_mpi",
+    "handson_lib.tools.doctor_gpu",
 )
 
 #: Instructor-only modules that are no command's own module; they never ship and a submission

@@ -14,7 +14,7 @@ import types
 import pytest
 
 from handson_lib.runtime import devices
-from handson_lib.tools import doctor
+from handson_lib.tools import doctor, doctor_gpu, doctor_mpi, doctor_packages, doctor_rows
 
 COMPONENTS = ["Python", "platform", "setuptools", "NumPy", "Chainer", "Chainer patches", "ChainerMN", "mpi4py",
               "MPI library", "mpiexec", "user", "CPU cores", "CuPy", "cuDNN", "NCCL", "GPUs",
@@ -63,7 +63,7 @@ def test_doctor_cli_table(run_handson):
     shadowed = shutil.which("mpiexec") not in (None, str(Path(sys.executable).parent / "mpiexec"))
     # Slurm's torque wrapper puts /usr/bin/mpiexec first on PATH: the doctor must say so.
     assert ("[warn]" in mpiexec_row and "shadows the venv's" in out) if shadowed else "[ ok ]" in mpiexec_row
-    assert str(doctor._venv_bin() / "mpiexec") in row(out, "mpiexec")
+    assert str(doctor_rows.venv_bin() / "mpiexec") in row(out, "mpiexec")
 
     cupy_line = row(out, "CuPy")
     if cupy_importable():
@@ -200,7 +200,7 @@ def test_patches_unneeded_here_are_a_warning_and_needed_ones_are_named(monkeypat
                                            for p in chainer_patches.PATCHES})
     monkeypatch.setattr(chainer_patches, "needed_here",
                         lambda: {p.name: "NumPy 2" if p.name == "np.sctypes" else "" for p in chainer_patches.PATCHES})
-    c = doctor._check_chainer_patches()
+    c = doctor_packages.check_chainer_patches()
     assert c.status == "warn" and not c.blocking, c
     assert c.found == "4 of 5 active: np.sctypes, numpy.distutils, pkg_resources, numpy.float"
     assert c.disables.startswith("nothing on this stack; on newer ones: "
@@ -211,7 +211,7 @@ def test_patches_unneeded_here_are_a_warning_and_needed_ones_are_named(monkeypat
 @pytest.mark.parametrize("minor, status", [(11, "ok"), (12, "ok"), (13, "ok"), (14, "warn"), (10, "warn")])
 def test_python_3_11_to_3_13_are_supported(monkeypatch, minor, status):
     monkeypatch.setattr(sys, "version_info", types.SimpleNamespace(major=3, minor=minor))
-    c = doctor._check_python()
+    c = doctor_packages.check_python()
     assert c.status == status, c
     if status == "warn":
         assert "3.11-3.13 expected" in c.found and "3.11, 3.12 and 3.13" in c.disables
@@ -237,7 +237,7 @@ def test_shadowing_mpiexec_on_path_is_a_warning(tmp_path, monkeypatch):
     checks = doctor.run_checks(isolate_cuda=False)
     mpiexec = by_name(checks)["mpiexec"]
     assert mpiexec.status == "warn"
-    assert mpiexec.found.startswith(str(doctor._venv_bin() / "mpiexec"))
+    assert mpiexec.found.startswith(str(doctor_rows.venv_bin() / "mpiexec"))
     assert str(fake) in mpiexec.disables and "shadows the venv's" in mpiexec.disables
     assert doctor.verdict(checks).cpu_ready   # the course's launcher uses the venv's mpiexec
 
@@ -248,7 +248,7 @@ def test_hanging_mpi4py_import_times_out(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("__version__ = '9.9.9'\n")
     (pkg / "MPI.py").write_text("import time\ntime.sleep(60)\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    monkeypatch.setattr(doctor, "MPI_IMPORT_TIMEOUT", 2)
+    monkeypatch.setattr(doctor_mpi, "MPI_IMPORT_TIMEOUT", 2)
     start = time.monotonic()
     checks = doctor.run_checks(isolate_cuda=False)
     assert time.monotonic() - start < 30
@@ -308,7 +308,7 @@ def test_slurm_torque_wrapper_is_recognised(tmp_path, monkeypatch):
     # keep only directories that have no scheduler commands of their own, plus the fakes
     keep = [d for d in os.environ.get("PATH", "").split(os.pathsep)
             if d and not any(os.path.exists(os.path.join(d, c))
-                             for c in doctor.PBS_COMMANDS + doctor.SLURM_COMMANDS)]
+                             for c in doctor_mpi.PBS_COMMANDS + doctor_mpi.SLURM_COMMANDS)]
     monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path), *keep]))
     rows = by_name(doctor.run_checks(isolate_cuda=False))
     pbs, slurm = rows["PBS commands"], rows["Slurm commands"]
@@ -368,7 +368,7 @@ def test_the_stand_in_is_said_to_sum_gradients_as_the_notebooks_teach(monkeypatc
     doctor said its CPU stand-in averages them."""
     for lang, summed, averaged in (("en", "summed", "averag"), ("ja", "合計", "平均")):
         monkeypatch.setenv("HANDSON_LANG", lang)
-        text = doctor._no_cupy()
+        text = doctor_gpu._no_cupy()
         assert summed in text and averaged not in text, text
 
 
@@ -377,6 +377,6 @@ def test_the_students_doctor_lists_no_instructor_tools(monkeypatch):
     doctor has no rows for nbgrader's release and autograding or the browser tests."""
     names = [c.name for c in doctor.run_checks(isolate_cuda=False)]
     assert "nbgrader" in names and "Chromium" in names   # the course itself
-    monkeypatch.setattr(doctor, "_instructors_copy", lambda: False)
+    monkeypatch.setattr(doctor_packages, "instructors_copy", lambda: False)
     names = [c.name for c in doctor.run_checks(isolate_cuda=False)]
     assert "nbgrader" not in names and "Chromium" not in names and "JupyterLab" in names

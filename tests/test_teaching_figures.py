@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from handson_lib.autograder import answers
-from handson_lib.authoring import build, teaching_figures
+from handson_lib.authoring import build, figure_drawing, teaching_figures
 from conftest import ROOT
 
 IMAGE_RE = re.compile(r"!\[[^\]]*\]\((figures/[^)\s]+\.svg)\)")
@@ -42,11 +42,11 @@ def test_the_japanese_edition_draws_every_figure_in_japanese(tmp_path):
     """Each teaching figure has a Japanese drawing (the English one's words from FIGURE_TEXT: none
     left in English), shown by the Japanese notebooks and shipped in the Japanese edition."""
     from handson_lib.authoring import release
-    del teaching_figures._UNTRANSLATED[:]
+    del figure_drawing._UNTRANSLATED[:]
     for name in teaching_figures.FIGURES:
         english, japanese = teaching_figures.render(name), teaching_figures.render(name, lang="ja")
         assert japanese != english, name
-    assert teaching_figures._UNTRANSLATED == []
+    assert figure_drawing._UNTRANSLATED == []
     assert teaching_figures.render("warmup_lr") == (ROOT / teaching_figures.FOLDER / "warmup_lr.svg").read_bytes()
     release.release_student(tmp_path / "edition", lang="ja")
     for name in teaching_figures.FIGURES:

@@ -17,6 +17,9 @@ answer helpers, and nothing here ships to students but the SVG files).
 import io
 from pathlib import Path
 
+from handson_lib.authoring.figure_drawing import (ALLREDUCE_COLOR, COLORS, COMPUTE_COLOR, DARK, FALLBACK_FONTS, GREY,
+                                                  SUB, _fonts, _t, arrow, blank_axes, box, drawing_in, new_figure)
+
 FOLDER = Path("solutions") / "figures"
 
 STYLE = {
@@ -32,13 +35,6 @@ STYLE = {
 }
 METADATA = {"Date": None, "Creator": None}
 
-COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
-GREY = "#777777"
-DARK = "#333333"
-COMPUTE_COLOR = "#4C72B0"
-SUB = "₀₁₂₃₄₅₆₇₈₉"   # subscript digits: plain text, no mathtext
-ALLREDUCE_COLOR = "#C44E52"
-
 # seed 001: ResNet-50's gradients and the measured allreduce times (hierarchical communicator,
 # one MPI process per node: p = nodes), in seconds per iteration.
 SEED_L = 102228384
@@ -49,140 +45,9 @@ SEED_GPUS_PER_NODE = 4
 SEED_COMPUTE_S = 1 / 8.3241
 
 
-# ----------------------------------------------------------------------------- languages
-
-#: The language a figure is being drawn in (render sets it; the drawing functions read it via _t).
-_DRAWING = {"lang": "en"}
-#: A figure's words in another language: {lang: {English template: translation}}. Code, API names
-#: and formulas stay as they are; the fields ({n}) are filled in after the lookup.
-FIGURE_TEXT = {"ja": {
-    "1. forward + backward": "1. forward と backward",
-    "every device, its own\nminibatch: gradient gᵢ": "各デバイスが自分の\nミニバッチで: 勾配 gᵢ",
-    "2. NCCL reduce (sum)": "2. NCCL の reduce（和）",
-    "gradients summed onto\n'main': g = g₀ + g₁ + g₂": "勾配の和を 'main' に:\ng = g₀ + g₁ + g₂",
-    "3. update": "3. 更新",
-    "the optimizer runs on\n'main' only: W ← W − lr·g": "オプティマイザは 'main'\nだけで動く: W ← W − lr·g",
-    "4. NCCL bcast": "4. NCCL の bcast",
-    "'main' sends the new W;\nevery copy is identical": "'main' が新しい W を送る。\nどの複製も同じになる",
-    "{name}\ng (sum)": "{name}\ng（和）",
-    "{name}\nnew W": "{name}\n新しい W",
-    "{name}\nold W (waits)": "{name}\n古い W（待つ）",
-    "MultiprocessParallelUpdater, one iteration (devices = {'main': 0, 'gpu1': 1, 'gpu2': 2}): the sum is "
-    "not divided, so the updater sets lr /= 3":
-        "MultiprocessParallelUpdater の 1 イテレーション（devices = {'main': 0, 'gpu1': 1, 'gpu2': 2}）: "
-        "和は割られないので、アップデータが lr /= 3 とする",
-    "node {n}: comm.inter_rank = {node}": "ノード {n}: comm.inter_rank = {node}",
-    "rank {rank}\n\nintra_rank {intra}\ninter_rank {inter}\n\n→ GPU {intra}":
-        "ランク {rank}\n\nintra_rank {intra}\ninter_rank {inter}\n\n→ GPU {intra}",
-    "#PBS -l select=2:mpiprocs=2   →   mpiexec -n 4: ranks fill node 1, then node 2":
-        "#PBS -l select=2:mpiprocs=2   →   mpiexec -n 4: ランクはノード 1、次にノード 2 を埋める",
-    "comm.rank: 0..size-1 over the job;  comm.intra_rank: the number within the node (device = "
-    "comm.intra_rank);  comm.inter_rank: the node":
-        "comm.rank: ジョブ全体で 0..size-1。comm.intra_rank: ノード内の番号（device = comm.intra_rank）。"
-        "comm.inter_rank: ノードの番号",
-    "  (the default)": "（既定）",
-    "every rank gets ceil({n}/{size}) = {length}: windows overlap, examples {twice} are on two ranks":
-        "どのランクも ceil({n}/{size}) = {length} 個: 窓が重なり、サンプル {twice} は 2 つのランクにある",
-    "no example twice, lengths differ (for strict test sets; updaters need equal lengths)":
-        "重複はないが長さが違う（厳密なテストセット向け。アップデータには同じ長さが必要）",
-    "order[j]\n(example ids)": "order[j]\n（サンプルの番号）",
-    "rank {r}: [{b}, {e})": "ランク {r}: [{b}, {e})",
-    "len": "len",
-    "scatter_dataset(10 examples, 4 ranks, shuffle=True, seed=0): hatched examples are on two ranks":
-        "scatter_dataset(10 サンプル, 4 ランク, shuffle=True, seed=0): 斜線のサンプルは 2 つのランクにある",
-    "start: each rank's own gradients": "最初: 各ランク自身の勾配",
-    "after reduce-scatter ({n} steps)": "reduce-scatter の後（{n} ステップ）",
-    "after all-gather ({n} more steps)": "all-gather の後（さらに {n} ステップ）",
-    "chunk {c}": "C{c}",
-    "rank {r}": "ランク {r}",
-    "bytes each rank sends / L = 2(p-1)/p": "各ランクが送るバイト数 / L = 2(p-1)/p",
-    "limit 2L: does not shrink with p": "上限 2L: p を増やしても小さくならない",
-    "p = {p}: {steps} steps x L/{p} = {done} L": "p = {p}: {steps} ステップ x L/{p} = {done} L",
-    "ranks p (log scale)": "ランク数 p（対数目盛）",
-    "bytes sent per rank (in L)": "ランクあたりの送信バイト数（L 単位）",
-    "Ring allreduce of a gradient of L bytes, p = {p}: each step every rank sends one chunk (L/{p}) to its "
-    "right neighbour; Σ = sum of all {p}":
-        "L バイトの勾配のリング allreduce、p = {p}: 各ステップで、どのランクも 1 つのチャンク（C0, C1, …、"
-        "それぞれ L/{p}）を右隣に送る。Σ = {p} 個すべての和",
-    "the ring: rank r sends to r+1": "リング: ランク r は r+1 に送る",
-    "{n}\n({gpus} GPUs)": "{n}\n（GPU {gpus} 枚）",
-    "compute (forward + backward + update)": "計算（forward + backward + update）",
-    "allreduce, model 2L(p-1)/p / bandwidth": "allreduce、モデル 2L(p-1)/p / 帯域幅",
-    "one node:\nno network traffic": "1 ノード:\nネットワーク通信なし",
-    "seed 001: measured allreduce (0.15 s, 0.22 s)": "シード 001: 測定した allreduce（0.15 秒、0.22 秒）",
-    "nodes p ({gpus} GPUs each; hatched: extrapolated)": "ノード数 p（各 GPU {gpus} 枚。斜線: 外挿）",
-    "seconds per iteration": "1 イテレーションあたりの秒数",
-    "ResNet-50, batch 32 per GPU: L = {L} bytes, allreduce at {gbit} Gibit/s (fitted), compute {compute} s "
-    "(seed 004)":
-        "ResNet-50、バッチ 32/GPU: L = {L} バイト、allreduce {gbit} Gibit/s（当てはめ）、"
-        "計算 {compute} 秒（シード 004）",
-    "scaled rate from the start, no warmup: {peak}": "最初からスケールした学習率、ウォームアップなし: {peak}",
-    "no scaling rule: {lr}": "スケーリング則なし: {lr}",
-    "gradual warmup over W = {w} updates": "W = {w} 回の更新での段階的ウォームアップ",
-    "+{step} per update": "更新ごとに +{step}",
-    "update i (trainer.updater.iteration before the update)": "更新 i（更新の前の trainer.updater.iteration）",
-    "learning rate": "学習率",
-    "η = {lr} tuned at batch {base}, run at batch {batch}: k = {k}, k·η = {peak}":
-        "η = {lr} はバッチ {base} で調整、バッチ {batch} で実行: k = {k}、k·η = {peak}",
-}}
-#: Each language's font after the course's (the figures' CJK text: Noto Sans CJK, .ci/run installs it).
-FALLBACK_FONTS = {"ja": ["Noto Sans CJK JP"]}
-_UNTRANSLATED = []   # English templates drawn in another language without a translation (tests read it)
-
-
-def _t(template, **fields):
-    """`template` in the language being drawn, its fields filled in."""
-    lang = _DRAWING["lang"]
-    text = template
-    if lang != "en":
-        text = FIGURE_TEXT.get(lang, {}).get(template)
-        if text is None:
-            _UNTRANSLATED.append(template)
-            text = template
-    return text.format(**fields) if fields else text
-
-
-def _fonts(first):
-    """A font family with the language's fallback for the glyphs `first` lacks."""
-    return [first, *FALLBACK_FONTS.get(_DRAWING["lang"], [])]
-
-
 def folder(lang="en"):
     """Where a language's figures are written: solutions/figures/, solutions/i18n/<lang>/figures/."""
     return FOLDER if lang == "en" else Path("solutions") / "i18n" / lang / "figures"
-
-
-# ----------------------------------------------------------------------------- drawing helpers
-
-def _figure(width, height):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(width, height))
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _blank(ax, xlim, ylim):
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
-    ax.axis("off")
-
-
-def _box(ax, x, y, w, h, text, color, fontsize=9, text_color="white", **kwargs):
-    from matplotlib.patches import FancyBboxPatch
-    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
-                                fc=color, ec="black", lw=0.8, **kwargs))
-    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize,
-            color=text_color)
-
-
-def _arrow(ax, start, end, color="black", style="-|>", lw=1.4, rad=0.0, shrink=2):
-    from matplotlib.patches import FancyArrowPatch
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=14, color=color,
-                                 lw=lw, connectionstyle=f"arc3,rad={rad}", shrinkA=shrink,
-                                 shrinkB=shrink,
-                                 clip_on=False))
 
 
 # ----------------------------------------------------------------------------- 01: the updater
@@ -191,7 +56,7 @@ def updater_reduce_broadcast():
     """Chainer 7.8.1's MultiprocessParallelUpdater.update_core, one iteration on three devices:
     each device's forward + backward, NCCL reduce (sum) of the gradients to the main device,
     the optimizer's update there, NCCL bcast of the parameters back to the workers."""
-    fig = _figure(10.5, 3.6)
+    fig = new_figure(10.5, 3.6)
     names = ["main (GPU 0)", "gpu1 (GPU 1)", "gpu2 (GPU 2)"]
     steps = [
         (_t("1. forward + backward"), _t("every device, its own\nminibatch: gradient gᵢ")),
@@ -202,7 +67,7 @@ def updater_reduce_broadcast():
     axes = fig.subplots(1, 4)
     ys = [2.2, 1.1, 0.0]
     for k, (ax, (title, note)) in enumerate(zip(axes, steps)):
-        _blank(ax, (-0.1, 2.7), (-1.45, 3.0))
+        blank_axes(ax, (-0.1, 2.7), (-1.45, 3.0))
         ax.set_title(title, fontsize=10, fontweight="bold")
         for i, (name, y) in enumerate(zip(names, ys)):
             if k == 0:
@@ -214,14 +79,14 @@ def updater_reduce_broadcast():
             else:
                 label = _t("{name}\nnew W", name=name)
             faded = k == 2 and i > 0
-            _box(ax, 0.45, y, 1.6, 0.75, label, COLORS[i], fontsize=8.5, alpha=0.35 if faded else 0.95,
+            box(ax, 0.45, y, 1.6, 0.75, label, COLORS[i], fontsize=8.5, alpha=0.35 if faded else 0.95,
                  text_color=DARK if faded else "white")
         if k == 1:
-            _arrow(ax, (2.1, ys[1] + 0.375), (2.1, ys[0] + 0.25), rad=0.5)
-            _arrow(ax, (2.1, ys[2] + 0.375), (2.1, ys[0] + 0.5), rad=0.45)
+            arrow(ax, (2.1, ys[1] + 0.375), (2.1, ys[0] + 0.25), rad=0.5)
+            arrow(ax, (2.1, ys[2] + 0.375), (2.1, ys[0] + 0.5), rad=0.45)
         if k == 3:
-            _arrow(ax, (2.1, ys[0] + 0.25), (2.1, ys[1] + 0.375), rad=-0.5)
-            _arrow(ax, (2.1, ys[0] + 0.5), (2.1, ys[2] + 0.375), rad=-0.45)
+            arrow(ax, (2.1, ys[0] + 0.25), (2.1, ys[1] + 0.375), rad=-0.5)
+            arrow(ax, (2.1, ys[0] + 0.5), (2.1, ys[2] + 0.375), rad=-0.45)
         ax.text(1.25, -0.75, note, ha="center", va="center", fontsize=8.5, color=DARK)
     fig.suptitle(_t("MultiprocessParallelUpdater, one iteration (devices = {'main': 0, 'gpu1': 1, "
                     "'gpu2': 2}): the sum is not divided, so the updater sets lr /= 3"),
@@ -240,9 +105,9 @@ def rank_table(nodes=2, gpus=2):
 
 def ranks_2x2():
     """The four ranks of a 2 nodes x 2 GPUs job and what ChainerMN's communicator tells each."""
-    fig = _figure(9.0, 3.9)
+    fig = new_figure(9.0, 3.9)
     ax = fig.add_subplot()
-    _blank(ax, (0, 9.0), (-0.6, 3.4))
+    blank_axes(ax, (0, 9.0), (-0.6, 3.4))
     nodes, gpus = 2, 2
     for node in range(nodes):
         x0 = 0.25 + node * 4.5
@@ -253,7 +118,7 @@ def ranks_2x2():
                 fontsize=10, fontweight="bold")
     for rank, intra, inter in rank_table(nodes, gpus):
         x = 0.45 + inter * 4.5 + intra * 1.85
-        _box(ax, x, 0.2, 1.75, 1.95,
+        box(ax, x, 0.2, 1.75, 1.95,
              _t("rank {rank}\n\nintra_rank {intra}\ninter_rank {inter}\n\n→ GPU {intra}", rank=rank,
                 intra=intra, inter=inter), COLORS[rank],
              fontsize=9.5)
@@ -288,11 +153,11 @@ def scatter_shards(n=10, size=4, seed=0):
     of ceil(n/size) overlap, so some examples are on two ranks."""
     import numpy
     order = numpy.random.RandomState(seed).permutation(n)
-    fig = _figure(10.0, 5.6)
+    fig = new_figure(10.0, 5.6)
     panels = fig.subplots(2, 1)
     for ax, equal in zip(panels, (True, False)):
         ranges = scatter_ranges(n, size, equal)
-        _blank(ax, (-3.2, n + 0.3), (-size - 0.2, 1.55))
+        blank_axes(ax, (-3.2, n + 0.3), (-size - 0.2, 1.55))
         ax.set_aspect("auto")
         ax.text(-3.1, 1.35, f"force_equal_length={equal}" + (_t("  (the default)") if equal else ""),
                 fontsize=10.5, fontweight="bold", va="center")
@@ -367,7 +232,7 @@ def ring_allreduce(p=4):
     2(p-1) steps of L/p = 2L(p-1)/p, against p."""
     from matplotlib.patches import Rectangle
     states, sent = ring_allreduce_steps(p)
-    fig = _figure(12.0, 6.0)
+    fig = new_figure(12.0, 6.0)
     grid = fig.add_gridspec(2, 4, height_ratios=[1.3, 1.0], hspace=0.3, wspace=0.12,
                             width_ratios=[0.8, 1, 1, 1])
     snapshots = [(0, _t("start: each rank's own gradients")),
@@ -375,7 +240,7 @@ def ring_allreduce(p=4):
                  (2 * (p - 1), _t("after all-gather ({n} more steps)", n=p - 1))]
     for col, (step, title) in enumerate(snapshots, start=1):
         ax = fig.add_subplot(grid[0, col])
-        _blank(ax, (-1.05, p + 0.05), (-0.1, p + 0.55))
+        blank_axes(ax, (-1.05, p + 0.05), (-0.1, p + 0.55))
         ax.set_title(title, fontsize=10)
         for c in range(p):
             ax.text(c + 0.46, p + 0.25, _t("chunk {c}", c=c), ha="center", va="center", fontsize=7.5,
@@ -418,12 +283,12 @@ def ring_allreduce(p=4):
 
 def _draw_ring(ax, p):
     import math
-    _blank(ax, (-1.6, 1.6), (-1.45, 1.45))
+    blank_axes(ax, (-1.6, 1.6), (-1.45, 1.45))
     ax.set_title(_t("the ring: rank r sends to r+1"), fontsize=10)
     points = [(math.sin(2 * math.pi * r / p), math.cos(2 * math.pi * r / p)) for r in range(p)]
     for r in range(p):
         a, b = points[r], points[(r + 1) % p]
-        _arrow(ax, a, b, rad=-0.35, color=DARK, shrink=16)
+        arrow(ax, a, b, rad=-0.35, color=DARK, shrink=16)
     for r, (x, y) in enumerate(points):
         from matplotlib.patches import Circle
         ax.add_patch(Circle((x, y), 0.33, fc=COLORS[r], ec="black", lw=0.8))
@@ -451,7 +316,7 @@ def compute_vs_allreduce(nodes=(1, 2, 4, 8, 16)):
     SEED_COMPUTE_S. Allreduce = 2L(p-1)/p at the bandwidth fitted to seed 001's two
     measurements; 8 and 16 nodes are the same model, extrapolated."""
     rate = fitted_seconds_per_byte()
-    fig = _figure(8.8, 4.6)
+    fig = new_figure(8.8, 4.6)
     ax = fig.add_subplot()
     labels = [_t("{n}\n({gpus} GPUs)", n=n, gpus=n * SEED_GPUS_PER_NODE) for n in nodes]
     xs = list(range(len(nodes)))
@@ -506,7 +371,7 @@ def warmup_rate(iteration, base_lr, base_batch, batch, warmup_iterations):
 def warmup_curve(base_lr=0.1, base_batch=32, batch=256, warmup_iterations=10, iterations=16):
     """The learning rate of each update with the notebook's example (0.1 at batch 32, run at
     batch 256, W = 10), beside no warmup and no scaling."""
-    fig = _figure(8.0, 4.3)
+    fig = new_figure(8.0, 4.3)
     ax = fig.add_subplot()
     its = list(range(iterations))
     rates = [warmup_rate(i, base_lr, base_batch, batch, warmup_iterations) for i in its]
@@ -553,18 +418,14 @@ FIGURES = {
 
 def render(name, fmt="svg", lang="en"):
     """The bytes of figure `name` as `fmt` (svg, or png to look at it), with the course's style,
-    its words in `lang` (FIGURE_TEXT)."""
+    its words in `lang` (figure_drawing.FIGURE_TEXT)."""
     import matplotlib
     import matplotlib.style
     style = dict(STYLE, **{"font.family": _fonts_for(lang)})
-    _DRAWING["lang"] = lang
-    try:
-        with matplotlib.style.context("default"), matplotlib.rc_context(style):
-            fig = FIGURES[name]()
-            out = io.BytesIO()
-            fig.savefig(out, format=fmt, metadata=METADATA if fmt == "svg" else None)
-    finally:
-        _DRAWING["lang"] = "en"
+    with drawing_in(lang), matplotlib.style.context("default"), matplotlib.rc_context(style):
+        fig = FIGURES[name]()
+        out = io.BytesIO()
+        fig.savefig(out, format=fmt, metadata=METADATA if fmt == "svg" else None)
     return out.getvalue()
 
 

@@ -10,13 +10,16 @@ An assignment's source holds the instructor notebook (with its markers, for nbgr
 *student skeletons* of its scripts: nbgrader copies non-notebook files unchanged into the
 release, so it must never see the solution scripts. The grade cells run the student's scripts
 through handson_lib.checking.checks, which measures the reference solution from solutions/ itself.
+
+Here: the course's settings, nbgrader run for the course, and `handson autograde` (a session
+grading one student per process); each student's row and the CSV report are made by
+grading_report, where the time went by grading_profile.
 """
 
 import contextlib
-import csv
+import dataclasses
 import hashlib
 import json
-import math
 import os
 import signal
 import sys
@@ -26,9 +29,11 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, grader_settings, launch, messages, tasks
-from handson_lib.checking import checks, evidence
+from handson_lib.checking import checks
 from handson_lib.autograder import judge, sandbox
-from handson_lib.plotting import pyplot
+from handson_lib.autograder.grading_profile import profile_parts, profile_table, progress_line, write_profile
+from handson_lib.autograder.grading_report import (AWAITS_MANUAL, plot_throughput, read_report, report_path,
+                                                   report_row, row_line, scores, write_report)
 
 COURSE_DIR = COURSE_ROOT / "course"
 #: nbgrader's course id: the exchange's folder and the students' HOME/<course id>/
@@ -167,11 +172,11 @@ def _autograde_one(course_dir, assignment, student, timeout, settings, env=None,
         res = nbgrader("autograde", assignment, "--student", student, "--force", *options,
                        course_dir=course_dir, timeout=timeout, env=env)
     finally:
-        kernel_parts = _profile_parts(log)   # before release: the log is on the student's tmpfs
+        kernel_parts = profile_parts(log)   # before release: the log is on the student's tmpfs
         if box is not None:
             sandbox.release(box, own)
     seconds = time.monotonic() - started
-    parts = kernel_parts + _profile_parts(memo / "profile.jsonl")   # the kernel's runs, the grader's
+    parts = kernel_parts + profile_parts(memo / "profile.jsonl")   # the kernel's runs, the grader's
     if res.timed_out:
         status = f"stopped after {timeout:.0f} s (the whole run: a cell that never ends?)"
     elif res.returncode != 0:
@@ -181,253 +186,6 @@ def _autograde_one(course_dir, assignment, student, timeout, settings, env=None,
         status = "graded"
     return {"student": student, "status": status, "seconds": round(seconds, 1), "output": res.output,
             "parts": parts}
-
-
-def _profile_parts(log):
-    """The parts a student's runs logged (the kernel's log is written inside the sandbox: read as
-    untrusted, never through a link or from a FIFO; lines that are not such a part are left out)."""
-    parts = []
-    try:
-        text = (evidence.read_left(log, limit=16 << 20) or b"").decode(errors="replace")
-    except ValueError:
-        text = ""
-    for line in text.splitlines():
-        try:
-            part = evidence.parse_record(line, most_containers=1)   # a part is one flat object
-        except ValueError:
-            continue
-        if isinstance(part, dict) and isinstance(part.get("part"), str) and \
-                isinstance(part.get("seconds"), (int, float)):
-            parts.append({k: v for k, v in part.items() if isinstance(v, (str, int, float, bool, type(None)))})
-    return parts
-
-
-def profile_rows(result):
-    """Where one student's grading time went: every observed run (a reference not measured before
-    the students is measured by whichever student needs it first), the waits for the timing slot, and the rest (the
-    notebook's other cells, the MPI runs outside the grader's launcher, nbgrader itself)."""
-    rows = [(part["part"], part["seconds"]) for part in result["parts"]]
-    waited = sum(part.get("waited") or 0 for part in result["parts"])
-    if waited:
-        rows.append(("waiting for the timing slot (a timed run elsewhere)", round(waited, 1)))
-    rest = result["seconds"] - sum(seconds for _, seconds in rows)
-    rows.append(("the rest: other cells, nbgrader, kernel start-up", round(rest, 1)))
-    return rows
-
-
-def profile_csv_rows(result, session_start):
-    """profile_rows with, for each run, when it ended (seconds into the grading session) and
-    whether it gave its share of the timing slot back while it idled: a timeline of the session."""
-    rows = []
-    for part, seconds in profile_rows(result):
-        run = next((p for p in result["parts"] if p["part"] == part), {})
-        ended = round(run["ended"] - session_start, 1) if run.get("ended") else ""
-        rows.append([result["student"], part, seconds, ended,
-                     "stepped aside from the timing slot while idle" if run.get("stepped_aside") else ""])
-    return rows
-
-
-def write_profile(path, results, session_start):
-    """autograde_<assignment>_profile.csv: profile_csv_rows of every student's result."""
-    with Path(path).open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student", "part", "seconds", "ended_s", "note"])
-        for result in results:
-            writer.writerows([spreadsheet_cell(value) for value in row]
-                             for row in profile_csv_rows(result, session_start))
-    return path
-
-
-def _progress_line(done, total, elapsed, width=24):
-    """`[#####-----] 3/7  2:10 elapsed, about 3:00 left` (the time left from the mean so far)."""
-    filled = int(width * done / total)
-    left = elapsed / done * (total - done) if done else None
-    clock = lambda s: f"{int(s // 60)}:{int(s % 60):02d}"
-    return (f"[{'#' * filled}{'-' * (width - filled)}] {done}/{total}  {clock(elapsed)} elapsed"
-            + (f", about {clock(left)} left" if left is not None and done < total else ""))
-
-
-#: Said after "graded" for a submission with an answer that a person grades (a markdown answer).
-AWAITS_MANUAL = "; an answer awaits manual grading (nbgrader formgrader): the score counts it as 0 until then"
-
-
-def scores(course_dir, assignment):
-    from nbgrader.api import Gradebook
-    db = f"sqlite:///{Path(course_dir) / 'gradebook.db'}"
-    out = {}
-    with Gradebook(db) as gb:
-        for sub in gb.assignment_submissions(assignment):
-            out[sub.student.id] = (sub.score, sub.max_score, sub.needs_manual_grade)
-    return out
-
-
-def graded_facts(course_dir, assignment, student):
-    """What a student's graded notebooks show: the throughput ratios the grader printed, the
-    grade cells that failed, the first error (usually the cause of the others), and the report
-    cells that say "tampering suspected"."""
-    facts = {"throughput_ratio": None, "scaling_ratio": None, "failed_cells": [], "first_error": "",
-             "tampering": []}
-    marks = [messages.catalogue(lang).get(checks.TAMPERING, checks.TAMPERING) for lang in messages.LANGUAGES]
-    for path in sorted((Path(course_dir) / "autograded" / student / assignment).glob("*.ipynb")):
-        try:
-            cells = json.loads(path.read_text())["cells"]
-        except (OSError, ValueError, KeyError):
-            continue
-        for cell in cells:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            report = judge.is_report_cell(meta)   # run by the grader
-            for out in cell.get("outputs", []):
-                text = "".join(out.get("text", ""))
-                if report and any(mark in text for mark in marks) and meta["grade_id"] not in facts["tampering"]:
-                    facts["tampering"].append(meta["grade_id"])
-                if out.get("output_type") == "stream" and meta.get("grade") and \
-                        "throughput_credit(" in "".join(cell.get("source", "")):
-                    # The grader's line, printed by a throughput grade cell (restored from the source;
-                    # another grade cell may print a student's strings).
-                    for line in "".join(out.get("text", "")).splitlines():
-                        if line.startswith(checks.RATIO_TAG):
-                            for item in line[len(checks.RATIO_TAG):].split():
-                                key, _, value = item.partition("=")
-                                ratio = _finite(value)
-                                if key in ("throughput", "scaling") and ratio is not None:
-                                    facts[f"{key}_ratio"] = round(ratio, 3)
-                elif out.get("output_type") == "error":
-                    message = f"{out.get('ename')}: {out.get('evalue', '')}".strip().splitlines()[0]
-                    if out.get("ename") == "KeyboardInterrupt":  # nbgrader interrupts a cell at its limit
-                        message = "the cell ran past its time limit and was interrupted (an endless loop?)"
-                    facts["first_error"] = facts["first_error"] or message[:400]
-                    if meta.get("grade") and meta.get("grade_id") not in facts["failed_cells"]:
-                        facts["failed_cells"].append(meta["grade_id"])
-    return facts
-
-
-def _finite(text):
-    """The finite float `text` spells, else None."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def throughput_figure(rows, bands, title):
-    """Bars of each student's throughput and scaling ratio to the reference, with the credit bands."""
-    plt = pyplot("Agg")
-    students = [r["student"] for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.5))
-    for offset, key, color in ((-0.2, "throughput_ratio", "tab:blue"), (0.2, "scaling_ratio", "tab:orange")):
-        values = [r.get(key) for r in rows]
-        ax.barh([i + offset for i in range(len(rows))], [v or 0 for v in values], height=0.38,
-                color=color, label=key.replace("_", " "))
-        for i, v in enumerate(values):
-            if v is None:
-                ax.text(0.02, i + offset, "not scored", va="center", fontsize=7, color="gray")
-    for floor, share in bands:
-        ax.axvline(floor, color="gray", ls="--", lw=1)
-        ax.text(floor, len(rows) - 0.4, f" {share:.0%}", fontsize=8, color="gray")
-    ax.set_yticks(range(len(rows)), students)
-    ax.invert_yaxis()
-    ax.set_xlabel("ratio to the reference solution measured in the same session")
-    ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def _row(result, graded, course_dir, assignment, before=()):
-    """The report's row of one student. `before`: the students the gradebook held a grade of
-    before this session: when nbgrader fails this time, that grade is stale, and is removed."""
-    student = result["student"]
-    try:
-        facts = graded_facts(course_dir, assignment, student)
-    except Exception as error:  # whatever the graded notebook holds, the row is made
-        facts = {"throughput_ratio": None, "scaling_ratio": None, "failed_cells": [],
-                 "first_error": f"the graded notebook could not be read ({type(error).__name__}: {error})"}
-    feedback = facts["first_error"]
-    if facts["failed_cells"]:
-        feedback = f"failed: {', '.join(facts['failed_cells'])}; first error: {feedback}"
-    status = result["status"]
-    score, max_score, manual = graded.get(student, (0.0, None, False))
-    if status == "graded" and manual:
-        status += AWAITS_MANUAL
-    if not status.startswith("graded") and student in before:
-        stale = score
-        remove_grade(course_dir, assignment, student)
-        score = 0.0
-        status += (f"; its score {stale:g} from an earlier grading is stale and was removed from the gradebook "
-                   f"(grade it again: handson autograde {assignment} --resume)")
-    elif student not in graded:
-        status += " (no grade: 0)"
-    if facts.get("tampering"):
-        status += f"; tampering suspected, for the instructor to review: {', '.join(facts['tampering'])}"
-    return {"student": student, "score": score, "max_score": max_score, "status": status,
-            "seconds": result["seconds"], "throughput_ratio": facts["throughput_ratio"],
-            "scaling_ratio": facts["scaling_ratio"], "feedback": feedback}
-
-
-def remove_grade(course_dir, assignment, student):
-    """Take a student's submission of `assignment` out of the gradebook (its grades with it)."""
-    from nbgrader.api import Gradebook
-    with Gradebook(f"sqlite:///{Path(course_dir) / 'gradebook.db'}") as gb:
-        gb.remove_submission(assignment, student)
-
-
-REPORT_FIELDS = ["student", "score", "max_score", "status", "seconds", "throughput_ratio", "scaling_ratio",
-                 "feedback"]
-
-
-#: What a spreadsheet takes for the start of a formula (OWASP's CSV injection list); a quote, the
-#: prefix itself, so that every text reads back as it was written.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
-
-
-def spreadsheet_cell(value):
-    """A cell of a CSV an instructor opens: a text that a spreadsheet would run as a formula (a
-    student's exception named `=HYPERLINK(...)`) gets a leading `'`; numbers stay numbers."""
-    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
-
-
-def from_spreadsheet_cell(text):
-    """The value of a cell written by spreadsheet_cell."""
-    return text[1:] if isinstance(text, str) and text.startswith("'") else text
-
-
-def report_path(course_dir, assignment):
-    return Path(course_dir) / f"autograde_{assignment}.csv"
-
-
-def read_report(course_dir, assignment):
-    """{student: row} of the report an earlier `handson autograde` wrote ({} without one)."""
-    path = report_path(course_dir, assignment)
-    if not path.exists():
-        return {}
-    def number(text):
-        return _finite(text) if text not in ("", None) else None
-
-    with path.open(newline="") as f:
-        rows = [{key: from_spreadsheet_cell(text) for key, text in row.items()} for row in csv.DictReader(f)]
-    return {row["student"]: {**row, "score": number(row["score"]) or 0.0, "max_score": number(row["max_score"]),
-                             "seconds": number(row["seconds"]) or 0.0,
-                             "throughput_ratio": number(row["throughput_ratio"]),
-                             "scaling_ratio": number(row["scaling_ratio"])}
-            for row in rows}
-
-
-def write_report(course_dir, assignment, rows):
-    """The report, rewritten whole (a new file renamed over the old: never half written)."""
-    path = report_path(course_dir, assignment)
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=REPORT_FIELDS)
-        writer.writeheader()
-        writer.writerows({key: spreadsheet_cell(value) for key, value in row.items()} for row in rows)
-    tmp.replace(path)
-    return path
-
-
-def _row_line(row):
-    return (f"  {row['student']:20s} {row['score']:6.1f} / {row['max_score'] or '-'}  {row['seconds']:6.1f} s  "
-            f"{row['status']}" + (f"\n  {'':20s} {row['feedback'][:110]}" if row["feedback"] else ""))
 
 
 def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT, cell_timeout=None,
@@ -458,6 +216,41 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     env = grading_env(course_dir)
     settings = session_settings(site, run_timeout, cell_timeout)
     jobs = jobs or default_jobs()
+    roll = _roll_call(course_dir, assignment, students, resume, print_fn)
+    started, session_start = time.monotonic(), time.time()
+    results, interrupted = _grade(roll, jobs, timeout, settings, env, reference_cache, unsafe, print_fn, started)
+    total = time.monotonic() - started
+    if interrupted:
+        path = write_report(course_dir, assignment, roll.report_rows())
+        missing = [s for s in roll.students if s not in roll.done_rows]
+        print_fn(f"{len(roll.students) - len(missing)} of {len(roll.students)} student(s) graded and kept in {path}; "
+                 f"not graded: {', '.join(missing)}. Go on with: handson autograde {assignment} --resume")
+        raise KeyboardInterrupt
+    rows = _finish(roll, results, jobs, total, session_start, site, profile, print_fn)
+    return rows, total
+
+
+@dataclasses.dataclass
+class _Roll:
+    """Who a grading session grades, and the report's rows as they come."""
+    course_dir: Path
+    assignment: str
+    handed_in: list   # every student with a submission of the assignment
+    students: list    # those the session is about (every one handed in, or those named)
+    to_grade: list    # those of them graded now (--resume keeps the others' rows)
+    earlier: dict     # the last report's row of each student handed in
+    done_rows: dict   # the rows of this session's gradings, and those --resume keeps
+    before: set       # the students the gradebook held a grade of before the session
+
+    def report_rows(self):
+        """The report's rows: each student's of this session, else of the last report."""
+        return [self.done_rows.get(s) or self.earlier[s] for s in self.handed_in
+                if s in self.done_rows or s in self.earlier]
+
+
+def _roll_call(course_dir, assignment, students, resume, print_fn):
+    """The session's _Roll: the submissions handed in (of `students` where named), less those
+    `resume` keeps; no submission at all ends the session."""
     handed_in = students_of(course_dir, assignment)
     students = [s for s in handed_in if s in students] if students is not None else handed_in
     if not students:
@@ -471,18 +264,20 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
         print_fn(f"--resume: {len(done_rows)} student(s) graded earlier are kept "
                  f"({report_path(course_dir, assignment).name}), {len(students) - len(done_rows)} to grade")
     to_grade = [s for s in students if s not in done_rows]
-
-    def report_rows():
-        return [done_rows.get(s) or earlier[s] for s in handed_in if s in done_rows or s in earlier]
     try:
         before = set(scores(course_dir, assignment))
     except Exception:  # no gradebook yet
         before = set()
-    started, session_start = time.monotonic(), time.time()
+    return _Roll(course_dir, assignment, handed_in, students, to_grade, earlier, done_rows, before)
+
+
+def _grade(roll, jobs, timeout, settings, env, reference_cache, unsafe, print_fn, started):
+    """Every student of roll.to_grade, `jobs` at once, in the session's folders: ({student: result},
+    whether Ctrl-C stopped the session). What the submissions left running is stopped at the end."""
     results, interrupted = {}, False
     with _session_folders(reference_cache, print_fn) as (shared, scratch):
         pool = ThreadPoolExecutor(max_workers=jobs)
-        print_fn(f"Autograding {len(to_grade)} submission(s) of {assignment!r}, {jobs} at a time "
+        print_fn(f"Autograding {len(roll.to_grade)} submission(s) of {roll.assignment!r}, {jobs} at a time "
                  f"(session {scratch}) ...")
         # The reference is measured once per session.
         settings = settings.but(reference_cache=shared, session=scratch)
@@ -491,25 +286,14 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
             # The machine's timing slot stays out of the sandbox: the grader takes it for the runs
             # of its checks; a kernel's own runs share a slot of their own (sandbox.command).
             box = sandbox.prepare(scratch, readable=[shared])
-            _measure_references(assignment, shared, print_fn)
+            _measure_references(roll.assignment, shared, print_fn)
         else:
             print_fn("--unsafe: the submissions run as you, outside the grading sandbox")
-        futures = [pool.submit(_autograde_one, course_dir, assignment, s, timeout, settings, env, scratch, box)
-                   for s in grading_order(to_grade)]
+        futures = [pool.submit(_autograde_one, roll.course_dir, roll.assignment, s, timeout, settings, env, scratch,
+                               box)
+                   for s in grading_order(roll.to_grade)]
         try:
-            for future in as_completed(futures):
-                result = future.result()
-                results[result["student"]] = result
-                try:
-                    graded = scores(course_dir, assignment)
-                except Exception as exc:  # the gradebook busy with another student's write: read it below
-                    print_fn(f"  {result['student']:20s} graded in {result['seconds']:.1f} s "
-                             f"(score read later: {exc})")
-                else:
-                    done_rows[result["student"]] = _row(result, graded, course_dir, assignment, before)
-                    print_fn(_row_line(done_rows[result["student"]]))
-                    write_report(course_dir, assignment, report_rows())
-                print_fn("  " + _progress_line(len(results), len(to_grade), time.monotonic() - started))
+            _collect(futures, roll, results, print_fn, started)
         except KeyboardInterrupt:
             interrupted = True
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
@@ -517,47 +301,63 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
             for future in futures:
                 future.cancel()
         finally:
-            left = {proc: _name_of(proc) for proc in launch.processes_carrying(SESSION_ENV, scratch)}
-            if left:
-                launch.terminate_all(list(left))
-                if not interrupted:
-                    print_fn(f"stopped {len(left)} process(es) that submissions left running: "
-                             + ", ".join(sorted(set(left.values()))))
+            _stop_what_was_left(scratch, interrupted, print_fn)
             pool.shutdown(wait=True)
             if interrupted:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
-    total = time.monotonic() - started
-    if interrupted:
-        path = write_report(course_dir, assignment, report_rows())
-        missing = [s for s in students if s not in done_rows]
-        print_fn(f"{len(students) - len(missing)} of {len(students)} student(s) graded and kept in {path}; "
-                 f"not graded: {', '.join(missing)}. Go on with: handson autograde {assignment} --resume")
-        raise KeyboardInterrupt
-    if any(s not in done_rows for s in to_grade):
+    return results, interrupted
+
+
+def _collect(futures, roll, results, print_fn, started):
+    """Each student's result as it comes: its row printed and the report rewritten, then the
+    progress line."""
+    for future in as_completed(futures):
+        result = future.result()
+        results[result["student"]] = result
+        try:
+            graded = scores(roll.course_dir, roll.assignment)
+        except Exception as exc:  # the gradebook busy with another student's write: read it below
+            print_fn(f"  {result['student']:20s} graded in {result['seconds']:.1f} s "
+                     f"(score read later: {exc})")
+        else:
+            roll.done_rows[result["student"]] = report_row(result, graded, roll.course_dir, roll.assignment,
+                                                           roll.before)
+            print_fn(row_line(roll.done_rows[result["student"]]))
+            write_report(roll.course_dir, roll.assignment, roll.report_rows())
+        print_fn("  " + progress_line(len(results), len(roll.to_grade), time.monotonic() - started))
+
+
+def _stop_what_was_left(scratch, interrupted, print_fn):
+    """Stop every process that carries the session (SESSION_ENV): what submissions left running."""
+    left = {proc: _name_of(proc) for proc in launch.processes_carrying(SESSION_ENV, scratch)}
+    if left:
+        launch.terminate_all(list(left))
+        if not interrupted:
+            print_fn(f"stopped {len(left)} process(es) that submissions left running: "
+                     + ", ".join(sorted(set(left.values()))))
+
+
+def _finish(roll, results, jobs, total, session_start, site, profile, print_fn):
+    """The rows of the session's students (the scores the gradebook was too busy to give, read
+    now), printed; the report, the profile and the plot of the throughput ratios written."""
+    course_dir, assignment, to_grade = roll.course_dir, roll.assignment, roll.to_grade
+    if any(s not in roll.done_rows for s in to_grade):
         graded = scores(course_dir, assignment)
-        done_rows.update({s: _row(results[s], graded, course_dir, assignment, before)
-                          for s in to_grade if s not in done_rows})
-    rows = [done_rows[s] for s in students]
+        roll.done_rows.update({s: report_row(results[s], graded, course_dir, assignment, roll.before)
+                               for s in to_grade if s not in roll.done_rows})
+    rows = [roll.done_rows[s] for s in roll.students]
     print_fn("Scores:")
     for row in rows:
-        print_fn(_row_line(row))
-    report = write_report(course_dir, assignment, report_rows())
+        print_fn(row_line(row))
+    report = write_report(course_dir, assignment, roll.report_rows())
     profile_csv = write_profile(report.with_name(f"autograde_{assignment}_profile.csv"),
                                 [results[s] for s in to_grade], session_start)
     if profile:
         print_fn(profile_table(results[s] for s in to_grade))
     print_fn(f"{len(to_grade)} submission(s) in {total:.1f} s with {jobs} at a time; report: {report}; "
              f"where the time went: {profile_csv}")
-    ratios = [r for r in rows if _finite(str(r["throughput_ratio"])) is not None
-              or _finite(str(r["scaling_ratio"])) is not None]
-    if ratios:
-        plot = report.with_name(f"autograde_{assignment}_throughput.png")
-        bands = checks.site_thresholds(site)["throughput_bands"]
-        shown = [{**r, "throughput_ratio": _finite(str(r["throughput_ratio"])),
-                  "scaling_ratio": _finite(str(r["scaling_ratio"]))} for r in rows]
-        throughput_figure(shown, bands, f"{assignment}: throughput ratios ({checks.grading_site(site)} bands)").savefig(plot, dpi=100)
-        print_fn(f"throughput ratios plotted in {plot}")
-    return rows, total
+    plot_throughput(rows, report, assignment, site, print_fn)
+    return rows
 
 
 def _measure_references(assignment, cache, print_fn):
@@ -590,15 +390,6 @@ def _name_of(proc):
         return proc.name()
     except Exception:  # gone already
         return "?"
-
-
-def profile_table(results):
-    """Each student's grading time by part, as text."""
-    lines = ["Where the grading time went (seconds; runs of one student overlap with other students'):"]
-    for result in results:
-        lines.append(f"  {result['student']}  ({result['seconds']:.1f} s in all)")
-        lines += [f"    {seconds:8.1f}  {part}" for part, seconds in profile_rows(result)]
-    return "\n".join(lines)
 
 
 def add_autograde_arguments(parser):

@@ -165,8 +165,24 @@ def gpu_count():
 def run_checks(scripts, out) -> int:
     scripts, out = Path(scripts), Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    from handson_lib import launch
     steps = Steps(out)
+    _cpu_half(steps, scripts, out)
+    n, why = gpu_count()
+    facts = _facts(n, why)
+    if n == 0:
+        print(f"No GPU here ({why}): the GPU half did not run; the CPU half did.", flush=True)
+    else:
+        _gpu_half(steps, scripts, out, n)
+    summary = _summary(steps.results, facts)
+    print(summary, flush=True)
+    (out / "summary.txt").write_text(summary + "\n")
+    (out / "results.json").write_text(json.dumps({"facts": facts, "steps": steps.results}, indent=1))
+    return 0 if all(r["ok"] is not False for r in steps.results) else 1
+
+
+def _cpu_half(steps, scripts, out):
+    """The doctor, Task #1 on the CPU stand-in and Task #2 on 2 CPU ranks: runs anywhere."""
+    from handson_lib import launch
     py = sys.executable
     steps.run("doctor", [py, "-m", "handson_lib.tools.doctor", "--json"], expect=['"cpu_ready": true'])
     steps.run("cpu task1", [py, scripts / SCRIPTS[0], "--gpus", "0", "1", *CPU_SHORT, "--out", out / "cpu_task1"],
@@ -176,7 +192,10 @@ def run_checks(scripts, out) -> int:
                                                              "--out", out / "cpu_task2"]),
               env=launch.local_mpi_env(), expect=["Using naive communicator", "Throughput:"],
               throughput_of=out / "cpu_task2")
-    n, why = gpu_count()
+
+
+def _facts(n, why):
+    """This machine's Python, GPUs, NumPy and CuPy, and where Chainer and the course were imported from."""
     import chainer
     import handson_lib
     facts = {"python": sys.version.split()[0], "gpus": n, "no_gpu_reason": why if n == 0 else "",
@@ -188,47 +207,57 @@ def run_checks(scripts, out) -> int:
         facts["cupy"] = cupy.__version__
     except Exception as error:  # noqa: BLE001 - the facts are what they are
         facts.setdefault("cupy", f"not importable ({type(error).__name__})")
-    if n == 0:
-        print(f"No GPU here ({why}): the GPU half did not run; the CPU half did.", flush=True)
+    return facts
+
+
+def _gpu_half(steps, scripts, out, n):
+    """Task #1 on one GPU and on two, Task #2 with pure_nccl on `n` ranks, MNIST on a GPU, the profile."""
+    from handson_lib import launch
+    py = sys.executable
+    steps.run("task1 1 gpu", [py, scripts / SCRIPTS[0], "--gpus", "0", *SHORT, "--out", out / "task1_1gpu"],
+              expect=["Throughput:"], throughput_of=out / "task1_1gpu")
+    if n >= 2:
+        steps.run("task1 2 gpus", [py, scripts / SCRIPTS[0], "--gpus", "0", "1", *SHORT, "--out",
+                                   out / "task1_2gpus"], expect=["Throughput:"], throughput_of=out / "task1_2gpus")
     else:
-        steps.run("task1 1 gpu", [py, scripts / SCRIPTS[0], "--gpus", "0", *SHORT, "--out", out / "task1_1gpu"],
-                  expect=["Throughput:"], throughput_of=out / "task1_1gpu")
-        if n >= 2:
-            steps.run("task1 2 gpus", [py, scripts / SCRIPTS[0], "--gpus", "0", "1", *SHORT, "--out",
-                                       out / "task1_2gpus"], expect=["Throughput:"], throughput_of=out / "task1_2gpus")
-        else:
-            steps.skipped("task1 2 gpus", "one GPU here: MultiprocessParallelUpdater needs two devices")
-        task2 = launch.mpiexec_command(n, [scripts / SCRIPTS[1], "--gpu", "--communicator", "pure_nccl", *SHORT,
-                                           "--out", out / "task2"])
-        steps.run("task2 pure_nccl", task2, env=launch.local_mpi_env(),
-                  expect=["Using pure_nccl communicator", "Throughput:"], throughput_of=out / "task2")
-        steps.run("mnist gpu", [py, scripts / SCRIPTS[2], "--gpu", "0", *SHORT, "--out", out / "mnist"],
-                  expect=["Throughput:"], throughput_of=out / "mnist")
-        nsys = find_nsys()
-        if nsys:
-            report = out / "task1_profile"
-            ok, _ = steps.run("nsys profile", [nsys, "profile", "--trace=cuda,nvtx", "--sample=none",
-                                               "--force-overwrite=true", "--export=sqlite", "-o", report, py,
-                                               scripts / SCRIPTS[0], "--gpus", "0", *SHORT, "--out",
-                                               out / "task1_profiled"], env={"HANDSON_PHASES": "nvtx"})
-            if ok:
-                steps.run("profile summary", [py, "-m", "handson_lib.cli", "profile", "summarize",
-                                              report.with_suffix(".sqlite")], expect=["kernels"])
-        else:
-            steps.skipped("nsys profile", "no nsys on PATH or under /opt/nvidia/nsight-compute")
-    cpu = next((r.get("images_per_sec") for r in steps.results if r["step"] == "cpu task1"), None)
+        steps.skipped("task1 2 gpus", "one GPU here: MultiprocessParallelUpdater needs two devices")
+    task2 = launch.mpiexec_command(n, [scripts / SCRIPTS[1], "--gpu", "--communicator", "pure_nccl", *SHORT,
+                                       "--out", out / "task2"])
+    steps.run("task2 pure_nccl", task2, env=launch.local_mpi_env(),
+              expect=["Using pure_nccl communicator", "Throughput:"], throughput_of=out / "task2")
+    steps.run("mnist gpu", [py, scripts / SCRIPTS[2], "--gpu", "0", *SHORT, "--out", out / "mnist"],
+              expect=["Throughput:"], throughput_of=out / "mnist")
+    _profile(steps, scripts, out)
+
+
+def _profile(steps, scripts, out):
+    """An `nsys` profile of Task #1's training, exported to SQLite and summarised (where nsys is found)."""
+    py = sys.executable
+    nsys = find_nsys()
+    if nsys:
+        report = out / "task1_profile"
+        ok, _ = steps.run("nsys profile", [nsys, "profile", "--trace=cuda,nvtx", "--sample=none",
+                                           "--force-overwrite=true", "--export=sqlite", "-o", report, py,
+                                           scripts / SCRIPTS[0], "--gpus", "0", *SHORT, "--out",
+                                           out / "task1_profiled"], env={"HANDSON_PHASES": "nvtx"})
+        if ok:
+            steps.run("profile summary", [py, "-m", "handson_lib.cli", "profile", "summarize",
+                                          report.with_suffix(".sqlite")], expect=["kernels"])
+    else:
+        steps.skipped("nsys profile", "no nsys on PATH or under /opt/nvidia/nsight-compute")
+
+
+def _summary(results, facts):
+    """summary.txt: the facts, then a line per step (PASS / FAIL / SKIP, its time and throughput)."""
+    cpu = next((r.get("images_per_sec") for r in results if r["step"] == "cpu task1"), None)
     lines = [f"GPU kit on {facts}"]
-    for r in steps.results:
+    for r in results:
         state = "SKIP" if r["ok"] is None else "PASS" if r["ok"] else "FAIL"
         rate = f", {r['images_per_sec']:.1f} images/s" if r.get("images_per_sec") else ""
         ratio = f" ({r['images_per_sec'] / cpu:.1f}x the CPU stand-in's Task #1)" if cpu and r.get("images_per_sec") \
             and not r["step"].startswith("cpu") else ""
         lines.append(f"  [{state}] {r['step']} ({r['seconds']:.0f} s{rate}){ratio}{': ' + r['why'] if r['why'] else ''}")
-    summary = "\n".join(lines)
-    print(summary, flush=True)
-    (out / "summary.txt").write_text(summary + "\n")
-    (out / "results.json").write_text(json.dumps({"facts": facts, "steps": steps.results}, indent=1))
-    return 0 if all(r["ok"] is not False for r in steps.results) else 1
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
