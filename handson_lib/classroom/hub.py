@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from handson_lib import grader_settings
+from handson_lib import settings as course_settings
 from handson_lib.classroom import accounts
 from handson_lib.classroom.layout import ClassroomError, Layout
 from handson_lib.sites import cluster
@@ -147,8 +147,9 @@ def choose_environment(spawner):
     if hasattr(spawner, "batchspawner_singleuser_cmd"):  # a job: its wrapper from the same venv
         spawner.batchspawner_singleuser_cmd = os.path.join(venv, "bin", "batchspawner-singleuser")
     spawner.environment = {{"PATH": os.path.join(venv, "bin") + ":/usr/local/bin:/usr/bin:/bin",
-                           **{grader_settings.GraderSettings(site="local").to_env()!r}, "LANG": "C.UTF-8",
-                           "HANDSON_LANG": {settings.get("lang", "en")!r}}}
+                           **{course_settings.Settings(lang=settings.get("lang", "en"),
+                                                       grader=course_settings.GraderSettings(site="local")).to_env()!r},
+                           "LANG": "C.UTF-8"}}
     if instructor:
         spawner.notebook_dir = COURSE_FOLDER
 

@@ -28,6 +28,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+from handson_lib import settings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -239,7 +241,7 @@ def _profile(steps, scripts, out):
         ok, _ = steps.run("nsys profile", [nsys, "profile", "--trace=cuda,nvtx", "--sample=none",
                                            "--force-overwrite=true", "--export=sqlite", "-o", report, py,
                                            scripts / SCRIPTS[0], "--gpus", "0", *SHORT, "--out",
-                                           out / "task1_profiled"], env={"HANDSON_PHASES": "nvtx"})
+                                           out / "task1_profiled"], env=settings.Settings(phases="nvtx").to_env())
         if ok:
             steps.run("profile summary", [py, "-m", "handson_lib.cli", "profile", "summarize",
                                           report.with_suffix(".sqlite")], expect=["kernels"])
