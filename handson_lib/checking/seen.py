@@ -21,6 +21,7 @@ from handson_lib.messages import tr
 #     the grading sandbox the bytes the ranks sent each other (Task #2: averaging the gradients
 #     moves about 2L(p-1) bytes an iteration, `AVERAGING_SHARE`; ranks that train alone, none);
 #   - the script as handed in (checking.source_review): no atexit, os._exit, launcher files ...
+
 #: The least CPU a run may take, as a share of what the same training took its baseline (the
 #: reference's run, or the student's own 1-device / 1-rank run), seen from outside.
 RUN_WORK_SHARE = 0.4

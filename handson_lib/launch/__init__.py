@@ -373,8 +373,8 @@ def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_0
 
 
 class Launched:
-    """A command started in its own session (through the wrapper, when one is set), its output
-    gathered as it comes, at most `max_output` characters of it."""
+    """A command started in its own session (through the wrapper, when one is set, where its
+    `confinement` says), its output gathered as it comes, at most `max_output` characters of it."""
 
     def __init__(self, cmd, env=None, cwd=None, echo=False, max_output=2_000_000, confinement=None):
         started_cmd = wrapped_command(cmd, cwd, confinement)
