@@ -6,6 +6,7 @@ import statistics
 from dataclasses import dataclass, field
 
 
+#: The two sides of a timing, in the order of its first pair of steps.
 WHO = ("reference", "student")
 
 

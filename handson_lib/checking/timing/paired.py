@@ -39,8 +39,8 @@ from handson_lib.checking.timing.settings import SCORED
 from handson_lib.messages import tr
 
 
-#: The launcher of each side (`python -m`); its first argument names the side, and the sandbox
-#: lets only the reference's side read the reference scripts.
+#: The launcher of each side (`python -m`); its first argument names the side. The sandbox lets
+#: only the reference's side read the reference scripts: each Side states its launch.Confinement.
 STEPPER_MODULE = "handson_lib.harness.stepper"
 
 
