@@ -77,3 +77,13 @@ def test_the_reference_solutions_are_what_the_caller_hands_in(monkeypatch):
         assert against.default_against() == "reference"
         assert against.default_against("train_cifar_multi_node.py") == "self"
     assert against.reference_solutions() is None
+
+
+def test_the_judge_hands_a_report_cells_checks_the_reference_solutions(monkeypatch):
+    from handson_lib.autograder import judge
+    from handson_lib.checking import reference
+    monkeypatch.setattr(against, "_HANDED_IN", None)
+    cell = "from handson_lib.checking import against\nprint(against.reference_solutions().__name__)"
+    outputs = judge.Judge(lambda code: "").run(cell, "task1_report", report=True)
+    assert outputs == [{"output_type": "stream", "name": "stdout", "text": reference.__name__ + "\n"}], outputs
+    assert against.reference_solutions() is None   # only while the report cell runs
