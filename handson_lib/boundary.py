@@ -21,7 +21,7 @@ STUDENT_SUPPORT = (
     "handson_lib",
     "handson_lib.cli",                 # the `handson` command (its registry skips unshipped modules)
     "handson_lib.tasks",               # the registry of tasks and assignments (the checks' run arguments)
-    "handson_lib.launch",              # starting processes and MPI jobs with a watchdog
+    "handson_lib.launch.*",            # starting processes and MPI jobs with a watchdog, the timing slot
     "handson_lib.settings",            # the course's settings: every variable it reads, one object
     "handson_lib.grader_settings",     # the grader's settings, read by the checks and the harness
     "handson_lib.plotting",            # matplotlib for the figures, with fonts for every language
@@ -30,6 +30,7 @@ STUDENT_SUPPORT = (
     "handson_lib.runtime.*",           # what the training scripts import
     "handson_lib.harness.*",           # what runs inside every observed process (`handson check`'s runs)
     "handson_lib.checking.*",          # the checks, the observed runs and the notebooks' helpers
+    "handson_lib.checking.timing.*",   # the scored timing (the self-check times the student's own steps)
     "handson_lib.exchange",            # nbgrader submissions only the staff can read (classroom)
     "handson_lib.experiments",
     "handson_lib.experiments.figures",  # the notebooks' plots
@@ -56,7 +57,8 @@ INSTRUCTOR_ONLY = ("handson_lib.autograder.*", "handson_lib.authoring.*",
                    "handson_lib.checking.reference")         # measures the reference solutions
 
 #: Instructor-only modules that a shipped file may import only after finding them installed
-#: (importlib.util.find_spec): the file still works without them.
+#: (importlib.util.find_spec): the file still works without them. (`handson check`, checking.command,
+#: hands the reference solutions to the checks where they are installed; the checks import none.)
 OPTIONAL_IMPORTS = {"handson_lib.checking.reference"}
 
 #: What runs inside every process of an observed run (the student's script, the stand-in's
@@ -66,7 +68,7 @@ RUNS_INSIDE = ("handson_lib.runtime.*", "handson_lib.harness.*")
 #: What decides verdicts, or serves what does (the checks, their observed runs and evidence, the
 #: paired timing, the autograder's judge): its results earn points, so nothing that runs inside
 #: imports it. (`checking` ships: a student's self-check is the same code, judged on their side.)
-DECIDING = ("handson_lib.checking.*", "handson_lib.autograder.*")
+DECIDING = ("handson_lib.checking.*", "handson_lib.checking.timing.*", "handson_lib.autograder.*")
 
 #: Folder names never part of the library's files.
 SKIP = {"__pycache__", ".ipynb_checkpoints", ".DS_Store"}

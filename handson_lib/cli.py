@@ -39,7 +39,7 @@ GROUPS = {
 COMMANDS = (
     Command("doctor", "tools.doctor", "check the environment and say what each missing part disables"),
     Command("lab", "tools.lab", "start JupyterLab on the course"),
-    Command("check", "checking.checks", "run a task script under the grader and say what is still wrong"),
+    Command("check", "checking.command", "run a task script under the grader and say what is still wrong"),
     Command("data prepare", "data", "build the cifar10_<size>px_<pct>p.pickle.gz file from the official "
             "cifar-10-python.tar.gz (run on the login node)", add="add_prepare_arguments", run="prepare_main"),
     Command("jobscript lint", "sites.jobscript", "refuse placeholders, impossible requests, missing mpiexec "

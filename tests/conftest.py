@@ -244,6 +244,15 @@ def reference_cache(session_dir):
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def reference_solutions_handed_in():
+    """The tests run in the instructor's checkout: they hand the checks its reference solutions,
+    as the autograder's judge and `handson check` do (the checks import none: checking.against)."""
+    from handson_lib.checking import against, reference
+    with against.reference_solutions_from(reference):
+        yield
+
+
 @pytest.fixture(scope="session")
 def measure_reference(reference_cache):
     """measure_reference(name, args, np=None): the reference solution's observed run, from the

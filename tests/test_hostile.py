@@ -28,7 +28,7 @@ import psutil
 import pytest
 
 from handson_lib import launch
-from handson_lib.checking import checks, paired, runs
+from handson_lib.checking import checks, runs, timing
 from handson_lib.authoring import course_source
 from handson_lib.autograder import sandbox
 from conftest import sandbox_missing
@@ -502,15 +502,19 @@ def test_only_the_paired_timing_sees_the_reference_solution(tmp_path, monkeypatc
     seen = {}
     with judged_sandbox(tmp_path, monkeypatch, "reader", READS_THE_REFERENCE) as (_, spec, script):
         for kind, extra in (("a check's run", []), ("the student's side of the paired timing",
-                                                      [paired.STEPPER_MODULE, "student"]),
-                            ("the paired timing", [paired.STEPPER_MODULE, "reference"])):
+                                                      [timing.STEPPER_MODULE, "student"]),
+                            ("the paired timing", [timing.STEPPER_MODULE, "reference"])):
             cwd = None
             if extra:   # a side of the paired timing runs in its own folder, where its script must be
                 cwd = Path(spec["runs"]) / "handson-paired-test" / extra[-1]
                 cwd.mkdir(parents=True)
                 os.chmod(cwd, 0o777)
                 script = Path(shutil.copy(script, cwd / script.name))
-            cmd = nbgrader_ext.judge_sandbox_command(spec, [sys.executable, str(script), solution, *extra], cwd)
+            # Each launch states where it goes (timing.paired.Side does so for its sides).
+            confinement = launch.Confinement(extra[-1] if extra[-1:] == ["reference"] else "runs",
+                                             own_folder=bool(extra))
+            cmd = nbgrader_ext.judge_sandbox_command(spec, [sys.executable, str(script), solution, *extra], cwd,
+                                                     confinement)
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             seen[kind] = [line for line in res.stdout.splitlines() if line.startswith("READ")]
     assert seen["a check's run"] == seen["the student's side of the paired timing"] == ["READ FileNotFoundError"], seen
@@ -615,7 +619,7 @@ TIMING_ATTACKS = {
         "    updater.update = lazy\n", "a step that skips its work"),
     # Steps that do their work and then sleep just under the stall limit: they would hold the
     # machine's timing slot for minutes while every other student waits. Its steps are bounded
-    # in total by the reference's (paired.student_limits).
+    # in total by the reference's (timing.paired.student_limits).
     "steps that hold the slot": (
         "    import time\n"
         "    real_update = updater.update\n"
@@ -642,7 +646,6 @@ TIMING_ATTACKS = {
 @pytest.fixture(scope="module")
 def timing_attacks(tmp_path_factory):
     """Each attack's paired timing on 2 ranks beside the reference (once per module)."""
-    from handson_lib.checking import paired
     seen = {}
     for name, (planted, _) in TIMING_ATTACKS.items():
         folder = tmp_path_factory.mktemp("attack")
@@ -650,7 +653,7 @@ def timing_attacks(tmp_path_factory):
         source = TASK2_SOLUTION.read_text()
         assert TRAINER_RUN in source
         script.write_text(source.replace(TRAINER_RUN, planted + TRAINER_RUN))
-        seen[name] = paired.run_paired_mpi(TASK2_SOLUTION, script, 2, checks.TIMING_ARGS, steps=12, timeout=240,
+        seen[name] = timing.run_paired_mpi(TASK2_SOLUTION, script, 2, checks.TIMING_ARGS, steps=12, timeout=240,
                                            stall=30)
     return seen
 
@@ -665,10 +668,10 @@ def test_an_attack_on_the_paired_timing_is_named(timing_attacks, name):
 
 @pytest.mark.slow
 def test_a_submission_holds_the_timing_slot_a_bounded_time(timing_attacks):
-    """Its limits start once the slot is held: start-up within paired.CONNECT_LIMIT, its steps at
+    """Its limits start once the slot is held: start-up within timing.SCORED.connect_limit, its steps at
     most STUDENT_TOTAL_FLOOR seconds in all here (6 times the reference's are less)."""
     held = timing_attacks["steps that hold the slot"]
-    assert not held.finished and held.seconds < paired.CONNECT_LIMIT + paired.STUDENT_TOTAL_FLOOR + 10, held
+    assert not held.finished and held.seconds < timing.SCORED.connect_limit + timing.SCORED.student_total_floor + 10, held
 
 
 @pytest.mark.slow
@@ -808,14 +811,15 @@ def test_each_side_of_the_paired_timing_writes_its_own_folder_only(tmp_path, mon
     with judged_sandbox(tmp_path, monkeypatch, "prober", SEES_THE_OTHER_SIDE) as (_, spec, script):
         submission = grader_settings.current().submission
         paired_folder = Path(spec["runs"]) / "handson-paired-test"
-        for who in paired.WHO:
+        for who in timing.WHO:
             (paired_folder / who).mkdir(parents=True)
             os.chmod(paired_folder / who, 0o777)
         for who, other in (("student", "reference"), ("reference", "student")):
             prober = paired_folder / who / "prober.py"   # the side's own folder: what its launch can read
             shutil.copy(script, prober)
-            cmd = [sys.executable, str(prober), other, submission, paired.STEPPER_MODULE, who]
-            cmd = nbgrader_ext.judge_sandbox_command(spec, cmd, str(paired_folder / who))
+            cmd = [sys.executable, str(prober), other, submission, timing.STEPPER_MODULE, who]
+            confinement = launch.Confinement("reference" if who == "reference" else "runs", own_folder=True)
+            cmd = nbgrader_ext.judge_sandbox_command(spec, cmd, str(paired_folder / who), confinement)
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=paired_folder / who)
             line = next((l for l in res.stdout.splitlines() if l.startswith("SEEN ")), None)
             assert line, res.stdout + res.stderr

@@ -47,6 +47,17 @@ def test_the_checks_import_nothing_of_the_autograder():
     assert reaching(imports_of("checking"), ("handson_lib.autograder", "handson_lib.authoring")) == {}
 
 
+def test_the_checks_import_nothing_instructor_only_but_the_command_finds_the_reference_solutions():
+    """The reference solutions are handed to the checks (checking.against) by their caller: the
+    autograder's judge, or `handson check` (checking.command) where they are installed."""
+    graph = import_graph()
+    instructor = boundary.expand_all(boundary.INSTRUCTOR_ONLY)
+    checking = {m for m in graph if m.startswith("handson_lib.checking") and m not in instructor}
+    assert {m: sorted(graph[m] & instructor) for m in checking if graph[m] & instructor} == {}
+    named = {f for f, names in imports_of("checking").items() if "handson_lib.checking.reference" in names}
+    assert {str(f) for f in named} == {"handson_lib/checking/command.py"}
+
+
 def test_the_old_grading_folder_is_gone():
     assert not (LIBRARY / "grading").exists()
 

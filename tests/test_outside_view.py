@@ -20,6 +20,7 @@ import pytest
 
 from handson_lib import launch
 from handson_lib.checking import checks, evidence, source_review
+from handson_lib.checking.timing import scored
 from handson_lib.checking.runs import MPIObservation, Observation
 
 from conftest import ROOT
@@ -235,7 +236,7 @@ def test_the_default_slot_is_not_the_old_world_writable_file():
 # ----------------------------------------------------------------------------- the reference slowed down
 
 def _timing(reference_step, student_step=0.1, steps=16):
-    from handson_lib.checking.paired import PairedObservation
+    from handson_lib.checking.timing import PairedObservation
     return PairedObservation(2, {"reference": [reference_step] * steps, "student": [student_step] * steps},
                              {"reference": 64, "student": 64}, "", 3.0)
 
@@ -250,7 +251,7 @@ def test_a_timing_whose_reference_ran_slow_is_timed_again_then_flagged(monkeypat
     for _ in range(3):
         checks._keep_rate("multi-node:2:ranks", 640.0)   # the session's earlier timings: 0.1 s a step
     timings = iter([_timing(0.3), _timing(again), _timing(again)])
-    monkeypatch.setattr(checks, "_time_in_turn", lambda *a, **k: next(timings))
+    monkeypatch.setattr(scored, "_time_in_turn", lambda *a, **k: next(timings))
     report = checks.Report("multi-node", "x.py")
     said = []
     checks._paired_speed_checks(report, "x.py", "ref.py", 2, False, 60, None, [(0.7, 1.0), (0.4, 0.5)], 0.7, 0.75,

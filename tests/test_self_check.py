@@ -7,7 +7,8 @@ import re
 import pytest
 
 from handson_lib import launch
-from handson_lib.checking import checks, paired
+from handson_lib.checking import checks, multi_gpu, timing
+from handson_lib.checking.timing import scored
 from conftest import ROOT
 
 
@@ -59,8 +60,8 @@ def test_a_script_that_does_not_parse_is_left_to_the_run(tmp_path):
 def test_the_skeletons_self_check_fails_before_any_run(monkeypatch):
     def no_run(*args, **kwargs):
         raise AssertionError("a run was started for a skeleton")
-    monkeypatch.setattr(checks, "run_observed", no_run)
-    monkeypatch.setattr(checks, "run_paired", no_run)
+    monkeypatch.setattr(multi_gpu, "run_observed", no_run)
+    monkeypatch.setattr(scored, "run_paired", no_run)
     report = checks.check_multi_gpu(ROOT / "exercises" / "train_cifar_multi_gpu.py", against="self")
     failed = {c.name: c.message for c in report.failed}
     assert len(failed) == len(report.checks) == 8
@@ -101,7 +102,7 @@ def _timing(speedup, cores_ratio, others, steps=16):
     """A paired timing of the student's own script: 1-device steps of 1 s using 1 core, n-device
     steps `speedup` times as fast per image, using `cores_ratio` times the 1-device steps' CPU."""
     one, two = [1.0] * steps, [2.0 / speedup] * steps
-    return paired.PairedObservation(
+    return timing.PairedObservation(
         2, {"reference": one, "student": two}, {"reference": 32, "student": 64}, "", 30.0,
         {"waited": 0.0, "contended": False, "others_cores": others, "cores": 2},
         {"reference": {"own": sum(one), "waiting": 0.0}, "student": {"own": cores_ratio * sum(two), "waiting": 0.0}})
@@ -121,7 +122,7 @@ def test_the_self_checks_speed_up_is_judged_per_core_where_the_load_held_it_back
     def fake_run_paired(reference, script, args, **kwargs):
         calls.append((reference, script, args, kwargs))
         return _timing(speedup, cores_ratio, others)
-    monkeypatch.setattr(checks, "run_paired", fake_run_paired)
+    monkeypatch.setattr(scored, "run_paired", fake_run_paired)
     report = checks.Report("multi-gpu", "train.py", against="self")
     checks._self_speed_check(report, "throughput: 2 devices vs your 1-device run", "train.py", 2, ["--epoch", "1"],
                              60, 30, "local", lambda *_: None, "multi-gpu", devices=True)

@@ -211,19 +211,24 @@ def test_self_and_reference_bands_differ():
 
 
 def test_reference_mode_without_the_solutions_is_refused_clearly(monkeypatch, tmp_path):
-    from handson_lib.checking import reference
+    from handson_lib.checking import against, reference
+    assert checks.default_against() == "reference"   # handed in (conftest), as the judge and `handson check` do
     monkeypatch.setattr(reference, "SOLUTIONS", tmp_path)
     assert checks.default_against() == "self"
     with pytest.raises(ValueError, match="use --against self"):
         checks.check_multi_gpu(SOLUTION, against="reference")
     with pytest.raises(ValueError, match="unknown mode"):
         checks.check_multi_gpu(SOLUTION, against="nobody")
+    monkeypatch.setattr(against, "_HANDED_IN", None)   # none handed in: the student edition's case
+    assert checks.default_against() == "self"
+    with pytest.raises(ValueError, match="use --against self"):
+        checks.check_multi_gpu(SOLUTION, against="reference")
 
 
 @pytest.mark.timed
 def test_a_doubled_training_step_is_timed_as_two_on_the_graders_clock(reference, tmp_path):
     """Task #1's throughput is the grader's: the student's steps timed in turn with the reference's
-    from outside their process (checking.paired), not the observer's record of a whole run. A
+    from outside their process (checking.timing.paired), not the observer's record of a whole run. A
     correct script whose every step trains two minibatches is timed at about half the reference's
     rate."""
     run = "    trainer.run()\n"

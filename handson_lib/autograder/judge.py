@@ -278,9 +278,12 @@ class Judge:
 
     @contextlib.contextmanager
     def _cell_calls(self, report):
-        """A grade cell's calls of the student's functions, in one fresh process stopped with the cell."""
+        """A grade cell's calls of the student's functions, in one fresh process stopped with the cell.
+        A report cell's checks are handed the reference solutions (the checks import none themselves)."""
         if report:
-            yield
+            from handson_lib.checking import against, reference
+            with against.reference_solutions_from(reference):
+                yield
             return
         self._calls = AnswerCalls(self.answer_cells, self.call_folder, self.call_seconds)
         try:

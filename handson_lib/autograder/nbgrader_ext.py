@@ -27,7 +27,6 @@ from nbgrader.utils import is_grade
 
 from handson_lib import launch, settings
 from handson_lib.autograder import judge, sandbox
-from handson_lib.checking import paired
 from handson_lib.messages import tr
 
 class HideHiddenTests(NbGraderPreprocessor):
@@ -190,20 +189,22 @@ def _judged_runs(report):
         launch.set_wrapper(None)
 
 
-def judge_sandbox_command(spec, cmd, cwd):
-    """A check's launch in the sandbox, writing its own folder only (the run's folder in the
-    student's runs; a side of the paired timing: that side's folder, which the other side never
-    sees). The reference's side of the paired timing: the reference scripts readable, no copy of
-    the submission, cgroups of its own; every other run (the student's side included) without the
-    reference scripts, in the student's runs' cgroups."""
-    settings, role, folder = spec["settings"], "runs", settings.current().grader.submission
+def judge_sandbox_command(spec, cmd, cwd, confinement=None):
+    """A check's launch in the sandbox, where its `confinement` (a launch.Confinement, as the
+    launch states it; by default the one the launch being wrapped asked for) puts it: writing its
+    own folder only (a side of the paired timing: that side's folder, which the other side never
+    sees), else the run's folder in the student's runs. The reference's role (the reference's
+    side of the paired timing): the reference scripts readable, no copy of the submission,
+    cgroups of its own; every other run (the student's side included) without the reference
+    scripts, in the student's runs' cgroups."""
+    confinement = confinement or launch.asked_confinement()
+    settings_file, role, folder = spec["settings"], "runs", settings.current().grader.submission
     runs, cwd = Path(spec["runs"]).resolve(), Path(cwd or Path.cwd()).resolve()
-    stepper = paired.STEPPER_MODULE in cmd
-    if stepper and cmd[cmd.index(paired.STEPPER_MODULE) + 1:][:1] == ["reference"]:
-        settings, role, folder = str(sandbox.paired_settings_path(settings)), "reference", sandbox.NO_FOLDER
-    if stepper or not cwd.is_relative_to(runs) or cwd == runs:
-        writable = cwd if stepper else runs
+    if confinement.role == "reference":
+        settings_file, role, folder = str(sandbox.paired_settings_path(settings_file)), "reference", sandbox.NO_FOLDER
+    if confinement.own_folder or not cwd.is_relative_to(runs) or cwd == runs:
+        writable = cwd if confinement.own_folder else runs
     else:
         writable = runs / cwd.relative_to(runs).parts[0]   # the run's folder (runs.run_folder)
-    return [sys.executable, "-m", "handson_lib.autograder.sandbox", "run", settings, spec["own"], role,
+    return [sys.executable, "-m", "handson_lib.autograder.sandbox", "run", settings_file, spec["own"], role,
             str(writable), folder, str(cwd), "--", *cmd]

@@ -2,7 +2,7 @@
 
 `handson check --against reference` and the autograder run the solution from solutions/ once per
 session: its run sets the watchdog of a student's run, and its record is shown beside the
-student's (the throughput itself is timed step by step beside it: handson_lib.checking.paired).
+student's (the throughput itself is timed step by step beside it: handson_lib.checking.timing.paired).
 The student edition ships neither
 solutions/ nor this module; there the checks compare a student's runs with each other
 (`--against self`, handson_lib.checking.checks).

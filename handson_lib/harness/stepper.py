@@ -8,7 +8,7 @@ rank, the world's size, its iterator's batch size) and then runs one `updater.up
 backward, allreduce, update) for each `s` it reads, answering `d` once the step is done; `q`, or
 the socket closing, ends the script. SIDE ("reference" or "student") only names the launch.
 
-The coordinator (handson_lib.checking.paired, the grader's side) steps two such launches in turn,
+The coordinator (handson_lib.checking.timing.paired, the grader's side) steps two such launches in turn,
 the reference's and the student's, and times every step from outside, where neither launch can
 reach its clock. Nothing this process writes is read as a time: it only obeys.
 """

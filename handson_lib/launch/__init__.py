@@ -2,22 +2,30 @@
 options, and a watchdog that kills a run over its time limit with every process it started.
 
     result = run_mpi(2, ["train.py", "--epoch", "1"], timeout=120)
+
+The machine's timing slot is here (timing_slot); the view of a run from outside its processes is
+in `launch.outside`, a run's progress marks in `launch.progress` (their names are here too:
+`launch.OutsideView`, `launch.ProgressWatch`, ...).
 """
 
+import contextvars
 import contextlib
 import fcntl
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
-import stat
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from handson_lib.launch.outside import (OutsideView, _descendants, _loopback_sent, busy_processes,  # noqa: F401
+                                        machine_busy_seconds, tree_cpu)
+from handson_lib.launch.progress import ProgressWatch, Ticker, read_small  # noqa: F401
 from handson_lib.messages import tr
 
 
@@ -94,14 +102,6 @@ class MPIResult:
 
     def tail(self, lines=20):
         return "\n".join(self.output.rstrip().split("\n")[-lines:])
-
-
-def _descendants(pid):
-    import psutil
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
 
 
 def kill_tree(proc: subprocess.Popen, grace=3.0):
@@ -276,127 +276,6 @@ def _flock_before(lock, mode, deadline):
             pause = min(0.2, pause * 2)
 
 
-def machine_busy_seconds():
-    """CPU seconds every core of the machine has spent busy since boot, all processes together
-    (/proc/stat; idle and I/O wait not counted); None where there is no /proc."""
-    try:
-        with open("/proc/stat") as f:
-            fields = f.readline().split()[1:]
-    except OSError:
-        return None
-    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in (fields + ["0"] * 8)[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu(pid):
-    """CPU seconds used so far by process `pid` and every process below it, those that ended and
-    were waited for included (a short-lived child's time lands in its parent's); None once `pid`
-    is gone. Read from outside: whatever runs in the tree cannot change it."""
-    import psutil
-    try:
-        tree = [psutil.Process(pid), *_descendants(pid)]
-    except psutil.Error:
-        return None
-    total = 0.0
-    for proc in tree:
-        try:
-            times = proc.cpu_times()
-            total += times.user + times.system + times.children_user + times.children_system
-        except psutil.Error:
-            pass
-    return total
-
-
-def _loopback_sent(pid, own_namespace):
-    """Bytes sent on the loopback of process `pid`'s network namespace, or None when it shares
-    this process's namespace (`own_namespace`: its loopback would count everyone's traffic) or
-    cannot be read."""
-    try:
-        if os.readlink(f"/proc/{pid}/ns/net") == own_namespace:
-            return None
-        for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
-            name, _, fields = line.partition(":")
-            if name.strip() == "lo":
-                return int(fields.split()[8])   # transmit bytes (on a loopback, what was received too)
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-class OutsideView:
-    """What the grader sees of a run from outside its processes, sampled while it runs: every
-    process of its tree with its own CPU seconds (the most seen), and the bytes its ranks sent
-    each other on the loopback of its network namespace (the grading sandbox has one of its own:
-    between ranks on one machine, the bytes of their messages; None without such a namespace).
-    Nothing the run does inside changes what /proc says of it."""
-
-    def __init__(self, interval=0.2):
-        self.interval, self.processes, self.loopback = interval, {}, None
-        self._own_namespace = os.readlink("/proc/self/ns/net")
-        self._stop = threading.Event()
-        self._thread = None
-
-    def sample(self, pid):
-        import psutil
-        try:
-            tree = [psutil.Process(pid), *_descendants(pid)]
-        except psutil.Error:
-            return
-        sent = None   # the run's processes share one namespace: read its loopback once a sample
-        for proc in tree:
-            try:
-                with proc.oneshot():
-                    times = proc.cpu_times()
-                    seen = {"ppid": proc.ppid(), "name": proc.name(), "cpu": times.user + times.system}
-            except psutil.Error:
-                continue
-            kept = self.processes.get(proc.pid)
-            if kept is None:   # what its parent had computed when it was born (busy_processes)
-                seen["parent_cpu_at_birth"] = self.processes.get(seen["ppid"], {}).get("cpu")
-                self.processes[proc.pid] = seen
-            elif seen["cpu"] >= kept["cpu"]:
-                kept.update(seen)
-            if sent is None:
-                sent = _loopback_sent(proc.pid, self._own_namespace)
-        if sent is not None:
-            self.loopback = max(self.loopback or 0, sent)
-
-    def start(self, pid):
-        def watch():
-            while not self._stop.is_set():
-                self.sample(pid)
-                self._stop.wait(self.interval)
-        self._thread = threading.Thread(target=watch, daemon=True)
-        self._thread.start()
-
-    def stop(self):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def result(self):
-        """{"processes": [{"pid", "ppid", "name", "cpu"}], "cpu": their sum, "loopback_bytes"}."""
-        processes = [{"pid": pid, **seen} for pid, seen in sorted(self.processes.items())]
-        return {"processes": processes, "cpu": round(sum(p["cpu"] for p in processes), 3),
-                "loopback_bytes": self.loopback}
-
-
-def busy_processes(outside, share=0.2, floor=0.1):
-    """The processes of an OutsideView result that computed: at least `floor` CPU-seconds, and a
-    child at least `share` of what its parent computed while they both lived (a worker forked
-    after its parent's start-up works beside it; the launcher, bwrap, mpiexec and an idle helper
-    do not)."""
-    processes = (outside or {}).get("processes") or []
-    by_pid = {p["pid"]: p for p in processes}
-    busy = []
-    for p in processes:
-        parent, born = by_pid.get(p["ppid"]), p.get("parent_cpu_at_birth")
-        beside = parent["cpu"] - born if parent is not None and born is not None else 0.0
-        if p["cpu"] >= max(floor, share * beside):
-            busy.append(p)
-    return busy
-
-
 class IdleWatch:
     """Is a run idle: for the last `window` seconds no progress mark, and under `cores` cores of
     CPU while at least as many stood free? A deadlocked MPI run is (its ranks yield while they
@@ -430,91 +309,30 @@ class IdleWatch:
         return used < self.cores <= free
 
 
-def read_small(path, most=64):
-    """The first `most` bytes of a small file a run writes (never through a link, never a FIFO)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(f"{path}: not a plain file")
-        return f.read(most)
-
-
-class Ticker:
-    """A line said every `every` seconds while something long runs (nothing without `say`): the
-    user sees it go on."""
-
-    def __init__(self, say=None, every=10.0):
-        self.say, self.every = say, every
-        self.start()
-
-    def start(self):
-        self.started = time.monotonic()
-        self.next = self.started + self.every
-
-    def tick(self, line):
-        """Say `line(seconds since the start)` when the next tick is due."""
-        now = time.monotonic()
-        if self.say is not None and now >= self.next:
-            self.next = now + self.every
-            self.say(line(now - self.started))
-
-
-class ProgressWatch:
-    """Progress marks of a run (files touched on every training iteration, see
-    handson_lib.harness.observe): when the first came, the longest gap, and whether the run
-    has made no progress for `stall` seconds (then it is stopped early)."""
-
-    def __init__(self, folder, stall=None, pattern="heartbeat*", say=None, every=10.0):
-        self.folder, self.stall, self.pattern = Path(folder), stall, pattern
-        self.ticker = Ticker(say, every)   # `say` told how far the run got every `every` seconds
-        self.start()
-
-    def start(self):
-        """The run starts now (the watch is made before the wait for the timing slot)."""
-        self.started = self.last = time.time()
-        self.first = None     # seconds from the start to the first progress mark
-        self._longest = 0.0
-        self.ticker.start()
-
-    def iterations(self):
-        """The most training iterations any mark says (None before the first): for the eye only,
-        a run writes its marks itself."""
-        counts = []
-        for path in self.folder.glob(self.pattern) if self.folder.exists() else []:
-            try:
-                counts.append(int(read_small(path)))
-            except (OSError, ValueError):
-                pass
-        return max(counts, default=None)
-
-    def poll(self):
-        """True when the run has stalled."""
-        now = time.time()
-        self.ticker.tick(lambda seconds: self._said(seconds))
-        marks = [p.lstat().st_mtime for p in self.folder.glob(self.pattern)] if self.folder.exists() else []
-        newest = max(marks, default=None)
-        if newest is not None and newest > self.last:
-            if self.first is None:
-                self.first = newest - self.started
-            self._longest = max(self._longest, newest - self.last)
-            self.last = newest
-        return bool(self.stall) and now - self.last > self.stall
-
-    def _said(self, seconds):
-        iterations = self.iterations()
-        if iterations is None:
-            return tr("  ... {seconds:.0f} s: starting up (importing Chainer, loading the data)", seconds=seconds)
-        return tr("  ... {seconds:.0f} s: {iterations} training iterations", seconds=seconds, iterations=iterations)
-
-    @property
-    def longest(self):
-        """The longest wait between progress marks, start-up included (None before the first)."""
-        return None if self.first is None else self._longest
-
-
 #: A function (cmd, cwd) -> cmd that every watched run goes through: the grader's sandbox while a
 #: report cell of the course's autograding runs (autograder.nbgrader_ext), else None.
 _WRAPPER = None
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What a launch asks of the wrapper (the grading sandbox), stated by whoever starts it:
+    `role` "runs" (a student's run: no reference script readable) or "reference" (the reference's
+    side of the paired timing: the reference scripts readable, no copy of the submission);
+    `own_folder`: it writes its working folder only (a side of the paired timing), else the
+    folder of its run in the student's runs."""
+    role: str = "runs"
+    own_folder: bool = False
+
+
+#: The Confinement of the launch being wrapped, while the wrapper runs (the wrapper keeps its
+#: (cmd, cwd) signature; `asked_confinement()` reads this).
+_ASKED = contextvars.ContextVar("confinement", default=Confinement())
+
+
+def asked_confinement():
+    """The Confinement the launch now being wrapped asked for (a plain run's by default)."""
+    return _ASKED.get()
 
 
 def set_wrapper(wrapper):
@@ -526,9 +344,16 @@ def wrapped():
     return _WRAPPER is not None
 
 
-def wrapped_command(cmd, cwd=None):
-    """`cmd` as it is started: through the wrapper (the grading sandbox) when one is set."""
-    return list(cmd) if _WRAPPER is None else _WRAPPER(list(cmd), cwd)
+def wrapped_command(cmd, cwd=None, confinement=None):
+    """`cmd` as it is started: through the wrapper (the grading sandbox) when one is set, which
+    puts it where `confinement` (a Confinement; a plain run's by default) says."""
+    if _WRAPPER is None:
+        return list(cmd)
+    token = _ASKED.set(confinement or Confinement())
+    try:
+        return _WRAPPER(list(cmd), cwd)
+    finally:
+        _ASKED.reset(token)
 
 
 def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_000, progress=None,
@@ -548,11 +373,11 @@ def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_0
 
 
 class Launched:
-    """A command started in its own session (through the wrapper, when one is set), its output
-    gathered as it comes, at most `max_output` characters of it."""
+    """A command started in its own session (through the wrapper, when one is set, where its
+    `confinement` says), its output gathered as it comes, at most `max_output` characters of it."""
 
-    def __init__(self, cmd, env=None, cwd=None, echo=False, max_output=2_000_000):
-        started_cmd = wrapped_command(cmd, cwd)
+    def __init__(self, cmd, env=None, cwd=None, echo=False, max_output=2_000_000, confinement=None):
+        started_cmd = wrapped_command(cmd, cwd, confinement)
         self.max_output, self.echo, self._chunks, self._size = max_output, echo, [], 0
         self.proc = subprocess.Popen(started_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                      cwd=cwd, start_new_session=True, text=True, errors="replace")

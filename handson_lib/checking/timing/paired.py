@@ -1,14 +1,15 @@
 """The paired timing, run and timed from outside (the grader's side): the reference's training step
 and the student's, taken in turn, each on the grader's own clock.
 
-Two launches of the stepper (handson_lib.harness.stepper), each on `np` MPI ranks (Task #2) or as one
-process with its own workers (Task #1): the reference's script in one, the student's in the other; under the course's grader, each in a sandbox of its own, so that
-the student's processes never see the reference's processes, files or script. Both start up side
-by side and wait. This coordinator then tells one launch's ranks to take one training step (forward,
-backward, allreduce, update), A B B A A B ...: the machine's drift and a neighbour's burst weigh on
-both alike. A step's time runs from the order to the last rank's answer. Start-up, evaluation and
-reports are not timed: correctness, reports only on rank 0 included, is judged before
-(handson_lib.checking.checks).
+Two launches of the stepper (handson_lib.harness.stepper), each on `np` MPI ranks (Task #2) or as
+one process with its own workers (Task #1): the reference's script in one, the student's in the
+other; under the course's grader, each in a sandbox of its own (each launch states its
+launch.Confinement), so that the student's processes never see the reference's processes, files
+or script. Both start up side by side and wait. This coordinator then tells one launch's ranks to
+take one training step (forward, backward, allreduce, update), A B B A A B ...: the machine's
+drift and a neighbour's burst weigh on both alike. A step's time runs from the order to the last
+rank's answer. Start-up, evaluation and reports are not timed: correctness, reports only on rank
+0 included, is judged before (handson_lib.checking.checks). Its limits: checking.timing.settings.
 
 What the launches say is evidence, never a time. The coordinator weighs it against what it sees
 itself, from outside the launches:
@@ -29,53 +30,26 @@ import socket
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from handson_lib import grader_settings, launch
 from handson_lib.checking.runs import YIELD_WHEN_IDLE, defuse, log_part, run_folder, run_limit, transport
+from handson_lib.checking.timing.observation import WHO, PairedObservation, step_order
+from handson_lib.checking.timing.settings import SCORED
 from handson_lib.messages import tr
 
-#: The launcher of each side (`python -m`); its first argument names the side, and the sandbox
-#: lets only the reference's side read the reference scripts.
+
+#: The launcher of each side (`python -m`); its first argument names the side. The sandbox lets
+#: only the reference's side read the reference scripts: each Side states its launch.Confinement.
 STEPPER_MODULE = "handson_lib.harness.stepper"
-WHO = ("reference", "student")
-#: Steps of each side before timing starts (allocation, first calls).
-WARMUP_STEPS = 2
+
+
 #: The socket each side's ranks connect to, in the side's folder (their working directory).
 SOCKET_NAME = "control.sock"
+
+
 #: The most a rank's introduction may hold.
 HELLO_BYTES = 1024
-#: Seconds a step may take before the timing stops, when the check gives no `stall`.
-STEP_LIMIT = 120.0
-#: The timing holds the machine's slot, and every other student waits for it: its limits start
-#: when the slot is held, and bound what a submission can hold it for. The launches must reach
-#: their training steps within CONNECT_LIMIT seconds; a step of the student's may take at most
-#: STUDENT_STEP_FACTOR times the reference's median step (at least STUDENT_STEP_FLOOR seconds), and
-#: all of its steps together at most STUDENT_TOTAL_FACTOR times the reference's (at least
-#: STUDENT_TOTAL_FLOOR seconds). An honest step several times slower than the reference's earns no
-#: throughput point anyway (the bands start at 0.4).
-CONNECT_LIMIT = 60.0
-#: ... and the student's launch within STUDENT_CONNECT_FACTOR times the reference's start-up (the same
-#: model on the same data: no more work), at least STUDENT_CONNECT_FLOOR seconds.
-STUDENT_CONNECT_FACTOR, STUDENT_CONNECT_FLOOR = 3.0, 20.0
-#: Seconds a launch told to quit may take to end on its own before it is stopped.
-GOODBYE_SECONDS = 5
-STUDENT_STEP_FACTOR, STUDENT_STEP_FLOOR = 8.0, 5.0
-STUDENT_TOTAL_FACTOR, STUDENT_TOTAL_FLOOR = 6.0, 15.0
-#: CPU a side's processes may use while the other side is timed: this share of its ranks' cores
-#: over the other's steps, plus a floor for MPI's helper threads and the clock's granularity
-#: (10 ms per process and sample). A side blocked on its socket uses next to none (0.00 s over
-#: the 16 steps of a timing on 2 ranks here, for the reference and an honest student alike).
-WAITING_SHARE, WAITING_FLOOR = 0.1, 0.15
-#: The least CPU per image the student's steps may take, as a share of the reference's: both
-#: train the same model on as many images, and an honest step cannot skip half its work.
-WORK_SHARE = 0.8
-
-
-def step_order(step):
-    """Who goes first at `step`: A B, B A, A B, ... (a drift within a pair cancels out)."""
-    return WHO if step % 2 == 0 else WHO[::-1]
 
 
 def batch_size_of(args):
@@ -85,68 +59,6 @@ def batch_size_of(args):
         if arg in ("--batchsize", "-b"):
             return int(args[i + 1])
     return None
-
-
-@dataclass
-class PairedObservation:
-    """One paired timing: the seconds of each training step of the reference and of the student
-    (the grader's clock), taken in turn on `np` ranks or devices, and what the grader saw of their CPU."""
-    np: int
-    steps: dict
-    images_per_step: dict
-    error: str
-    seconds: float
-    progress: dict = None
-    cpu: dict = field(default_factory=dict)   # {who: {"own": s, "waiting": s}} over the timed steps
-    suspicions: list = field(default_factory=list)
-
-    @property
-    def finished(self):
-        return not self.error and all(self.steps.get(who) for who in WHO)
-
-    def rate(self, who):
-        """Images per second of `who`: images per step over its median step time."""
-        return self.images_per_step[who] / statistics.median(self.steps[who])
-
-    def cores(self, who):
-        """The cores `who`'s processes kept busy over its timed steps (CPU seconds over seconds),
-        as the grader saw them from outside."""
-        seconds = sum(self.steps.get(who) or [])
-        return (self.cpu.get(who) or {}).get("own", 0.0) / seconds if seconds else 0.0
-
-    def pair_ratios(self):
-        """The student's rate over the reference's for each pair of steps taken in turn."""
-        scale = self.images_per_step["student"] / self.images_per_step["reference"]
-        return [scale * ref / mine for ref, mine in zip(self.steps["reference"], self.steps["student"])]
-
-    @property
-    def ratio(self):
-        """The student's rate over the reference's: the median over the pairs of steps (a pair
-        shares the machine's state of the moment)."""
-        return statistics.median(self.pair_ratios())
-
-    def block_ratios(self, blocks=4):
-        """The same median in `blocks` consecutive blocks of pairs: its spread within the launch."""
-        pairs = self.pair_ratios()
-        blocks = max(1, min(blocks, len(pairs) // 3))
-        size = len(pairs) // blocks
-        return [statistics.median(pairs[b * size:(b + 1) * size]) for b in range(blocks)]
-
-    def pooled(self, earlier):
-        """This timing's steps after `earlier`'s (a second timing of an undecided ratio)."""
-        self.steps = {who: earlier.steps[who] + self.steps[who] for who in WHO}
-        self.suspicions = earlier.suspicions + self.suspicions
-        return self
-
-
-@dataclass
-class Baseline:
-    """Self mode: the student's own script on `ranks` ranks (or, None, one process on `devices`
-    devices) with `args`, timed in the reference's place."""
-    ranks: int
-    devices: int
-    args: list
-    name: str
 
 
 class TimingError(Exception):
@@ -183,7 +95,10 @@ class Side:
             cmd, env = launch.mpiexec_command(ranks, argv, extra_args=["--output", "tag"]), launch.local_mpi_env(env)
         else:
             cmd, env = [sys.executable, *argv], {**env, "PYTHONUNBUFFERED": "1"}
-        self.launched = launch.Launched(cmd, env, cwd=str(folder))
+        # What the sandbox gives it, stated here: the reference's side reads the reference scripts
+        # and no submission; each side writes its own folder only.
+        confinement = launch.Confinement(role="reference" if who == "reference" else "runs", own_folder=True)
+        self.launched = launch.Launched(cmd, env, cwd=str(folder), confinement=confinement)
 
     @property
     def ready(self):
@@ -283,9 +198,9 @@ def side_name(who):
     return tr("the reference's launch") if who == "reference" else tr("your launch")
 
 
-def _connect(sides, images_per_rank, deadline, ticker=None):
+def _connect(sides, images_per_rank, deadline, ticker=None, settings=SCORED):
     """Wait until every rank of both sides has introduced itself, then check what they said. Once
-    the reference's launch is ready, the student's has STUDENT_CONNECT_FACTOR times its start-up."""
+    the reference's launch is ready, the student's has `student_connect_factor` times its start-up."""
     started, reference_start_up = time.monotonic(), None
     while not all(side.ready for side in sides.values()):
         if ticker is not None:
@@ -293,11 +208,12 @@ def _connect(sides, images_per_rank, deadline, ticker=None):
         if sides["reference"].ready and not sides["student"].ready:
             if reference_start_up is None:
                 reference_start_up = time.monotonic() - started
-            allowed = max(STUDENT_CONNECT_FLOOR, STUDENT_CONNECT_FACTOR * reference_start_up)
+            allowed = max(settings.student_connect_floor, settings.student_connect_factor * reference_start_up)
             if time.monotonic() - started > allowed:
                 raise TimingError(tr("your launch did not reach its training steps within {allowed:.0f} s ({factor:.0f} "
                                      "times the reference's start-up, at least {floor:.0f} s)", allowed=allowed,
-                                     factor=STUDENT_CONNECT_FACTOR, floor=STUDENT_CONNECT_FLOOR))
+                                     factor=settings.student_connect_factor,
+                                     floor=settings.student_connect_floor))
         for side in sides.values():
             if side.ended() and not side.ready:
                 raise TimingError(tr("{side} ended before its training steps (exit status {code})",
@@ -321,16 +237,16 @@ def _connect(sides, images_per_rank, deadline, ticker=None):
                                      batch=batch, asked=images_per_rank))
 
 
-def student_limits(reference_steps, step_limit):
+def student_limits(reference_steps, step_limit, settings=SCORED):
     """(the most seconds the student's next step may take, the most all its steps may take) after
-    the reference's steps so far (CONNECT_LIMIT's neighbours: what bounds the slot's hold)."""
+    the reference's steps so far (with `connect_limit`: what bounds the slot's hold)."""
     if not reference_steps:
         return step_limit, float("inf")
-    one = max(STUDENT_STEP_FLOOR, STUDENT_STEP_FACTOR * statistics.median(reference_steps))
-    return min(step_limit, one), max(STUDENT_TOTAL_FLOOR, STUDENT_TOTAL_FACTOR * sum(reference_steps))
+    one = max(settings.student_step_floor, settings.student_step_factor * statistics.median(reference_steps))
+    return min(step_limit, one), max(settings.student_total_floor, settings.student_total_factor * sum(reference_steps))
 
 
-def _time_steps(sides, steps, step_limit, ticker=None):
+def _time_steps(sides, steps, step_limit, ticker=None, settings=SCORED):
     """({who: [seconds of each timed step]}, {who: {"own": CPU s, "waiting": CPU s}}, the cores the
     rest of the machine kept busy meanwhile): each side's CPU read once between two steps, so every
     moment of the timed steps is counted for one of them.
@@ -340,17 +256,17 @@ def _time_steps(sides, steps, step_limit, ticker=None):
     cpu = {who: {"own": 0.0, "waiting": 0.0} for who in WHO}
     before = {w: sides[w].cpu() for w in WHO}
     machine = {}
-    for step in range(WARMUP_STEPS + steps):
+    for step in range(settings.warmup_steps + steps):
         if ticker is not None:
             ticker.tick(lambda seconds: tr("  ... {seconds:.0f} s: {done} of {steps} steps of each launch timed",
-                                           seconds=seconds, done=max(0, step - WARMUP_STEPS), steps=steps))
-        if step == WARMUP_STEPS:
+                                           seconds=seconds, done=max(0, step - settings.warmup_steps), steps=steps))
+        if step == settings.warmup_steps:
             machine = {"busy": launch.machine_busy_seconds(), "at": time.perf_counter()}
         for who in step_order(step):
             other = WHO[1 - WHO.index(who)]
             limit, total = step_limit, float("inf")
             if who == "student":
-                limit, total = student_limits(every["reference"], step_limit)
+                limit, total = student_limits(every["reference"], step_limit, settings)
                 limit = min(limit, max(0.0, total - sum(every["student"])))
             started = time.perf_counter()
             try:
@@ -359,12 +275,13 @@ def _time_steps(sides, steps, step_limit, ticker=None):
                 if who == "student" and sum(every["student"]) + limit >= total:
                     raise TimingError(tr("your launch: its training steps took more than {total:.0f} s in all ({factor:.0f} "
                                          "times the reference's, at least {floor:.0f} s): the timing stops there",
-                                         total=total, factor=STUDENT_TOTAL_FACTOR, floor=STUDENT_TOTAL_FLOOR)) from None
+                                         total=total, factor=settings.student_total_factor,
+                                         floor=settings.student_total_floor)) from None
                 raise
             seconds = time.perf_counter() - started
             every[who].append(seconds)
             after = {w: sides[w].cpu() for w in WHO}
-            if step >= WARMUP_STEPS:
+            if step >= settings.warmup_steps:
                 times[who].append(seconds)
                 cpu[who]["own"] += after[who] - before[who]
                 cpu[other]["waiting"] += after[other] - before[other]
@@ -377,49 +294,81 @@ def _time_steps(sides, steps, step_limit, ticker=None):
     return times, cpu, others
 
 
-def suspicions(times, cpu, np):
+def suspicions(times, cpu, np, settings=SCORED):
     """What the grader's own view of the student's launch contradicts ([] when nothing); `np`: the
     ranks or devices of a step (the cores it keeps busy)."""
     found = []
-    allowed = WAITING_SHARE * np * sum(times["reference"]) + WAITING_FLOOR
+    allowed = settings.waiting_share * np * sum(times["reference"]) + settings.waiting_floor
     if cpu["student"]["waiting"] > allowed:
         found.append(tr("your processes used {used:.1f} CPU-seconds while the reference's steps were timed (at "
                         "most {allowed:.1f} expected; the reference's used {theirs:.1f} during yours): work done "
                         "outside your own timed steps", used=cpu["student"]["waiting"], allowed=allowed,
                         theirs=cpu["reference"]["waiting"]))
     per_step = {who: cpu[who]["own"] / max(1, len(times[who])) for who in WHO}
-    if per_step["reference"] > 0 and per_step["student"] < WORK_SHARE * per_step["reference"]:
+    if per_step["reference"] > 0 and per_step["student"] < settings.work_share * per_step["reference"]:
         found.append(tr("your training steps used {mine:.3f} CPU-seconds each, the reference's {theirs:.3f} for "
                         "as many images: a step that skips its work", mine=per_step["student"],
                         theirs=per_step["reference"]))
     return found
 
 
-def run_paired_mpi(reference, script, np, args, steps=16, timeout=300, stall=None, part=None):
+def run_paired_mpi(reference, script, np, args, steps=None, timeout=300, stall=None, part=None):
     """Time the training steps of `reference` and `script` in turn, each launched on `np` ranks,
     alone on the machine (the timing slot). `timeout` bounds the whole; `stall` one step."""
     return run_paired(reference, script, args, ranks=np, steps=steps, timeout=timeout, stall=stall, part=part)
 
 
-def run_paired(reference, script, args, ranks=None, devices=1, steps=16, timeout=300, stall=None, part=None,
-               own_baseline=None, say=None):
+def _launches(reference, script, args, ranks, devices, own_baseline):
+    """({who: (script, ranks, args, isolated, name)}, {who: the cores a step keeps busy}) of the
+    two sides: the reference's and the student's, or (self mode) the student's script on both."""
+    width = ranks or devices   # the cores a step keeps busy, and the iterators it draws from
+    if own_baseline is None:
+        return {"reference": (reference, ranks, args, None, None), "student": (script, ranks, args, None, None)}, \
+            {who: width for who in WHO}
+    return {"reference": (script, own_baseline.ranks, own_baseline.args, False, own_baseline.name),
+            "student": (script, ranks, args, False, None)}, \
+        {"reference": own_baseline.ranks or own_baseline.devices, "student": width}
+
+
+def _stop(sides, error, settings):
+    """Tell both sides to quit; give them a moment to end on their own (none after an error)."""
+    for side in sides.values():
+        side.close()
+    for side in sides.values():
+        if not error:
+            try:
+                side.launched.proc.wait(timeout=settings.goodbye_seconds)
+            except Exception:
+                pass
+        side.launched.stop()
+
+
+def _with_last_lines(error, sides):
+    """The error with the student's launch's last lines (never the reference's under the autograder)."""
+    student = sides.get("student")
+    if error and student is not None:
+        error += "\n" + tr("{side}, its last lines:", side=student.name) + "\n" + \
+            student.launched.output()[-1500:].rstrip()
+    if error and "reference" in sides and not grader_settings.current().autograding:
+        error += "\n" + tr("{side}, its last lines:", side=sides["reference"].name) + "\n" + \
+            sides["reference"].launched.output()[-1500:].rstrip()
+    return error
+
+
+def run_paired(reference, script, args, ranks=None, devices=1, steps=None, timeout=300, stall=None, part=None,
+               own_baseline=None, say=None, settings=SCORED):
     """Time the training steps of `reference` and `script` in turn, alone on the machine (the
     timing slot): each launched on `ranks` MPI ranks, or (None) as one process training on
     `devices` devices (Task #1: its workers are its own processes). `timeout` bounds the whole;
-    `stall` one step; `say` is told how far it got every 10 s.
+    `stall` one step; `say` is told how far it got every 10 s; `settings` (a PairedTiming) the
+    rest, `steps` (timed steps of each side) included unless given.
 
     `own_baseline` (self mode, the student's own check): a Baseline, the student's script itself
     on fewer ranks or devices in the reference's place; both launches are the student's own, so
     neither is isolated nor suspected of anything."""
-    timeout = run_limit(timeout)
+    timeout, steps = run_limit(timeout), settings.steps if steps is None else steps
     images_per_rank = batch_size_of(args)
-    width = ranks or devices   # the cores a step keeps busy, and the iterators it draws from
-    launches = {"reference": (reference, ranks, args, None, None), "student": (script, ranks, args, None, None)}
-    widths = {who: width for who in WHO}
-    if own_baseline is not None:
-        launches = {"reference": (script, own_baseline.ranks, own_baseline.args, False, own_baseline.name),
-                    "student": (script, ranks, args, False, None)}
-        widths["reference"] = own_baseline.ranks or own_baseline.devices
+    launches, widths = _launches(reference, script, args, ranks, devices, own_baseline)
     error, times, cpu, sides, others = "", {}, {}, {}, None
     with run_folder("handson-paired-") as tmp, launch.timing_slot(True) as slot:
         # Its limits start now that the slot is held, not while it waited for it.
@@ -429,34 +378,20 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=16, timeout
         try:
             for who, (path, side_ranks, side_args, isolated, name) in launches.items():
                 sides[who] = Side(who, path, side_ranks, side_args, Path(tmp) / who, env, isolated, name)
-            _connect(sides, images_per_rank, started + min(timeout, CONNECT_LIMIT), ticker)
-            times, cpu, others = _time_steps(sides, steps, stall or STEP_LIMIT, ticker)
+            _connect(sides, images_per_rank, started + min(timeout, settings.connect_limit), ticker, settings)
+            times, cpu, others = _time_steps(sides, steps, stall or settings.step_limit, ticker, settings)
         except TimingError as exc:
             error = str(exc)
         except OSError as exc:
             error = tr("the timing's connection to a launch failed: {error}", error=exc)
         finally:
-            for side in sides.values():
-                side.close()
-            for side in sides.values():
-                if not error:   # told to quit: give them a moment to end on their own
-                    try:
-                        side.launched.proc.wait(timeout=GOODBYE_SECONDS)
-                    except Exception:
-                        pass
-                side.launched.stop()
+            _stop(sides, error, settings)
         defuse(tmp)
-    student = sides.get("student")
     seconds = time.monotonic() - started
-    if error and student is not None:   # the student's own launch: never a line of the reference's
-        error += "\n" + tr("{side}, its last lines:", side=student.name) + "\n" + \
-            student.launched.output()[-1500:].rstrip()
-    if error and "reference" in sides and not grader_settings.current().autograding:
-        error += "\n" + tr("{side}, its last lines:", side=sides["reference"].name) + "\n" + \
-            sides["reference"].launched.output()[-1500:].rstrip()
-    found = suspicions(times, cpu, width) if times and own_baseline is None else []
+    error = _with_last_lines(error, sides)
+    found = suspicions(times, cpu, widths["student"], settings) if times and own_baseline is None else []
     obs = PairedObservation(
-        width, times, {who: (images_per_rank or 0) * widths[who] for who in WHO}, error, seconds,
+        widths["student"], times, {who: (images_per_rank or 0) * widths[who] for who in WHO}, error, seconds,
         {"waited": round(slot.waited, 2), "contended": slot.contended, "stalled": False, "stall": stall,
          "others_cores": None if others is None else round(others, 2), "cores": os.cpu_count()},
         cpu, found)

@@ -1,0 +1,64 @@
+"""The site's grading thresholds, and the points of the speed checks in its bands (partial credit).
+"""
+
+from handson_lib import grader_settings
+from handson_lib.messages import tr
+from handson_lib.sites.table import get_site, site_key
+
+
+#: Marks the line that the course's grader reads back from the graded notebooks.
+RATIO_TAG = "handson-throughput-ratios:"
+
+
+def site_thresholds(site=None):
+    """The grading thresholds of a site (`--site`, else HANDSON_SITE, else local) from the site
+    table: min_throughput_ratio, min_accuracy, min_scaling_ratio, throughput_bands, speedup_bands.
+    ValueError naming the valid sites."""
+    return get_site(grading_site(site)).thresholds.as_dict()
+
+
+def grading_site(site=None):
+    """The key of the site whose thresholds apply: `site`, else HANDSON_SITE, else local."""
+    return site_key(site or grader_settings.current().site or "local")
+
+
+def band_share(ratio, bands):
+    """Share of the points for a ratio to the reference: the first band whose floor it reaches."""
+    for floor, share in bands:
+        if ratio is not None and ratio >= floor:
+            return share
+    return 0.0
+
+
+def credit_bands(against, site=None):
+    """(floor, share of the points) bands of the site: of the ratio to the reference, or of the
+    student's own speed-up in self mode."""
+    return site_thresholds(site)["throughput_bands" if against == "reference" else "speedup_bands"]
+
+
+def throughput_credit(report, points, site=None, print_fn=print):
+    """Points for the speed checks of a report, in the site's bands (partial credit) of the
+    report's mode: ratios to the reference, or the student's own speed-ups in self mode.
+
+    The grade cell's last value is this number: nbgrader gives it as the cell's score. With no
+    credit at all it raises, so that the feedback shows why."""
+    bands = credit_bands(report.against, site)
+    speed = report.speed_checks
+    if not speed:
+        raise AssertionError(tr("throughput not measured: the run did not finish"))
+    wrong = [c for c in report.checks if c not in speed and not c.passed]
+    if wrong:
+        raise AssertionError(tr("throughput is scored only for a correct run; first fix:") + "\n"
+                             + "\n".join(c.line() for c in wrong))
+    shares = [band_share(c.value, bands) for c in speed]
+    credit = round(points * sum(shares) / len(shares), 2)
+    print_fn(RATIO_TAG + " " + " ".join(f"{c.name.split()[0]}={c.value if c.value is not None else 'nan'}"
+                                        for c in speed))
+    measure = tr("ratio to the reference") if report.against == "reference" else tr("speed-up over your own run")
+    bands_text = f"{measure} " + ", ".join(f">= {floor:.2f}: {share:.0%}" for floor, share in bands)
+    for check, share in zip(speed, shares):
+        print_fn(tr("{line}  -> {share:.0%} of the points (bands {bands})", line=check.line(), share=share,
+                    bands=bands_text))
+    if credit == 0:
+        raise AssertionError(tr("no throughput credit:") + "\n" + "\n".join(c.line() for c in speed))
+    return credit

@@ -1,0 +1,95 @@
+"""A run's progress seen from outside: the marks its training iterations touch (ProgressWatch:
+when a run has stalled), and a line said every few seconds while something long runs (Ticker).
+"""
+
+import os
+import stat
+import time
+from pathlib import Path
+
+from handson_lib.messages import tr
+
+
+def read_small(path, most=64):
+    """The first `most` bytes of a small file a run writes (never through a link, never a FIFO)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path}: not a plain file")
+        return f.read(most)
+
+
+
+class Ticker:
+    """A line said every `every` seconds while something long runs (nothing without `say`): the
+    user sees it go on."""
+
+    def __init__(self, say=None, every=10.0):
+        self.say, self.every = say, every
+        self.start()
+
+    def start(self):
+        self.started = time.monotonic()
+        self.next = self.started + self.every
+
+    def tick(self, line):
+        """Say `line(seconds since the start)` when the next tick is due."""
+        now = time.monotonic()
+        if self.say is not None and now >= self.next:
+            self.next = now + self.every
+            self.say(line(now - self.started))
+
+
+
+class ProgressWatch:
+    """Progress marks of a run (files touched on every training iteration, see
+    handson_lib.harness.observe): when the first came, the longest gap, and whether the run
+    has made no progress for `stall` seconds (then it is stopped early)."""
+
+    def __init__(self, folder, stall=None, pattern="heartbeat*", say=None, every=10.0):
+        self.folder, self.stall, self.pattern = Path(folder), stall, pattern
+        self.ticker = Ticker(say, every)   # `say` told how far the run got every `every` seconds
+        self.start()
+
+    def start(self):
+        """The run starts now (the watch is made before the wait for the timing slot)."""
+        self.started = self.last = time.time()
+        self.first = None     # seconds from the start to the first progress mark
+        self._longest = 0.0
+        self.ticker.start()
+
+    def iterations(self):
+        """The most training iterations any mark says (None before the first): for the eye only,
+        a run writes its marks itself."""
+        counts = []
+        for path in self.folder.glob(self.pattern) if self.folder.exists() else []:
+            try:
+                counts.append(int(read_small(path)))
+            except (OSError, ValueError):
+                pass
+        return max(counts, default=None)
+
+    def poll(self):
+        """True when the run has stalled."""
+        now = time.time()
+        self.ticker.tick(lambda seconds: self._said(seconds))
+        marks = [p.lstat().st_mtime for p in self.folder.glob(self.pattern)] if self.folder.exists() else []
+        newest = max(marks, default=None)
+        if newest is not None and newest > self.last:
+            if self.first is None:
+                self.first = newest - self.started
+            self._longest = max(self._longest, newest - self.last)
+            self.last = newest
+        return bool(self.stall) and now - self.last > self.stall
+
+    def _said(self, seconds):
+        iterations = self.iterations()
+        if iterations is None:
+            return tr("  ... {seconds:.0f} s: starting up (importing Chainer, loading the data)", seconds=seconds)
+        return tr("  ... {seconds:.0f} s: {iterations} training iterations", seconds=seconds, iterations=iterations)
+
+    @property
+    def longest(self):
+        """The longest wait between progress marks, start-up included (None before the first)."""
+        return None if self.first is None else self._longest
+
