@@ -2,7 +2,7 @@
 # `handson course assemble` (source/<assignment>/); run nbgrader's own CLI from this folder.
 import os
 
-from handson_lib import grader_settings
+from handson_lib import settings
 from handson_lib.autograder import nbgrader_course
 from handson_lib.autograder.nbgrader_ext import HideHiddenTests, JudgedExecute
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
@@ -16,7 +16,7 @@ c = get_config()  # noqa: F821 (nbgrader provides it)
 # in), the throughput thresholds and credit bands of the site (handson_lib/sites/table.py), the
 # watchdog of one training run in seconds, and the students' PlotReports registered but not drawn
 # (no one looks at those PNGs).
-DEFAULTS = grader_settings.GraderSettings(submission=grader_settings.KERNEL_FOLDER, site="local", run_timeout=300,
+DEFAULTS = settings.GraderSettings(submission=settings.KERNEL_FOLDER, site="local", run_timeout=300,
                                           plot_reports=False)
 for variable, value in DEFAULTS.to_env().items():
     os.environ.setdefault(variable, value)

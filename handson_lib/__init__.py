@@ -11,4 +11,4 @@ from handson_lib import settings
 __version__ = "0.1.0"
 
 #: Root of the course checkout (the folder holding notebooks/ and exercises/).
-COURSE_ROOT = Path(settings.current().root or Path(__file__).resolve().parent.parent)
+COURSE_ROOT = Path(settings.one("root") or Path(__file__).resolve().parent.parent)

@@ -23,7 +23,6 @@ STUDENT_SUPPORT = (
     "handson_lib.tasks",               # the registry of tasks and assignments (the checks' run arguments)
     "handson_lib.launch.*",            # starting processes and MPI jobs with a watchdog, the timing slot
     "handson_lib.settings",            # the course's settings: every variable it reads, one object
-    "handson_lib.grader_settings",     # the grader's settings, read by the checks and the harness
     "handson_lib.plotting",            # matplotlib for the figures, with fonts for every language
     "handson_lib.messages",            # messages in the reader's language (HANDSON_LANG)
     "handson_lib.messages_ja",

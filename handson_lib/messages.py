@@ -27,7 +27,7 @@ _noted = set()
 def language(environ=None):
     """The language of the messages: HANDSON_LANG, else the locale's, else "en"."""
     env = os.environ if environ is None else environ
-    chosen = (settings.read(environ).lang or "").strip().lower()
+    chosen = (settings.one("lang", environ) or "").strip().lower()
     if chosen:
         code = chosen.replace("-", "_").split("_")[0].split(".")[0]
         if code in LANGUAGES:

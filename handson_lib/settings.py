@@ -219,6 +219,7 @@ def variable(name):
 
 
 VARIABLES = {f.name: f.metadata["variable"] for f, _ in declared()}
+_FIELDS = {f.name: f for f, _ in declared()}
 
 #: Changes made within this process by `override`, innermost last.
 _OVERRIDES = []
@@ -233,6 +234,19 @@ def _overridden(found):
     for changes in _OVERRIDES:
         found = _changed(found, changes)
     return found
+
+
+def one(name, environ=None):
+    """One field's value, parsing no other (what must work whatever else is set: the course's
+    root at import, the messages' language), with this process's overrides by default."""
+    f = _FIELDS[name]
+    if environ is None:
+        for changes in _OVERRIDES:
+            if name in changes:
+                return changes[name]
+        environ = os.environ
+    text = environ.get(f.metadata["variable"])
+    return _parse(f, text) if text else f.default
 
 
 def current():
@@ -260,12 +274,13 @@ def override(**changes):
         _OVERRIDES.remove(changes)
 
 
-def child_env(base=None, carried=None, **extra):
+def child_env(base=None, carried=None, changes=None, **extra):
     """The environment of a child process: `base` (this process's environment by default) with
-    every setting's variable written from `carried` (this process's settings, overrides
-    included, by default), then `extra`."""
+    every setting's variable written from `carried` (the settings `base` holds, with this
+    process's overrides, by default) and its `changes` (fields by name), then `extra`."""
     env = dict(os.environ if base is None else base)
     carried = carried if carried is not None else _overridden(Settings.from_env(env))
+    carried = _changed(carried, changes) if changes else carried
     for name in VARIABLES.values():
         env.pop(name, None)
     env.update(carried.to_env())

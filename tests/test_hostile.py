@@ -466,7 +466,7 @@ def judged_sandbox(tmp_path, monkeypatch, student, script_text):
     """A session's sandbox with one student's handed-in script, as a report cell's check sees it:
     yields (what `sandbox.for_student` gives nbgrader, the launch spec, the script's path); the
     student's cgroups and runs' tmpfs released at the end."""
-    from handson_lib import grader_settings
+    from handson_lib import settings
     session, settings = sandbox_session(tmp_path)
     env, _, own = sandbox.for_student(session, settings, student)
     judged, _ = sandbox.judged_runs(session, student)
@@ -475,7 +475,7 @@ def judged_sandbox(tmp_path, monkeypatch, student, script_text):
     script = handed_in / f"{student}.py"
     script.write_text(script_text)
     os.chmod(handed_in, 0o755)
-    monkeypatch.setenv(grader_settings.VARIABLES["submission"], str(handed_in))
+    monkeypatch.setenv(settings.VARIABLES["submission"], str(handed_in))
     try:
         yield env, {"settings": str(session / "sandbox.json"), "own": str(own), "runs": str(judged)}, script
     finally:
@@ -805,11 +805,11 @@ def test_each_side_of_the_paired_timing_writes_its_own_folder_only(tmp_path, mon
     """The student's side cannot reach the reference's folder (a module planted there would run
     with the reference's reads; its socket could be renamed and relayed); the reference's side
     sees no copy of the submission and writes its own folder only."""
-    from handson_lib import grader_settings
+    from handson_lib import settings
     from handson_lib.autograder import nbgrader_ext
     seen = {}
     with judged_sandbox(tmp_path, monkeypatch, "prober", SEES_THE_OTHER_SIDE) as (_, spec, script):
-        submission = grader_settings.current().submission
+        submission = settings.current().grader.submission
         paired_folder = Path(spec["runs"]) / "handson-paired-test"
         for who in timing.WHO:
             (paired_folder / who).mkdir(parents=True)

@@ -9,7 +9,7 @@ import sys
 import numpy
 import pytest
 
-from handson_lib import grader_settings, launch
+from handson_lib import launch, settings
 from handson_lib.checking import checks, runs
 from conftest import ROOT
 
@@ -57,11 +57,11 @@ def test_the_autograder_registers_plot_reports_but_draws_none(tmp_path, draw):
 def test_the_mnist_speed_is_shown_only_where_it_compares_like_with_like(tmp_path, monkeypatch, measure_reference):
     """Under the autograder the conversion's run shares the machine with other students' runs
     while the reference ran alone: no ratio of the two is shown (it is never scored anyway)."""
-    monkeypatch.delenv(grader_settings.VARIABLES["session"], raising=False)
+    monkeypatch.delenv(settings.VARIABLES["session"], raising=False)
     reference = {2: measure_reference(MNIST.name, checks.MNIST_ARGS, np=2)}
     alone = checks.check_mnist_multi_node(MNIST, reference=reference)
     assert "throughput vs the reference" in [c.name for c in alone.checks]
-    monkeypatch.setenv(grader_settings.VARIABLES["session"], str(tmp_path / "session"))
+    monkeypatch.setenv(settings.VARIABLES["session"], str(tmp_path / "session"))
     graded = checks.check_mnist_multi_node(MNIST, reference=reference)
     assert graded.ok and not graded.speed_checks, graded.text()
 

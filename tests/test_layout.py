@@ -78,7 +78,7 @@ def test_the_student_edition_ships_the_harness_and_the_checks_and_nothing_that_d
 LAYERS = (
     ("settings",),
     ("handson_lib", "messages_ja", "tasks"),
-    ("messages", "grader_settings", "plotting", "exchange", "cli"),
+    ("messages", "plotting", "exchange", "cli"),
     ("launch", "boundary"),
     ("data",),
     ("runtime", "sites"),

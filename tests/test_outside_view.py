@@ -246,8 +246,8 @@ def test_a_timing_whose_reference_ran_slow_is_timed_again_then_flagged(monkeypat
     """Something beside the reference's steps slowed them (a helper of the submission, say): the
     student's ratio would gain. Timed again, twice at most; slowed every time, flagged and not
     credited."""
-    from handson_lib import grader_settings
-    monkeypatch.setenv(grader_settings.VARIABLES["reference_cache"], str(tmp_path))
+    from handson_lib import settings
+    monkeypatch.setenv(settings.VARIABLES["reference_cache"], str(tmp_path))
     for _ in range(3):
         checks._keep_rate("multi-node:2:ranks", 640.0)   # the session's earlier timings: 0.1 s a step
     timings = iter([_timing(0.3), _timing(again), _timing(again)])

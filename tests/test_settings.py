@@ -143,3 +143,16 @@ def test_the_languages_are_declared_once():
     defined = [str(p.relative_to(ROOT)) for p in _library_files()
                if re.search(r"^LANGUAGES\s*=\s*\(", p.read_text(), flags=re.M)]
     assert defined == ["handson_lib/settings.py"]
+
+
+def test_a_bad_grader_setting_leaves_the_library_importable_and_its_messages_readable():
+    env = settings.child_env(HANDSON_RUN_TIMEOUT="ten", HANDSON_LANG="ja")
+    code = ("from handson_lib import COURSE_ROOT, settings\nfrom handson_lib.messages import language\n"
+            "print(language())\ntry:\n    settings.current()\nexcept settings.SettingsError as e:\n    print(e)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["ja", "HANDSON_RUN_TIMEOUT='ten': a number of seconds expected"]
+
+
+def test_one_setting_follows_the_overrides():
+    with settings.override(lang="ja"):
+        assert settings.one("lang") == "ja" == settings.current().lang

@@ -39,7 +39,7 @@ import time
 import traceback
 from pathlib import Path
 
-from handson_lib import tasks
+from handson_lib import settings, tasks
 from handson_lib.harness.answer_call import HEADER, pack
 from handson_lib.harness.codec import CODEC, decode, encode
 
@@ -47,7 +47,7 @@ from handson_lib.harness.codec import CODEC, decode, encode
 REPORT_CELLS = {task.report_cell for task in tasks.TASKS}
 #: Set by `handson autograde` for nbgrader (not a HANDSON_ variable: it never crosses into the
 #: sandbox): where the report cells' checks keep their runs, and the sandbox they start them in.
-JUDGE_ENV = "GRADER_JUDGE"
+JUDGE_ENV = settings.variable("judge")
 #: The most a kernel answer may weigh (its JSON text).
 MAX_ANSWER_CHARS = 32 << 20
 #: The most lists and objects an answer may hold (an array's rows count one each): json.loads

@@ -28,7 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, grader_settings, launch, messages, tasks
+from handson_lib import COURSE_ROOT, launch, messages, settings, tasks
 from handson_lib.checking import checks
 from handson_lib.autograder import judge, sandbox
 from handson_lib.autograder.grading_profile import profile_parts, profile_table, progress_line, write_profile
@@ -46,7 +46,7 @@ ANSWER_CELL_TIMEOUT = 60  # seconds for a student's own cell (answers, small fun
 RUN_TIMEOUT = 1800       # seconds per student and assignment, enforced by `handson autograde`
 #: Set in every process of a grading session to the session's folder: what a submission leaves
 #: running (a daemon that left the kernel's process tree) is found by it and stopped at the end.
-SESSION_ENV = grader_settings.VARIABLES["session"]
+SESSION_ENV = settings.VARIABLES["session"]
 #: The course's language, written by `handson course assemble --lang` into the course folder:
 #: `handson autograde` sets HANDSON_LANG from it, so that the feedback speaks the notebooks' language.
 LANG_FILE = ".handson-lang"
@@ -56,7 +56,7 @@ def cell_timeout(cell):
     """nbclient's per-cell limit: a student's answer cell runs in seconds, so an infinite loop
     there is stopped after a minute; the course's cells train networks and get CELL_TIMEOUT.
     The settings' cell_timeout (`handson autograde --cell-timeout`) lowers both."""
-    limit = grader_settings.current().cell_timeout or CELL_TIMEOUT
+    limit = settings.current().grader.cell_timeout or CELL_TIMEOUT
     if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
         return int(min(limit, ANSWER_CELL_TIMEOUT))
     return int(limit)
@@ -105,7 +105,7 @@ def session_settings(site=None, run_timeout=None, cell_timeout=None):
     cache and folder are added when the session starts, each student's submission and log then)."""
     if site:
         checks.site_thresholds(site)  # an unknown site fails here, before any student runs
-    return grader_settings.GraderSettings(site=site or None, run_timeout=float(run_timeout) if run_timeout else None,
+    return settings.GraderSettings(site=site or None, run_timeout=float(run_timeout) if run_timeout else None,
                                           cell_timeout=float(cell_timeout) if cell_timeout else None)
 
 

@@ -1,7 +1,7 @@
 """The site's grading thresholds, and the points of the speed checks in its bands (partial credit).
 """
 
-from handson_lib import grader_settings
+from handson_lib import settings
 from handson_lib.messages import tr
 from handson_lib.sites.table import get_site, site_key
 
@@ -19,7 +19,7 @@ def site_thresholds(site=None):
 
 def grading_site(site=None):
     """The key of the site whose thresholds apply: `site`, else HANDSON_SITE, else local."""
-    return site_key(site or grader_settings.current().site or "local")
+    return site_key(site or settings.current().grader.site or "local")
 
 
 def band_share(ratio, bands):

@@ -4,7 +4,7 @@ grader's launcher, then speed and scaling timed step by step beside the referenc
 
 import numpy
 
-from handson_lib import grader_settings, tasks
+from handson_lib import settings, tasks
 from handson_lib.checking import against as modes
 from handson_lib.checking.credit import credit_bands, site_thresholds
 from handson_lib.checking.records import _accuracy_check, _shard_checks, _throughput_check
@@ -170,7 +170,7 @@ def _speed_checks(report, obs, names, script, np, args, against, paired, scaling
     elif not paired:  # a run whose speed is shown, never scored (the MNIST conversion)
         # ... except under the autograder: there it shares the machine with other students' runs
         # while the reference ran alone, and a ratio of the two would only measure the neighbours.
-        if not grader_settings.current().autograding:
+        if not settings.current().grader.autograding:
             _throughput_check(report, obs, reference, min_ratio)
     elif report.failed:
         for name in speed_names(against, np, scaling):

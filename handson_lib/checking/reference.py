@@ -13,7 +13,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, grader_settings
+from handson_lib import COURSE_ROOT, settings
 from handson_lib.checking import runs
 
 SOLUTIONS = COURSE_ROOT / "solutions"
@@ -48,7 +48,7 @@ def measure_reference(name, args, timeout, np=None, cache=None):
             return runs.run_observed(script, args, timeout, timed=True, part=part)
         return runs.run_observed_mpi(script, np, args, timeout, timed=True, part=part)
 
-    cache = cache or grader_settings.current().reference_cache
+    cache = cache or settings.current().grader.reference_cache
     if not cache:
         return run()
     key = hashlib.sha256(repr((script.read_bytes(), np, list(args))).encode()).hexdigest()[:16]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy
 
-from handson_lib import grader_settings, launch, settings
+from handson_lib import launch, settings
 from handson_lib.checking import evidence
 from handson_lib.messages import tr
 
@@ -47,7 +47,7 @@ def defuse(folder):
 def run_limit(timeout):
     """Seconds a single run may take: `timeout`, capped by HANDSON_RUN_TIMEOUT (set by the
     autograder) so that a deadlocked submission is stopped long before the cell limit."""
-    cap = grader_settings.current().run_timeout
+    cap = settings.current().grader.run_timeout
     return min(float(timeout), cap) if cap else float(timeout)
 
 
@@ -117,7 +117,7 @@ def _progress(res, watch):
 def log_part(part, seconds, **extra):
     """Append one part of a student's grading to HANDSON_PROFILE_LOG (set per student by
     the course's grader)."""
-    log = grader_settings.current().profile_log
+    log = settings.current().grader.profile_log
     if log and part:
         with open(log, "a") as f:
             f.write(json.dumps({"part": part, "seconds": round(seconds, 2), "ended": time.time(), **extra}) + "\n")

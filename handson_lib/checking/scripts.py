@@ -7,7 +7,7 @@ import ast
 import secrets
 from pathlib import Path
 
-from handson_lib import COURSE_ROOT, grader_settings
+from handson_lib import COURSE_ROOT, settings
 from handson_lib.checking import source_review
 from handson_lib.checking.report import Report
 from handson_lib.messages import tr
@@ -26,8 +26,8 @@ def locate(script_name):
     the submission's folder (the grader sets it per student, so that a cell changing
     the working directory cannot point the checks at other scripts), or 1 for the folder the
     kernel works in (nbgrader's own CLI)."""
-    grading = grader_settings.current().submission
-    if grading == grader_settings.KERNEL_FOLDER:
+    grading = settings.current().grader.submission
+    if grading == settings.KERNEL_FOLDER:
         candidates = [Path.cwd() / script_name]
     elif grading:
         candidates = [Path(grading) / script_name]

@@ -15,7 +15,7 @@ import tokenize
 
 #: Modules a task script has no use for: the grader's own, and the means to rewrite a process.
 FORBIDDEN_MODULES = ("atexit", "ctypes", *(f"handson_lib.{name}" for name in (
-    "harness", "checking", "autograder", "launch", "grader_settings")))
+    "harness", "checking", "autograder", "launch", "settings")))
 #: Calls (module attribute) a task script has no use for.
 FORBIDDEN_CALLS = {("os", "_exit"), ("os", "fork"), ("os", "forkpty"), ("os", "kill"), ("os", "killpg"),
                    ("sys", "_getframe"), ("gc", "get_objects"), ("gc", "get_referrers")}

@@ -2,7 +2,7 @@
 session) and the words for why a run stopped.
 """
 
-from handson_lib import grader_settings
+from handson_lib import settings
 from handson_lib.messages import tr
 
 
@@ -33,7 +33,7 @@ def student_stall(reference, factor=4.0, floor=15.0):
 def _ticking(say):
     """Progress lines every 10 s for a user who waits (nothing under the autograder: its report
     cells' output is the student's feedback)."""
-    return None if grader_settings.current().autograding or say is None else say
+    return None if settings.current().grader.autograding or say is None else say
 
 
 def _tail(output, lines=15):

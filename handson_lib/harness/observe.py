@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy
 
-from handson_lib import data, grader_settings, settings
+from handson_lib import data, settings
 from handson_lib.runtime import multigpu
 from handson_lib.messages import tr
 from handson_lib.runtime import phases
@@ -273,7 +273,7 @@ def install_hooks(recorder):
 
     extensions.Evaluator.evaluate = evaluate
     extensions.Evaluator.__call__ = call
-    if not grader_settings.current().plot_reports:
+    if not settings.current().grader.plot_reports:
         # Registered as the script asks (the rank-0 check reads them), drawn never: nobody looks
         # at an autograded run's PNGs, and drawing two every epoch cost rank 0 about 1.7 s of CPU
         # in a 4-epoch run of Task #2 while the other ranks waited for it.

@@ -26,6 +26,7 @@ from pathlib import Path
 from handson_lib.launch.outside import (OutsideView, _descendants, _loopback_sent, busy_processes,  # noqa: F401
                                         machine_busy_seconds, tree_cpu)
 from handson_lib.launch.progress import ProgressWatch, Ticker, read_small  # noqa: F401
+from handson_lib import settings
 from handson_lib.messages import tr
 
 
@@ -165,11 +166,11 @@ def processes_carrying(name, value):
 #: One lock file per account (the grader's: root's, or the instructor's): every run whose time is
 #: scored holds it alone. It lies in a folder only that account can enter, so no other account (a
 #: student in a classroom) can take or hold the grader's slot; HANDSON_TIMING_LOCK names another.
-TIMING_LOCK_ENV = "HANDSON_TIMING_LOCK"
+TIMING_LOCK_ENV = settings.variable("timing_lock")
 PRIVATE_TIMING_LOCK = Path(tempfile.gettempdir()) / f"handson-timing-{os.getuid()}" / "timing.lock"
-TIMING_LOCK = Path(os.environ.get(TIMING_LOCK_ENV) or PRIVATE_TIMING_LOCK)
+TIMING_LOCK = Path(settings.current().timing_lock or PRIVATE_TIMING_LOCK)
 #: Set in the children of a run that holds a slot, so that a run they start does not wait for it.
-SLOT_HELD = "HANDSON_TIMING_SLOT_HELD"
+SLOT_HELD = settings.variable("slot_held")
 #: Seconds a run waits for the timing slot at most: any account can lock the file, so a process
 #: that holds it forever (a student's, or a stuck one) costs the others this wait, not their run.
 SLOT_PATIENCE = 600.0
@@ -238,7 +239,7 @@ def timing_slot(timed):
     """Hold the machine's timing slot: alone when `timed` (a run whose time is scored), shared
     otherwise. Timed runs go first: a turnstile stops new shared holders while one waits.
     Yields a SlotHold (the seconds spent waiting; a shared hold can step aside)."""
-    if os.environ.get(SLOT_HELD) == "1" or timed is None:
+    if settings.current().slot_held or timed is None:
         yield SlotHold()
         return
     started = time.monotonic()
@@ -366,7 +367,7 @@ def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_0
     starts once the slot is held. `outside`: an OutsideView that watches the run meanwhile."""
     with timing_slot(timed) as slot:
         if timed is not None:
-            env = {**(os.environ if env is None else env), SLOT_HELD: "1"}
+            env = settings.child_env(env, changes={"slot_held": True})
         result = _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot, outside)
         result.waited, result.stepped_aside, result.contended = slot.waited, slot.stepped_aside, slot.contended
         return result

@@ -8,7 +8,7 @@ again and, slowed every time, flagged.
 import json
 from pathlib import Path
 
-from handson_lib import grader_settings, launch
+from handson_lib import launch, settings
 from handson_lib.checking.credit import band_share, credit_bands, grading_site
 from handson_lib.checking.scripts import grader_seed
 from handson_lib.checking.timing.observation import Baseline
@@ -138,7 +138,7 @@ REFERENCE_RATES = "paired-reference-rates.jsonl"
 def _session_rates(key):
     """The reference's rates in this session's earlier paired timings of `key` ([] outside a
     grading session: the student's self-check, a test)."""
-    cache = grader_settings.current().reference_cache
+    cache = settings.current().grader.reference_cache
     if not cache:
         return []
     try:
@@ -157,7 +157,7 @@ def _session_rates(key):
 
 
 def _keep_rate(key, rate):
-    cache = grader_settings.current().reference_cache
+    cache = settings.current().grader.reference_cache
     if cache:
         import fcntl
         with open(Path(cache) / REFERENCE_RATES, "a") as f:
