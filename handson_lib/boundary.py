@@ -34,8 +34,10 @@ STUDENT_SUPPORT = (
     "handson_lib.experiments",
     "handson_lib.experiments.figures",  # the notebooks' plots
     "handson_lib.experiments.stats",
-    "handson_lib.experiments.allreduce",    # notebook 04's measurements
-    "handson_lib.experiments.large_batch",  # notebook 06's training runs
+    "handson_lib.experiments.allreduce.*",    # notebook 04's measurements
+    "handson_lib.experiments.large_batch.*",  # notebook 06's training runs
+    "handson_lib.experiments.tuning.*",       # notebook 05's levers (`handson bench tuning`)
+    "handson_lib.experiments.breakdown.*",    # notebooks 03 and 04: the phases (`handson profile breakdown`)
     "handson_lib.experiments.rank_metric",  # notebook 02's stretch (run under mpiexec)
     "handson_lib.sites",
     "handson_lib.sites.table",         # the site table: the linter's rules and the grading thresholds

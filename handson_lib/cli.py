@@ -48,11 +48,11 @@ COMMANDS = (
             "scheduler)", add="add_run_arguments", run="run_command"),
     Command("profile summarize", "profiling", "per device: busy fraction, top kernels, memcpy, NCCL share, "
             "gaps, NVTX; --plot draws the timeline"),
-    Command("profile breakdown", "experiments.breakdown", "CPU: TimerHook table and compute / allreduce / "
+    Command("profile breakdown", "experiments.breakdown.command", "CPU: TimerHook table and compute / allreduce / "
             "update per iteration on local MPI ranks"),
     Command("bench allreduce", "autograder.answers", "allreduce bus bandwidth: ChainerMN path vs raw MPI "
             "vs point-to-point", audience="instructor", add="add_allreduce_arguments", run="bench_allreduce"),
-    Command("bench tuning", "experiments.tuning", "the seed's speed-up levers, each switched on in turn"),
+    Command("bench tuning", "experiments.tuning.command", "the seed's speed-up levers, each switched on in turn"),
     Command("bench large-batch", "autograder.answers", "accuracy vs total batch: fixed lr, linear "
             "scaling, warmup", audience="instructor", add="add_large_batch_arguments", run="bench_large_batch"),
     Command("bench multi-gpu", "experiments.speedup", "Task #1: 2 workers vs 1 process",

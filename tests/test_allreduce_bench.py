@@ -90,13 +90,13 @@ def test_unknown_model_or_two_sizes_is_a_clear_error_before_any_launch():
 # ----------------------------------------------------------------------------- checks
 
 def test_check_buffer_accepts_the_expected_values_and_rejects_a_wrong_one():
-    base = ab._pattern(1000)
+    base = ab.buffers.pattern(1000)
     p = 3
-    total = sum(ab._contribution(base, r, None) for r in range(p))
+    total = sum(ab.buffers.contribution(base, r, None) for r in range(p))
     assert ab.check_buffer(total, ab.expected_sum(base, p)) == (True, 0.0)
     assert ab.check_buffer(total / p, ab.expected_mean(base, p))[0]
 
-    spoiled = sum(ab._contribution(base, r, corrupt_rank=1) for r in range(p))
+    spoiled = sum(ab.buffers.contribution(base, r, corrupt_rank=1) for r in range(p))
     ok, error = ab.check_buffer(spoiled, ab.expected_sum(base, p))
     assert not ok and error == 1000
 

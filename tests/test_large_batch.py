@@ -120,7 +120,7 @@ def test_the_experiment_has_no_learning_rate_rule_of_its_own():
     with pytest.raises(TypeError):
         lb.lr_trace()
     with pytest.raises(ValueError):
-        lb._parse_batches("32,abc")
+        lb.command._parse_batches("32,abc")
     assert lb.warmup_iterations_for(2, 1438, 512) == 6
     assert lb.warmup_iterations_for(0.1, 100, 512) == 1  # a warmup is at least one update
     assert lb.warmup_iterations_for(0, 1438, 16) == 0
@@ -137,10 +137,10 @@ def test_gpu_option_hooks_change_the_gradients_as_described():
     model.cleargrads()
     model.W.grad = np.full((2, 3), 1 / 3, np.float32)
     model.b.grad = np.zeros(2, np.float32)
-    lb._RoundGradsToFP16()(opt)
+    lb.simulation._RoundGradsToFP16()(opt)
     assert model.W.grad[0, 0] == np.float32(np.float16(1 / 3)) != np.float32(1 / 3)
 
-    stale = lb._OneStepStaleGrads()
+    stale = lb.simulation._OneStepStaleGrads()
     model.W.grad[...] = 1.0
     stale(opt)
     assert (model.W.grad == 0).all()  # first update: nothing to apply yet

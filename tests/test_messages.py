@@ -246,7 +246,7 @@ def test_benchmark_outputs_speak_japanese_and_keep_their_english_records(env):
     steps = tuning.plan_steps(["cudnn"], gpu=False)
     runs = {0: [{"iterations_per_sec": r / 32, "images_per_sec": r, "data_fraction": 0.1, "batchsize": 32}
                 for r in (100, 110)]}
-    measured = tuning._assemble(steps, runs, {"source": "measured here", "repeats": 2, "device": "CPU", "model": "cnn"})
+    measured = tuning.measure.assemble(steps, runs, {"source": "measured here", "repeats": 2, "device": "CPU", "model": "cnn"})
     tuning_english = tuning.table(measured)
     _, _, info = data.get_dataset("synthetic", n_train=40, n_test=20, announce=False)
     assert info.announcement == info.description == ("Using synthetic CIFAR-shaped data (offline stand-in, "

@@ -208,7 +208,7 @@ def test_effects_call_a_lever_faster_only_when_every_run_agrees():
                  "batchsize": batch} for r in rates]
 
     runs = {0: reports([100, 110]), 2: reports([120, 130]), 3: reports([125, 140], batch=128)}
-    result = tuning._assemble(steps, runs, {"source": "unit test"})
+    result = tuning.measure.assemble(steps, runs, {"source": "unit test"})
     lines = tuning.effects(result)
     assert lines[0] == "+ cuDNN: needs a GPU: not applied"
     assert lines[1].startswith("+ MultiprocessIterator: x1.19") and "faster in every run" in lines[1]

@@ -15,6 +15,16 @@ def _pid_of(global_id):
 
 
 def read_nsys(con, tables, data):
+    """Fill `data` (ProfileData) from the export open on `con`, whose tables are `tables`."""
+    _read_meta(con, tables, data)
+    _read_kernels(con, tables, data)
+    _read_copies(con, tables, data)
+    _read_nvtx(con, tables, data)
+    _read_names(con, tables, data)
+
+
+def _read_meta(con, tables, data):
+    """The tool and its version; the time origin."""
     meta = {}
     for table in ("EXPORT_META_DATA", "META_DATA_EXPORT"):  # the older and the newer schema's name
         if table in tables and {"name", "value"} <= column_names(con, table):
@@ -23,22 +33,26 @@ def read_nsys(con, tables, data):
     data.tool = " ".join(v for v in (meta.get("EXPORT_PRODUCT_NAME", "Nsight Systems"), version) if v)
     data.origin_ns = 0  # nsys timestamps already count from the start of the capture
 
-    if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
-        cols = column_names(con, "CUPTI_ACTIVITY_KIND_KERNEL")
-        pid = "k.globalPid" if "globalPid" in cols else "NULL"
-        short = "k.shortName" if "shortName" in cols else "k.demangledName"
-        rows = con.execute(
-            f"SELECT k.start, k.end, k.deviceId, k.streamId, {pid}, s.value, d.value "
-            f"FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
-            f"LEFT JOIN StringIds AS s ON s.id = {short} "
-            f"LEFT JOIN StringIds AS d ON d.id = k.demangledName")
-        for start, end, device, stream, gpid, short_name, full in rows:
-            data.ops.append(GpuOp("kernel", short_name or short_kernel_name(full), start, end,
-                                  device, stream, _pid_of(gpid), 0, full or short_name or "?"))
-    else:
+
+def _read_kernels(con, tables, data):
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
         data.notes.append("no CUPTI_ACTIVITY_KIND_KERNEL table: no kernel was recorded "
                           "(profile with `nsys profile --trace=cuda,...`)")
+        return
+    cols = column_names(con, "CUPTI_ACTIVITY_KIND_KERNEL")
+    pid = "k.globalPid" if "globalPid" in cols else "NULL"
+    short = "k.shortName" if "shortName" in cols else "k.demangledName"
+    rows = con.execute(
+        f"SELECT k.start, k.end, k.deviceId, k.streamId, {pid}, s.value, d.value "
+        f"FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
+        f"LEFT JOIN StringIds AS s ON s.id = {short} "
+        f"LEFT JOIN StringIds AS d ON d.id = k.demangledName")
+    for start, end, device, stream, gpid, short_name, full in rows:
+        data.ops.append(GpuOp("kernel", short_name or short_kernel_name(full), start, end,
+                              device, stream, _pid_of(gpid), 0, full or short_name or "?"))
 
+
+def _read_copies(con, tables, data):
     for table, kind in (("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"), ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
         if table not in tables:
             continue
@@ -50,14 +64,20 @@ def read_nsys(con, tables, data):
             name = COPY_KINDS.get(ck, f"kind {ck}") if kind == "memcpy" else "memset"
             data.ops.append(GpuOp(kind, name, start, end, device, stream, _pid_of(gpid), nbytes or 0))
 
-    if "NVTX_EVENTS" in tables:
-        # Ranges (push/pop, start/end) have an end; marks, domain and thread names do not.
-        for start, end, name, gtid in con.execute(
-                "SELECT n.start, n.end, COALESCE(n.text, s.value), n.globalTid FROM NVTX_EVENTS AS n "
-                "LEFT JOIN StringIds AS s ON s.id = n.textId "
-                "WHERE n.end IS NOT NULL AND n.end >= n.start"):
-            data.nvtx.append(NvtxRange(name or "(unnamed)", start, end, _pid_of(gtid)))
 
+def _read_nvtx(con, tables, data):
+    if "NVTX_EVENTS" not in tables:
+        return
+    # Ranges (push/pop, start/end) have an end; marks, domain and thread names do not.
+    for start, end, name, gtid in con.execute(
+            "SELECT n.start, n.end, COALESCE(n.text, s.value), n.globalTid FROM NVTX_EVENTS AS n "
+            "LEFT JOIN StringIds AS s ON s.id = n.textId "
+            "WHERE n.end IS NOT NULL AND n.end >= n.start"):
+        data.nvtx.append(NvtxRange(name or "(unnamed)", start, end, _pid_of(gtid)))
+
+
+def _read_names(con, tables, data):
+    """The devices' names, and the names of the processes that ran something."""
     if "TARGET_INFO_GPU" in tables and {"id", "name"} <= column_names(con, "TARGET_INFO_GPU"):
         data.device_names = {dev: name for dev, name in con.execute("SELECT id, name FROM TARGET_INFO_GPU")}
     pids = {op.process for op in data.ops} | {r.process for r in data.nvtx}
