@@ -13,15 +13,16 @@ from handson_lib.experiments.allreduce.buffers import (build_gradient_link, chec
 from handson_lib.experiments.allreduce.report import format_table
 from handson_lib.experiments.allreduce.units import (DEFAULT_MODEL, IN_PLACE_PATH, PATH_LABELS, algbw,
                                                      gbps_to_gibitps, human_bytes, parse_size, parse_sizes)
+from handson_lib import settings
 from handson_lib.runtime.mpi import prepare_rank
 from handson_lib.runtime.phases import gradient_bytes_of
 from handson_lib.sites import jobs
 
-CORRUPT_ENV = "HANDSON_BENCH_CORRUPT_RANK"
+CORRUPT_ENV = settings.variable("bench_corrupt_rank")
 
 
 def _corrupt_rank():
-    value = os.environ.get(CORRUPT_ENV, "").strip()
+    value = (settings.current().bench_corrupt_rank or "").strip()
     if value and not value.isdigit():
         raise ValueError(f"{CORRUPT_ENV}={value!r}: give a rank number (test hook)")
     return int(value) if value else None

@@ -2,7 +2,6 @@
 bar chart written."""
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -10,6 +9,7 @@ from handson_lib.experiments.tuning.levers import LEVER_NAMES, parse_levers
 from handson_lib.experiments.tuning.measure import run_levers
 from handson_lib.experiments.tuning.report import bars_figure, table
 from handson_lib.experiments.tuning.worker import add_run_arguments
+from handson_lib.plotting import pyplot
 
 def add_arguments(parser):
     parser.add_argument("--levers", default=",".join(LEVER_NAMES),
@@ -39,7 +39,7 @@ def main(args):
     except (ValueError, RuntimeError) as error:
         print(f"handson bench tuning: {error}", file=sys.stderr)
         return 2
-    os.environ.setdefault("MPLBACKEND", "Agg")   # a file, no display
+    pyplot("Agg")   # a file, no display
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "tuning.json").write_text(json.dumps(result, indent=2))
