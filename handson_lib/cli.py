@@ -11,6 +11,8 @@ import importlib.util
 import sys
 from dataclasses import dataclass
 
+from handson_lib import settings
+
 
 @dataclass(frozen=True)
 class Command:
@@ -113,6 +115,11 @@ def make_parser(commands=COMMANDS):
 
 
 def main(argv=None):
+    try:   # the settings read once here: a bad value stops every command with its variable named
+        settings.current()
+    except settings.SettingsError as error:
+        print(f"handson: {error}", file=sys.stderr)
+        return 2
     parser = make_parser()
     args = parser.parse_args(argv)
     module = importlib.import_module(args._command.module_name)

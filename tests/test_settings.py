@@ -156,3 +156,10 @@ def test_a_bad_grader_setting_leaves_the_library_importable_and_its_messages_rea
 def test_one_setting_follows_the_overrides():
     with settings.override(lang="ja"):
         assert settings.one("lang") == "ja" == settings.current().lang
+
+
+def test_the_command_stops_at_a_bad_setting_naming_it():
+    env = settings.child_env(HANDSON_CELL_TIMEOUT="-1")
+    out = subprocess.run([sys.executable, "-m", "handson_lib.cli", "doctor"], env=env, capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.strip() == \
+        "handson: HANDSON_CELL_TIMEOUT='-1': a positive number of seconds expected"
