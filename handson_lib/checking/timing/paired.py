@@ -32,7 +32,8 @@ import sys
 import time
 from pathlib import Path
 
-from handson_lib import launch, settings
+from handson_lib import launch
+from handson_lib import settings as course_settings
 from handson_lib.checking.runs import YIELD_WHEN_IDLE, defuse, log_part, run_folder, run_limit, transport
 from handson_lib.checking.timing.observation import WHO, PairedObservation, step_order
 from handson_lib.checking.timing.settings import SCORED
@@ -349,7 +350,7 @@ def _with_last_lines(error, sides):
     if error and student is not None:
         error += "\n" + tr("{side}, its last lines:", side=student.name) + "\n" + \
             student.launched.output()[-1500:].rstrip()
-    if error and "reference" in sides and not settings.current().grader.autograding:
+    if error and "reference" in sides and not course_settings.current().grader.autograding:
         error += "\n" + tr("{side}, its last lines:", side=sides["reference"].name) + "\n" + \
             sides["reference"].launched.output()[-1500:].rstrip()
     return error
@@ -374,7 +375,7 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=None, timeo
         # Its limits start now that the slot is held, not while it waited for it.
         started = time.monotonic()
         ticker = launch.Ticker(say)
-        env = settings.child_env(changes={"slot_held": True}, MPLBACKEND="Agg", **YIELD_WHEN_IDLE, **transport())
+        env = course_settings.child_env(changes={"slot_held": True}, MPLBACKEND="Agg", **YIELD_WHEN_IDLE, **transport())
         try:
             for who, (path, side_ranks, side_args, isolated, name) in launches.items():
                 sides[who] = Side(who, path, side_ranks, side_args, Path(tmp) / who, env, isolated, name)
