@@ -39,6 +39,9 @@ STUDENT_SUPPORT = (
     "handson_lib.sites",
     "handson_lib.sites.table",         # the site table: the linter's rules and the grading thresholds
     "handson_lib.sites.jobs",          # qsub from the notebooks; experiments' ranks on the local cluster
+    "handson_lib.sites.jobscript_parser",  # the parts of `handson jobscript` (a student command):
+    "handson_lib.sites.jobscript_linter",  # reading a script, its rules, its run without a scheduler
+    "handson_lib.sites.jobscript_local",
     "handson_lib.tools",
 )
 
