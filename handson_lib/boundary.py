@@ -50,6 +50,10 @@ STUDENT_SUPPORT = (
 #: what builds the course.
 INSTRUCTOR_ONLY = ("handson_lib.autograder.*", "handson_lib.authoring.*",
                    "handson_lib.sites.network",              # the local cluster's namespaces (root)
+                   "handson_lib.sites.cluster_config",       # the parts of `handson cluster` (an
+                   "handson_lib.sites.cluster_daemons",      # instructor command): its configuration,
+                   "handson_lib.sites.cluster_lifecycle",    # daemons, up / down / status, and jobs
+                   "handson_lib.sites.cluster_jobs",
                    "handson_lib.checking.reference")         # measures the reference solutions
 
 #: Instructor-only modules that a shipped file may import only after finding them installed
