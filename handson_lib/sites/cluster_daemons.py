@@ -46,6 +46,9 @@ def user_env(p: Paths | None = None, base=None):
     return env
 
 
+# ----------------------------------------------------------------------------- installation
+
+
 def missing_commands():
     return [c for c in COMMANDS if not shutil.which(c)]
 

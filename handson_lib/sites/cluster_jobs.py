@@ -9,6 +9,7 @@ from handson_lib.sites import cluster_daemons, jobs
 from handson_lib.sites.cluster_config import ClusterError
 from handson_lib.sites.cluster_daemons import cluster_env
 
+
 def qsub(script, cwd, *qsub_args, env=None, timeout=60):
     """`qsub [ARGS] SCRIPT` in `cwd` against this cluster (jobs.qsub); the job id. A refused job (a
     walltime over the queue's limit, too many nodes, ...) raises ClusterError with the scheduler's

@@ -141,7 +141,8 @@ def _mend(p: Paths, names, profile, out=print, site=None):
             raise ClusterError(f"{label} is not running but TCP port {ports[label]} is in use (another "
                                f"Slurm, or a {label} without its pid file?): stop it, or run "
                                f"`handson cluster down` (this cancels every job) and `up` again")
-    cluster_config.write_config(p, len(names), profile, site)  # refreshes the prolog after a venv move or a new rate
+    # Written again: it refreshes the prolog after a venv move or a new rate.
+    cluster_config.write_config(p, len(names), profile, site)
     if shaped:
         network.create(names, profile)  # what exists is kept; the rate is set again
     _record_link(p, names, profile)
@@ -149,7 +150,8 @@ def _mend(p: Paths, names, profile, out=print, site=None):
     # munged first: the other daemons authenticate every message with it.
     cluster_daemons.start_munged(p)
     cluster_daemons.start_slurmctld(p)
-    own_hostname = cluster_daemons.uts_namespaces_work() if any(d.startswith("slurmd") for d in dead) else False
+    restarts_a_node = any(d.startswith("slurmd") for d in dead)
+    own_hostname = cluster_daemons.uts_namespaces_work() if restarts_a_node else False
     for node in names:
         cluster_daemons.start_slurmd(p, node, own_hostname, shaped)
     if "slurmctld" not in dead:
@@ -166,7 +168,6 @@ def _mend(p: Paths, names, profile, out=print, site=None):
         out(f"the cluster is already up ({len(names)} nodes){changed}")
     print_summary(p, names, out, site)
     return 0
-
 
 
 def print_summary(p: Paths, names, out=print, site=None):
