@@ -42,6 +42,9 @@ STUDENT_SUPPORT = (
     "handson_lib.sites",
     "handson_lib.sites.table",         # the site table: the linter's rules and the grading thresholds
     "handson_lib.sites.jobs",          # qsub from the notebooks; experiments' ranks on the local cluster
+    "handson_lib.sites.jobscript_parser",  # the parts of `handson jobscript` (a student command):
+    "handson_lib.sites.jobscript_linter",  # reading a script, its rules, its run without a scheduler
+    "handson_lib.sites.jobscript_local",
     "handson_lib.tools",
     # the parts of `handson doctor` (its command module, tools.doctor, ships as a student command)
     "handson_lib.tools.doctor_rows",
@@ -55,6 +58,10 @@ STUDENT_SUPPORT = (
 #: what builds the course.
 INSTRUCTOR_ONLY = ("handson_lib.autograder.*", "handson_lib.authoring.*",
                    "handson_lib.sites.network",              # the local cluster's namespaces (root)
+                   "handson_lib.sites.cluster_config",       # the parts of `handson cluster` (an
+                   "handson_lib.sites.cluster_daemons",      # instructor command): its configuration,
+                   "handson_lib.sites.cluster_lifecycle",    # daemons, up / down / status, and jobs
+                   "handson_lib.sites.cluster_jobs",
                    "handson_lib.checking.reference")         # measures the reference solutions
 
 #: Instructor-only modules that a shipped file may import only after finding them installed

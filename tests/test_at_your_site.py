@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from handson_lib.authoring import release
-from handson_lib.sites import generate
+from handson_lib.sites import site_setup
 from handson_lib.sites.table import EXERCISE_SITES, get_site
 
 LANGS = ("en", "ja")
@@ -75,7 +75,7 @@ def test_the_steps_name_what_the_edition_ships(key):
     assert uncomment and all(line in env_sh.splitlines() or any(l.startswith(line + " ") for l in env_sh.splitlines())
                              for line in uncomment), uncomment
     # the course goes where env.sh's COURSE points once env.sh has set HOME
-    course = generate.course_folder(site)
+    course = site_setup.course_folder(site)
     assert f"`{course}`" in text and "export COURSE=${COURSE:-$HOME/distributed-handson}" in env_sh
     home = re.search(r"^export HOME=(.+)$", env_sh, re.M)
     base = home.group(1).replace("${USER:-$(id -un)}", "$USER") if home else "$HOME"

@@ -1,6 +1,6 @@
 """Faults of the scheduler, without one: a qstat or scontrol that fails, a cluster with a dead
 daemon, a job the grader gives up on. Fake `qsub` / `qstat` / `qdel` on PATH, or a fake
-`cluster.slurm`, stand for Slurm; tests/test_cluster.py does the same with the real cluster.
+`cluster_daemons.slurm`, stand for Slurm; tests/test_cluster.py does the same with the real cluster.
 """
 
 import os
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from handson_lib.checking import notebook
-from handson_lib.sites import cluster, jobs, network
+from handson_lib.sites import cluster, cluster_config, cluster_daemons, cluster_lifecycle, jobs, network
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB_SCRIPT = ROOT / "solutions" / "run_multi_gpu_training.sh"
@@ -99,7 +99,7 @@ def not_answering(cmd, p=None, timeout=30, check=False):
 
 
 def test_job_info_and_wait_job_raise_when_slurmctld_does_not_answer(tmp_path, monkeypatch):
-    monkeypatch.setattr(cluster, "slurm", not_answering)
+    monkeypatch.setattr(cluster_daemons, "slurm", not_answering)
     with pytest.raises(cluster.ClusterError) as failed:
         cluster.job_info("42")
     message = str(failed.value)
@@ -117,7 +117,7 @@ def test_job_info_and_wait_job_raise_when_slurmctld_does_not_answer(tmp_path, mo
 def test_job_info_of_a_job_slurm_does_not_know_is_empty(monkeypatch):
     def unknown(cmd, p=None, timeout=30, check=False):
         return subprocess.CompletedProcess(cmd, 1, "", "slurm_load_jobs error: Invalid job id specified\n")
-    monkeypatch.setattr(cluster, "slurm", unknown)
+    monkeypatch.setattr(cluster_daemons, "slurm", unknown)
     assert cluster.job_info("42") == {}
 
 
@@ -246,16 +246,16 @@ class FakeCluster:
             self._start(label)
         self.jobs = list(jobs_queued)
         monkeypatch.setenv("HANDSON_CLUSTER_DIR", str(self.p.root))
-        monkeypatch.setattr(cluster, "is_root", lambda: True)
-        monkeypatch.setattr(cluster, "ensure_installed", lambda out: False)
-        monkeypatch.setattr(cluster, "write_config", lambda p, nodes, link=None, site=None: None)
-        monkeypatch.setattr(cluster, "uts_namespaces_work", lambda: False)
-        monkeypatch.setattr(cluster, "_port_free", lambda port: True)
-        monkeypatch.setattr(cluster, "cluster_processes", lambda p=None: [])
-        monkeypatch.setattr(cluster, "pid_alive", lambda pid, name=None: pid in self.alive)
-        monkeypatch.setattr(cluster, "_run_daemon", self._run_daemon)
-        monkeypatch.setattr(cluster, "slurm", self._slurm)
-        monkeypatch.setattr(cluster, "down", lambda out=print, timeout=20: self.downs.append(1) or 0)
+        monkeypatch.setattr(cluster_daemons, "is_root", lambda: True)
+        monkeypatch.setattr(cluster_daemons, "ensure_installed", lambda out: False)
+        monkeypatch.setattr(cluster_config, "write_config", lambda p, nodes, link=None, site=None: None)
+        monkeypatch.setattr(cluster_daemons, "uts_namespaces_work", lambda: False)
+        monkeypatch.setattr(cluster_daemons, "port_free", lambda port: True)
+        monkeypatch.setattr(cluster_daemons, "cluster_processes", lambda p=None: [])
+        monkeypatch.setattr(cluster_daemons, "pid_alive", lambda pid, name=None: pid in self.alive)
+        monkeypatch.setattr(cluster_daemons, "run_daemon", self._run_daemon)
+        monkeypatch.setattr(cluster_daemons, "slurm", self._slurm)
+        monkeypatch.setattr(cluster_lifecycle, "down", lambda out=print, timeout=20: self.downs.append(1) or 0)
         monkeypatch.setattr(network, "existing_namespaces", lambda: [])
 
     def _start(self, label):
@@ -306,7 +306,7 @@ def test_up_on_a_running_cluster_starts_nothing(monkeypatch, tmp_path):
 
 def test_up_with_every_daemon_dead_but_jobs_running_keeps_them(monkeypatch, tmp_path):
     fake = FakeCluster(monkeypatch, tmp_path)
-    monkeypatch.setattr(cluster, "_job_steps", lambda p: ["a slurmstepd"])
+    monkeypatch.setattr(cluster_daemons, "job_steps", lambda p: ["a slurmstepd"])
     said = []
     assert cluster.up(2, out=said.append) == 0
     assert fake.started == list(ALL) and not fake.downs

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from handson_lib.sites import cluster, generate
+from handson_lib.sites import cluster, generate, site_setup
 from handson_lib.sites.table import get_site
 from test_at_your_site import commands, sections
 
@@ -62,7 +62,7 @@ def course(site_cluster, tmp_path_factory):
     site = site_cluster
     text = sections("en")[0][site.title]
     lines = commands(text)
-    folder = tmp_path_factory.mktemp(site.key) / generate.COURSE_FOLDER
+    folder = tmp_path_factory.mktemp(site.key) / site_setup.COURSE_FOLDER
     shutil.copytree(ROOT / "exercises", folder / "exercises", ignore=shutil.ignore_patterns("ja"))
     env_sh = folder.parent / "env.sh"                                           # step 2
     shutil.copy(ROOT / "jobscripts" / site.key / "env.sh", env_sh)
@@ -117,7 +117,7 @@ def test_the_sites_steps_run_the_job_in_its_queue(course, task):
     assert info["Partition"] == site.scripts.queue and info["NumNodes"] == str(nodes), info
     import grp
     import pwd
-    base = generate.base_folder(site)
+    base = site_setup.base_folder(site)
     if base.startswith("/"):    # a site folder of its own (Miyabi-G's /work/<group>/<user>), not $HOME
         home = Path(base.replace("$(id -ng)", grp.getgrgid(os.getgid()).gr_name)
                     .replace("$USER", pwd.getpwuid(os.getuid()).pw_name))

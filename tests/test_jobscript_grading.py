@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from handson_lib.checking import checks
+from handson_lib.sites.table import EXERCISE_SITES
 from conftest import ROOT
 
 
@@ -225,5 +226,5 @@ def test_a_site_without_job_script_exercises_is_not_graded(tmp_path, name):
     path.write_text(text.replace("#!/bin/bash\n", f"#!/bin/bash\n# handson-site: {name}\n", 1))
     report = checks.check_jobscript(path, "multi-gpu")
     assert not any(c.passed for c in report.checks), report.text()
-    assert ("grades job scripts for reedbush, miyabi, abci" in report.text()
+    assert (f"grades job scripts for {', '.join(EXERCISE_SITES)}" in report.text()
             or "unknown site 'nowhere'" in report.text()), report.text()

@@ -19,7 +19,7 @@ from nbclient import NotebookClient
 
 from handson_lib.experiments import allreduce, breakdown
 from handson_lib.autograder import answers
-from handson_lib.sites import cluster, jobs, network
+from handson_lib.sites import cluster, cluster_daemons, jobs, network
 from handson_lib.sites.table import LINKS, get_link
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,8 +43,8 @@ def test_an_unknown_link_profile_is_refused_with_the_list():
 
 
 def test_without_namespaces_up_says_why_and_offers_link_none(monkeypatch):
-    monkeypatch.setattr(cluster, "is_root", lambda: True)
-    monkeypatch.setattr(cluster, "ensure_installed", lambda out: False)
+    monkeypatch.setattr(cluster_daemons, "is_root", lambda: True)
+    monkeypatch.setattr(cluster_daemons, "ensure_installed", lambda out: False)
     monkeypatch.setattr(network, "support_problem", lambda: "this kernel or container refuses network "
                                                             "namespaces (Operation not permitted)")
     with pytest.raises(cluster.ClusterError) as refused:
@@ -54,7 +54,7 @@ def test_without_namespaces_up_says_why_and_offers_link_none(monkeypatch):
 
 
 def test_without_root_up_with_a_link_says_so(monkeypatch):
-    monkeypatch.setattr(cluster, "is_root", lambda: False)
+    monkeypatch.setattr(cluster_daemons, "is_root", lambda: False)
     with pytest.raises(cluster.ClusterError, match="needs root.*network namespaces"):
         cluster.up(2, link="1gbe", out=lambda *a: None)
 

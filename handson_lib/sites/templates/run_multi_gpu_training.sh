@@ -5,7 +5,7 @@
 # handson-site: {{SITE}}   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
 # Task #1 on {{TITLE}}: one node, MultiprocessParallelUpdater on its {{NODE_GPUS}} (one MPI
 # process: the updater starts one worker process per GPU). Submit from the folder that holds
-# your train_cifar_multi_gpu.py:
+# your {{MULTI_GPU_SCRIPT}}:
 {{USAGE}}
 {{GROUP_HINT}}
 {{DIRECTIVES}}
@@ -17,7 +17,7 @@ cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 # GPUs of the second run (the first uses GPU 0 alone): all of the node's by default.
 GPUS=${GPUS:-{{GPU_LIST}}}
 
-TASK=train_cifar_multi_gpu.py
+TASK={{MULTI_GPU_SCRIPT}}
 {{FIND_TASK}}
 
 # Versions first, as the seed's job.sh does.

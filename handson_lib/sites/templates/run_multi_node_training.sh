@@ -4,7 +4,7 @@
 #!/bin/bash
 # handson-site: {{SITE}}   (the rules `handson jobscript lint` applies; see jobscripts/README.md)
 # Task #2 (ChainerMN) on {{TITLE}}, one MPI process per GPU: {{REQUEST}}.
-# Submit from the folder that holds your train_cifar_multi_node.py:
+# Submit from the folder that holds your {{MULTI_NODE_SCRIPT}}:
 {{USAGE}}
 {{GROUP_HINT}}
 {{DIRECTIVES}}
@@ -14,7 +14,7 @@ cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 
 {{ENVIRONMENT}}
 
-TASK=train_cifar_multi_node.py
+TASK={{MULTI_NODE_SCRIPT}}
 {{FIND_TASK}}
 
 {{RANKS}}

@@ -16,8 +16,8 @@ cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 PROFILE_TASK=${PROFILE_TASK:-multi-node}
 
 case "$PROFILE_TASK" in
-  multi-node) TASK=train_cifar_multi_node.py ;;
-  multi-gpu) TASK=train_cifar_multi_gpu.py ;;
+  multi-node) TASK={{MULTI_NODE_SCRIPT}} ;;
+  multi-gpu) TASK={{MULTI_GPU_SCRIPT}} ;;
   *) echo "PROFILE_TASK must be multi-node or multi-gpu, not $PROFILE_TASK"; exit 2 ;;
 esac
 {{FIND_TASK}}

@@ -17,7 +17,7 @@ cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
 
 {{ENVIRONMENT}}
 
-TASK=train_cifar_multi_node.py
+TASK={{MULTI_NODE_SCRIPT}}
 {{FIND_TASK}}
 
 {{RANKS}}
