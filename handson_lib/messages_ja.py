@@ -24,7 +24,7 @@ MESSAGES = {
         '{name} の呼び出し: {seconds:.0f} 秒で停止しました: あなたの関数が時間内に戻りませんでした（無限ループではありませんか？）',
     '{name}(...): the process that runs your answer cells ended before it answered':
         '{name} の呼び出し: 解答セルを実行するプロセスが、答えを返す前に終了しました',
-    # ---- handson_lib/sites/jobscript.py (handson jobscript run, without a scheduler)
+    # ---- handson_lib/sites/jobscript_local.py (handson jobscript run, without a scheduler)
     'no scheduler here: running {script} as a PBS job would run ({site} rules)':
         'ここにはスケジューラがありません: {script} を PBS ジョブとして実行されるのと同じように、いまここで実行します（{site} の規則）',
     '(default)':
@@ -515,7 +515,7 @@ MESSAGES = {
         '{seconds:.0f} 秒で停止しました: 学習イテレーションが {stall:.0f} 秒間進みませんでした（デッドロックか無限ループ？）。プロセス {killed} 個を停止しました',
     'killed after {seconds:.0f} s: the run did not finish in time (deadlock or infinite loop?); {killed} process(es) stopped':
         '{seconds:.0f} 秒で強制終了しました: 制限時間内に実行が終わりませんでした（デッドロックか無限ループ？）。プロセス {killed} 個を停止しました',
-    # ---- handson_lib/sites/jobscript.py
+    # ---- handson_lib/sites/jobscript*.py
     'select is empty':
         'select が空です',
     '`{value}` is not a node count (select=N:mpiprocs=M)':

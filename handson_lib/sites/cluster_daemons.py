@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from handson_lib import settings
 from handson_lib.launch import venv_bin
 from handson_lib.sites import jobs, network
 from handson_lib.sites.cluster_config import ClusterError, Paths, configured_nodes, paths, spank_pbs_path
@@ -23,7 +24,7 @@ PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurm-wlm-torque", "munge", 
 COMMANDS = ("slurmctld", "slurmd", "sbatch", "sinfo", "squeue", "scontrol", "scancel", "qsub",
             "qstat", "qdel", "pbsnodes", "munged", "ip", "tc")
 #: environment variable that marks every daemon started here (found again by `down`)
-MARK = "HANDSON_CLUSTER"
+MARK = settings.variable("cluster_mark")
 DAEMON_NAMES = ("slurmctld", "slurmd", "slurmstepd", "munged")
 CLONE_NEWUTS = 0x04000000
 
@@ -31,10 +32,7 @@ CLONE_NEWUTS = 0x04000000
 def cluster_env(p: Paths | None = None, base=None):
     """Environment for Slurm commands and daemons of this cluster."""
     p = p or paths()
-    env = dict(os.environ if base is None else base)
-    env["SLURM_CONF"] = str(p.conf)
-    env[MARK] = str(p.root)
-    return env
+    return settings.child_env(base, changes={"cluster_mark": str(p.root)}, SLURM_CONF=str(p.conf))
 
 
 def user_env(p: Paths | None = None, base=None):
