@@ -31,6 +31,7 @@ from pathlib import Path
 from handson_lib import COURSE_ROOT, launch, messages, settings, tasks
 from handson_lib.checking import checks
 from handson_lib.autograder import judge, sandbox
+from handson_lib.sites import table
 from handson_lib.autograder.grading_profile import profile_parts, profile_table, progress_line, write_profile
 from handson_lib.autograder.grading_report import (AWAITS_MANUAL, plot_throughput, read_report, report_path,
                                                    report_row, row_line, scores, write_report)
@@ -399,8 +400,8 @@ def add_autograde_arguments(parser):
     parser.add_argument("--cell-timeout", type=float, default=None,
                         help="seconds per cell (default: course/nbgrader_config.py's Execute.timeout)")
     parser.add_argument("--site", default=None, help="throughput thresholds and bands of a site in "
-                        "handson_lib/sites/table.py: local, reedbush, miyabi, abci, cloud (default: "
-                        "HANDSON_SITE, else local)")
+                        f"handson_lib/sites/table.py: {', '.join(table.SITES)} (default: "
+                        f"{settings.variable('site')}, else local)")
     parser.add_argument("--run-timeout", type=float, default=300,
                         help="seconds one training run may take before the watchdog kills it (deadlocks)")
     parser.add_argument("--profile", action="store_true",
