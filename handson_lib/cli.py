@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from handson_lib import settings
 
@@ -88,11 +89,28 @@ COMMANDS = (
 )
 
 
+#: The folder of this library: a command's module must be in it (PYTHONPATH may put a student
+#: edition's library first, in front of the installed course's: its modules and the course's never mix).
+LIBRARY = Path(__file__).resolve().parent
+
+
 def installed(command):
     try:
-        return importlib.util.find_spec(command.module_name) is not None
+        spec = importlib.util.find_spec(command.module_name)
     except ModuleNotFoundError:  # its package is not installed either (a whole instructor package)
         return False
+    return spec is not None and spec.origin is not None and Path(spec.origin).resolve().is_relative_to(LIBRARY)
+
+
+def _not_here(argv):
+    """Why the command `argv` names is not in this library (None: it is, or it names none)."""
+    words = " ".join(a for a in argv if not a.startswith("-"))
+    for command in COMMANDS:
+        if (words + " ").startswith(command.words + " ") and not installed(command):
+            return (f"handson {command.words}: not in the library at {LIBRARY.parent} (a student edition "
+                    f"has no instructor commands); if PYTHONPATH puts it first (an env.sh sourced), run "
+                    f"the command without it: env -u PYTHONPATH handson {command.words} ...")
+    return None
 
 
 def make_parser(commands=COMMANDS):
@@ -119,6 +137,10 @@ def main(argv=None):
         settings.current()
     except settings.SettingsError as error:
         print(f"handson: {error}", file=sys.stderr)
+        return 2
+    not_here = _not_here(sys.argv[1:] if argv is None else argv)
+    if not_here:
+        print(not_here, file=sys.stderr)
         return 2
     parser = make_parser()
     args = parser.parse_args(argv)

@@ -250,3 +250,20 @@ def test_release_refuses_a_shipped_file_importing_an_unshipped_module(tmp_path):
                                                    r"which is not shipped"):
         release.verify_imports([script], shipped, shown_root=tmp_path)
     assert "handson_lib.checking.checks" in shipped and "handson_lib.checking.reference" not in shipped
+
+
+def test_the_courses_command_with_an_editions_library_first_says_what_to_do(tmp_path):
+    """An instructor's `handson cluster ...` in a shell where an edition's env.sh put the edition's
+    library first on PYTHONPATH: the edition's cli, the course's modules for what it lacks, mixed,
+    crashed; now the command is refused with what to run instead."""
+    for rel in boundary.student_library_files(ROOT):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    res = subprocess.run([str(ROOT / ".venv" / "bin" / "handson"), "cluster", "status"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"not in the library at {tmp_path}" in res.stderr and "env -u PYTHONPATH handson cluster" in res.stderr
+    student = subprocess.run([str(ROOT / ".venv" / "bin" / "handson"), "jobscript", "lint", "--help"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert student.returncode == 0, student.stderr
