@@ -528,3 +528,18 @@ def test_a_failed_session_cleanup_is_said_never_raised(tmp_path, monkeypatch):
     said = []
     sandbox.remove_session(tmp_path, print_fn=said.append)
     assert len(said) == 1 and "could not be removed" in said[0] and "planted" in said[0], said
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_an_assignment_holds_the_job_script_skeleton_of_every_exercise_site(tmp_path, lang):
+    """The Hub's assignment carries what the edition's exercises/ carries: the job script of every
+    exercise site (miyabi/, abci/ beside the Reedbush-H one), each a skeleton."""
+    course_source.assemble(tmp_path, assignments=["task1", "task2"], lang=lang)
+    exercises = ROOT / "exercises" if lang == "en" else ROOT / "exercises" / lang
+    for assignment in ("task1", "task2"):
+        _, files = nbgrader_course.ASSIGNMENTS[assignment]
+        for name in (f for f in files if f.endswith(".sh")):
+            for site in ("miyabi", "abci"):
+                copied = tmp_path / "source" / assignment / site / name
+                assert copied.read_text() == (exercises / site / name).read_text()
+                assert "# PUT YOUR CODE HERE" in copied.read_text() and "BEGIN SOLUTION" not in copied.read_text()

@@ -14,11 +14,13 @@ from pathlib import Path
 from handson_lib import COURSE_ROOT
 from handson_lib.authoring import translations
 from handson_lib.autograder import nbgrader_course, synthetic_class
+from handson_lib.sites.table import EXERCISE_SITES
 
 
 def assemble(course_dir=nbgrader_course.COURSE_DIR, root=COURSE_ROOT, assignments=None, lang="en"):
     """Write course_dir/source/<assignment>/ for every (or the named) assignment, in `lang` (the
-    instructor notebook translated, the students' scripts of exercises/<lang>/), and `lang` in
+    instructor notebook translated, the students' scripts of exercises/<lang>/, with the job
+    scripts' skeletons of the other exercise sites in <site>/ as in the edition), and `lang` in
     course_dir/.handson-lang (the course's language: the last assemble's)."""
     import nbformat
     written = []
@@ -36,6 +38,10 @@ def assemble(course_dir=nbgrader_course.COURSE_DIR, root=COURSE_ROOT, assignment
             (dest / notebook).write_text(nbformat.writes(nb) + "\n")
         for f in files:
             shutil.copy2(exercises / f, dest / f)
+            for site in EXERCISE_SITES:   # a job script's skeleton at every other site, as the edition has
+                if (exercises / site / f).exists():
+                    (dest / site).mkdir(exist_ok=True)
+                    shutil.copy2(exercises / site / f, dest / site / f)
         for figure in shown_figures(root / "solutions" / notebook):
             (dest / "figures").mkdir(exist_ok=True)
             shutil.copy2(root / "solutions" / "figures" / figure, dest / "figures" / figure)
