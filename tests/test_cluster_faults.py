@@ -336,3 +336,29 @@ def test_status_of_a_partly_down_cluster_says_up_keeps_the_jobs(monkeypatch, tmp
     assert cluster.status(out=said.append) == 1
     assert said[-1] == ("cluster partly down: run `handson cluster up` (it restarts the daemons that "
                         "stopped and keeps the jobs)")
+
+
+def test_the_clusters_qsub_hands_abci_group_line_to_slurm_as_an_account(tmp_path):
+    """ABCI 3.0's `#PBS -P GROUP`: sbatch's #PBS reader refuses -P, so the cluster's qsub hands
+    Slurm's wrapper a copy of the script (same name) with `#PBS -A GROUP`; every other script,
+    and every argument, as given."""
+    torque = tmp_path / "torque-qsub"
+    seen = tmp_path / "seen"
+    torque.write_text(f'#!/bin/bash\nprintf "%s\\n" "$@" > {seen}/args\ncp "${{@: -1}}" {seen}/script\necho 42\n')
+    torque.chmod(0o755)
+    seen.mkdir()
+    shim = tmp_path / "qsub"
+    shim.write_text(cluster_config.render_qsub_shim(str(torque)))
+    shim.chmod(0o755)
+    abci = tmp_path / "run_multi_node_training.sh"
+    abci.write_text("#!/bin/bash\n#PBS -q rt_HF\n#PBS -P gab12345\n#PBS -l select=2\necho '#PBS -P kept in a command'\n")
+    out = subprocess.run([str(shim), "-j", "oe", str(abci)], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == "42", out.stderr
+    args = (seen / "args").read_text().splitlines()
+    assert args[:2] == ["-j", "oe"] and Path(args[2]).name == abci.name and Path(args[2]) != abci
+    assert not Path(args[2]).exists()                                   # the copy is removed
+    assert (seen / "script").read_text() == abci.read_text().replace("#PBS -P gab12345", "#PBS -A gab12345")
+    miyabi = tmp_path / "run_multi_gpu_training.sh"
+    miyabi.write_text("#!/bin/bash\n#PBS -q debug-g\n#PBS -W group_list=gc64\n")
+    subprocess.run([str(shim), str(miyabi)], check=True, capture_output=True, cwd=tmp_path)
+    assert (seen / "args").read_text().splitlines() == [str(miyabi)]

@@ -38,13 +38,7 @@ def handson(*args, timeout=300):
                           timeout=timeout, cwd=ROOT)
 
 
-#: ABCI 3.0's group line `#PBS -P GROUP` is refused by Slurm's Torque wrapper here ("Unrecognized
-#: command line parameter"), before any job runs: a limit of the local cluster, not of the script.
-ABCI_ON_THE_WRAPPER = pytest.mark.xfail(raises=cluster.ClusterError, strict=True,
-                                        reason="the local cluster's qsub (Slurm's Torque wrapper) has no -P")
-
-
-@pytest.fixture(scope="module", params=["miyabi", pytest.param("abci", marks=ABCI_ON_THE_WRAPPER)])
+@pytest.fixture(scope="module", params=["miyabi", "abci"])
 def site_cluster(request, cluster_turn):
     """The cluster with the site's queues, as many nodes as the site's Task #2 asks for."""
     if os.geteuid() != 0:

@@ -19,6 +19,9 @@ from handson_lib.sites.table import LINKS, SITES, LinkProfile, Site, format_wall
 
 #: the file that Slurm's client commands (and so the PBS wrappers) read by default
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
+#: The `qsub` a shell finds first (before /usr/bin/qsub, Slurm's Torque wrapper): see QSUB_SHIM.
+SYSTEM_QSUB = Path("/usr/local/bin/qsub")
+TORQUE_QSUB = "/usr/bin/qsub"
 CTLD_PORT = 6817
 SLURMD_BASE_PORT = 6830  # node nX listens on SLURMD_BASE_PORT + X
 
@@ -346,6 +349,52 @@ def write_config(p: Paths, nodes: int, link: LinkProfile = LINKS["none"], site: 
         path.write_text(text)
         os.chmod(path, 0o755)
     link_system_conf(p)
+    install_qsub_shim()
+
+
+#: The first line of the qsub this cluster installs (how `down` and the next `up` know it is ours).
+QSUB_SHIM_MARK = "# qsub of `handson cluster`"
+
+
+def render_qsub_shim(torque=TORQUE_QSUB):
+    """Slurm's Torque wrapper with PBS Pro's project option: sbatch reads a script's #PBS lines and
+    knows no `-P`, so ABCI 3.0's group line `#PBS -P GROUP` is handed over as `#PBS -A GROUP` (an
+    account: there is no accounting here, nothing is checked), in a copy of the script of the same
+    name (the job's name and its output file follow the name)."""
+    return f"""#!/bin/bash
+{QSUB_SHIM_MARK} (written at every `up`, removed at `down`): {torque}, with ABCI 3.0's
+# `#PBS -P GROUP` handed over as `#PBS -A GROUP` (sbatch's #PBS reader knows no -P).
+script=${{@: -1}}
+if [ $# -gt 0 ] && [ -f "$script" ] && grep -Eq '^#PBS[[:space:]]+-P[[:space:]]' "$script"; then
+  copy=$(mktemp -d /tmp/handson-qsub-XXXXXX) || exit 1
+  trap 'rm -rf "$copy"' EXIT
+  sed -E 's/^#PBS([[:space:]]+)-P([[:space:]])/#PBS\\1-A\\2/' "$script" > "$copy/${{script##*/}}"
+  {torque} "${{@:1:$#-1}}" "$copy/${{script##*/}}"
+  exit $?
+fi
+exec {torque} "$@"
+"""
+
+
+def install_qsub_shim():
+    """Put this cluster's qsub first on PATH, unless a qsub of someone else's is there."""
+    try:
+        if SYSTEM_QSUB.exists() and QSUB_SHIM_MARK not in SYSTEM_QSUB.read_text(errors="replace"):
+            return False
+        SYSTEM_QSUB.parent.mkdir(parents=True, exist_ok=True)
+        SYSTEM_QSUB.write_text(render_qsub_shim())
+        os.chmod(SYSTEM_QSUB, 0o755)
+        return True
+    except OSError:
+        return False
+
+
+def remove_qsub_shim():
+    try:
+        if QSUB_SHIM_MARK in SYSTEM_QSUB.read_text(errors="replace"):
+            SYSTEM_QSUB.unlink()
+    except OSError:
+        pass
 
 
 def link_system_conf(p: Paths):

@@ -13,7 +13,8 @@ from handson_lib.sites import cluster_config, cluster_daemons, jobs, network
 from handson_lib.sites.cluster_config import (CTLD_PORT, NODE_RESOURCES, SITE, SLURMD_BASE_PORT, SYSTEM_CONF,
                                               ClusterError, Paths, applied_link, configured_nodes,
                                               configured_queues, configured_site, default_queue, node_names,
-                                              partitions, paths, slurm_time, unlink_system_conf)
+                                              partitions, paths, remove_qsub_shim, slurm_time,
+                                              unlink_system_conf)
 from handson_lib.sites.cluster_daemons import FALLBACK
 from handson_lib.sites.table import LINKS, get_link, get_site
 
@@ -232,6 +233,7 @@ def down(out=print, timeout=20):
         except OSError:
             pass
     unlink_system_conf(p)
+    remove_qsub_shim()
     # The network goes even when a process is stuck: a leftover must not keep namespaces around.
     removed = network.remove() if not network.missing_tools() else []
     p.link.unlink(missing_ok=True)
