@@ -1,6 +1,8 @@
 """`handson release student OUT/`: the edition of the course that is handed to students.
 
-OUT/ holds notebooks/, exercises/ (built from solutions/ as `handson build` does), jobscripts/,
+OUT/ holds notebooks/, exercises/ (built from solutions/ as `handson build` does), jobscripts/
+(in the edition's language; a site's task scripts ship once, with a gap: in exercises/ where the
+site has an exercise, else in jobscripts/<site>/),
 the student part of handson_lib with its own pyproject.toml, requirements.txt, constraints.txt,
 a Makefile with `make setup` and `make lab`, and a README for students (with one "At your site"
 section per exercise site, from the site table). It holds

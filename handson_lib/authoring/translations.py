@@ -25,6 +25,11 @@ it was made from, and comments and strings are keyed by their English text.
 
 `handson i18n template --lang ja` adds the missing entries to the catalogues (English text and
 hash filled in, translation empty) for a translator to fill in.
+
+The generated job scripts (jobscripts/) are not in solutions/: their comments and README have
+catalogues of their own, `solutions/i18n/<lang>/jobscripts/` (see JOBSCRIPT_COMMENTS), applied
+by `handson release student --lang` and checked by `problems()` like the others; only comments
+change, and a command written in a comment (`#   make setup`) is kept as it is.
 """
 
 import json
@@ -34,6 +39,9 @@ from pathlib import Path
 
 from handson_lib import COURSE_ROOT, settings
 from handson_lib.authoring import recording
+from handson_lib.boundary import SKIP
+from handson_lib.sites import generate
+from handson_lib.sites.table import EXERCISE_SITES
 
 #: Languages the course is built in besides English (`handson build` writes notebooks/<lang>/ ...).
 LANGUAGES = settings.LANGUAGES[1:]
@@ -257,10 +265,10 @@ def translated_script(source: Path, lang, root: Path = COURSE_ROOT):
 
 # ----------------------------------------------------------------------------- job scripts
 
-#: The job scripts' catalogues, solutions/i18n/<lang>/jobscripts/: COMMENTS, {"comments": {English
-#: comment block: translation}} shared by every site's scripts and env.sh (a block says the same
-#: thing wherever it appears); README, {"pieces": {English piece: translation}} for
-#: jobscripts/README.md, a piece being a paragraph, list item, heading, table row or commented
+#: The job scripts' catalogues, solutions/i18n/<lang>/jobscripts/: comments.json, {"comments":
+#: {English comment block: translation}} shared by every site's scripts and env.sh (a block says
+#: the same thing wherever it appears); README.md.json, {"pieces": {English piece: translation}}
+#: for jobscripts/README.md, a piece being a paragraph, list item, heading, table row or commented
 #: code line (a changed queue limit makes one row stale, not the file).
 JOBSCRIPT_COMMENTS = Path("jobscripts") / "comments.json"
 JOBSCRIPT_README = Path("jobscripts") / "README.md.json"
@@ -272,10 +280,8 @@ def edition_jobscripts(root: Path = COURSE_ROOT):
     """{path under the course: (site, task kind) or (None, None)} of jobscripts/ as the student
     edition ships it: its README and every site's env.sh and scripts, less the task scripts of a
     site with an exercise copy (exercises/[<site>/] holds the one copy a student completes); a
-    site without one keeps its task scripts, with a gap (release.student_task_script)."""
-    from handson_lib.boundary import SKIP
-    from handson_lib.sites import generate
-    from handson_lib.sites.table import EXERCISE_SITES
+    site without one keeps its task scripts, with a gap (release.student_task_script). Here, not
+    in release: problems() checks what ships, and release imports this module."""
     tasks = {Path("jobscripts") / site.key / generate.SCRIPTS[kind][0]: (site, kind)
              for site in generate.script_sites() for kind in generate.EXERCISE_TASKS}
     files = {}
@@ -336,7 +342,6 @@ def translated_jobscripts_readme(text, lang, root: Path = COURSE_ROOT):
 
 def gap_comment(site, kind):
     """What a gapped task script says it leaves to the student, one line of text (its key)."""
-    from handson_lib.sites import generate
     return re.sub(r"\s*\n#\s*", " ", generate.resource_request(site, kind))
 
 
@@ -353,7 +358,6 @@ def _commands_in_comments(lines):
 def _jobscript_sources(root):
     """{English comment block: (where, English lines)} of every job script the edition ships, and
     the queue and resource request that a gapped task script says in words."""
-    from handson_lib.sites import generate
     needed = {}
     for rel, (site, kind) in edition_jobscripts(root).items():
         if rel.suffix != ".sh":
