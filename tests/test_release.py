@@ -24,6 +24,7 @@ import pytest
 from handson_lib import boundary, cli
 from handson_lib.authoring import build, recording, release
 from handson_lib.sites import generate, jobscript
+from handson_lib.sites.table import DEFAULT_SITE, EXERCISE_SITES
 from conftest import ROOT
 
 SKIP = {".venv", "__pycache__", ".ipynb_checkpoints", "handson_lib_student.egg-info"}
@@ -222,24 +223,48 @@ def test_the_edition_readme_says_what_a_student_needs_in_both_languages():
 
 @pytest.mark.parametrize("site", [s.key for s in generate.script_sites()])
 def test_every_site_ships_its_job_scripts_with_the_task_requests_left_to_write(site):
-    """Students get every site's five files; the two task scripts miss exactly their answer (the
-    queue and resource lines, refused by the linter at the stub), the rest is the site's copy."""
+    """Students get every site's env.sh and its other scripts; a site's two task scripts ship
+    once with a gap: in exercises/ where the site has an exercise (jobscripts/<site>/ leaves them
+    out, so no student wonders which copy to fill), else in jobscripts/<site>/, missing exactly
+    their answer (the queue and resource lines, refused by the linter at the stub)."""
     files = release._student_jobscripts(ROOT)
     folder = Path("jobscripts") / site
-    assert {p.name for p in files if p.parent == folder} == {
-        "env.sh", "run_multi_gpu_training.sh", "run_multi_node_training.sh", "run_profile.sh",
-        "run_scaling_sweep.sh"}
+    tasks = {generate.SCRIPTS[kind][0] for kind in generate.EXERCISE_TASKS}
+    shipped = {p.name for p in files if p.parent == folder}
+    assert shipped == {"env.sh", "run_profile.sh", "run_scaling_sweep.sh"} | (set() if site in EXERCISE_SITES else tasks)
     secrets = build.secret_lines(ROOT)
     for rel, text in files.items():
         assert not [line for line in text.splitlines() if build.significant(line) in secrets], rel
     for kind in generate.EXERCISE_TASKS:
         rel = folder / generate.SCRIPTS[kind][0]
+        if site in EXERCISE_SITES:
+            exercise = ROOT / "exercises" / generate.exercise_path(generate.get_site(site), kind).relative_to("solutions")
+            assert build.STUB in exercise.read_text() and rel not in files
+            continue
         complete = (ROOT / rel).read_text()
         assert files[rel] != complete and build.STUB in files[rel]
         for line in generate.resource_directives(generate.get_site(site), kind):
             assert line in complete and line not in files[rel]
         findings = jobscript.lint(files[rel], generate.get_site(site), template=True)
         assert any("unfinished skeleton" in f.message for f in findings if f.severity == "error"), findings
+
+
+def test_both_readmes_say_where_each_sites_task_scripts_are():
+    """The edition's README and its jobscripts/README.md, in each language, name the exercise
+    copy of every exercise site's task scripts and the jobscripts/ folder of every other site."""
+    others = [s.key for s in generate.script_sites() if s.key not in EXERCISE_SITES]
+    assert others, "every site has an exercise: the notes below would say nothing"
+    for lang in release.READMES:
+        readme = release.student_readme(lang)
+        bullet = next(line for line in readme.split("\n- ") if line.startswith("`jobscripts/<site>/`"))
+        jobscripts_readme = release.student_jobscripts_readme((ROOT / "jobscripts" / "README.md").read_text(), lang)
+        note = release.task_scripts_note(lang)
+        assert note in jobscripts_readme
+        for key in EXERCISE_SITES:
+            assert generate.get_site(key).title.split()[0] in bullet, (lang, key)
+            assert ("`exercises/run_*.sh`" if key == DEFAULT_SITE else f"`exercises/{key}/run_*.sh`") in note
+        for key in others:
+            assert f"`jobscripts/{key}/`" in bullet and f"`{key}/`" in note, (lang, key)
 
 
 def test_release_refuses_a_shipped_file_importing_an_unshipped_module(tmp_path):

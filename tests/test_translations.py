@@ -1,6 +1,7 @@
 """The Japanese edition from the one English source: catalogues, staleness, generated copies,
 the Japanese student edition and nbgrader course, and figures that draw Japanese."""
 
+import functools
 import io
 import re
 import json
@@ -9,11 +10,13 @@ import warnings
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from conftest import ROOT
 from handson_lib import plotting
 from handson_lib.authoring import build, course_source, release, translations
 from handson_lib.autograder import nbgrader_course
+from handson_lib.sites import generate, jobscript
 
 JA = "ja"
 
@@ -170,6 +173,9 @@ def _japanese_comment_blocks():
         for cell in nbformat.read(str(path), as_version=4).cells:
             if cell.cell_type == "code":
                 yield from ((path.name, b) for b in _blocks(cell.source))
+    for rel, text in release._student_jobscripts(ROOT, JA).items():
+        if rel.suffix == ".sh":
+            yield from ((rel.as_posix(), b) for b in _blocks(text))
 
 
 def _blocks(source):
@@ -229,6 +235,11 @@ def _japanese_texts():
             for kind in ("comments", "strings"):
                 for english, text in entry.get(kind, {}).items():
                     yield f"{path.name} {key} {kind}: {english[:40]}", text
+    jobscripts = ROOT / "solutions" / "i18n" / "ja" / "jobscripts"
+    for english, text in json.loads((jobscripts / "comments.json").read_text())["comments"].items():
+        yield f"jobscripts/comments.json comments: {english[:40]}", text
+    for english, text in json.loads((jobscripts / "README.md.json").read_text())["pieces"].items():
+        yield f"jobscripts/README.md.json: {english[:40]} README.md", text
     for english, text in messages_ja.MESSAGES.items():
         yield f"messages_ja: {english[:40]}", text
     glossary = (ROOT / "solutions" / "i18n" / "ja" / "README.md").read_text()
@@ -461,3 +472,114 @@ def test_each_editions_reference_output_says_it_is_a_run_of_its_own():
                     refs += 1
                     assert said[lang] in cell.source and "scatter_dataset" in cell.source, (path.name, cell.id)
     assert refs > 20, refs
+
+
+# ----------------------------------------------------------------------------- issue 40, item 5: jobscripts/ in Japanese
+
+def _without_comments(text):
+    """A job script's lines but its comments (the #PBS lines, `#!` and `# handson-site:` kept:
+    they are what the scheduler, the shell and the linter read)."""
+    return [line for line in text.split("\n") if not line.lstrip().startswith("#")
+            or line.startswith(("#PBS", "#!", "# handson-site:", build.STUB))]
+
+
+@pytest.fixture(scope="module")
+def editions(tmp_path_factory):
+    """The English and the Japanese student editions."""
+    out = tmp_path_factory.mktemp("editions")
+    release.release_student(out / "en")
+    release.release_student(out / JA, lang=JA)
+    return out / "en", out / JA
+
+
+def test_the_japanese_editions_job_scripts_are_commented_in_japanese(editions):
+    """Every job script and env.sh of the Japanese edition's jobscripts/ has Japanese comments and
+    nothing else changed: without comments it is the English edition's, line for line, the
+    commands its comments give (`#   make setup`, `# module load ...`) are the English ones, and
+    `handson jobscript lint` finds the same in both."""
+    en, ja = editions
+    scripts = sorted(p.relative_to(en) for p in (en / "jobscripts").rglob("*.sh"))
+    assert scripts == sorted(p.relative_to(ja) for p in (ja / "jobscripts").rglob("*.sh")) and len(scripts) > 10
+    wrong = []
+    for rel in scripts:
+        english, japanese = (en / rel).read_text(), (ja / rel).read_text()
+        comments = [line for line in japanese.split("\n") if line.lstrip().startswith("# ")
+                    and not line.startswith("# handson-site:")]
+        if not any(_has_japanese(line) for line in comments) or japanese == english:
+            wrong.append((rel, "no Japanese comment"))
+        if _without_comments(english) != _without_comments(japanese):
+            wrong.append((rel, "a line that is not a comment changed"))
+        # (a gap's instruction goes on in an indented line: words, not a command)
+        gaps = [f"# {generate.resource_request(site, kind)}" for site in generate.script_sites()
+                for kind in generate.EXERCISE_TASKS]
+        commands = translations._commands_in_comments(
+            functools.reduce(lambda text, gap: text.replace(gap, ""), gaps, english).split("\n"))
+        kept = translations._commands_in_comments(japanese.split("\n"))
+        wrong += [(rel, f"command {c!r}") for c in commands if c not in kept]
+        english_only = [line for line in comments if re.search(r"[A-Za-z]{4,} [a-z]{3,} [a-z]{3,}", line)
+                        and not _has_japanese(line) and not translations._COMMAND_IN_COMMENT.match(line)]
+        wrong += [(rel, f"English left: {line[:60]}") for line in english_only]
+        findings = []
+        for path, text in ((en / rel, english), (ja / rel, japanese)) if rel.name.startswith("run_") else ():
+            site = jobscript.site_for_script(path, text)
+            findings.append(sorted((f.severity, f.code, f.message, f.text) for f in jobscript.lint(text, site, template=True)))
+        if findings and findings[0] != findings[1]:
+            wrong.append((rel, f"lint differs: {findings}"))
+    assert not wrong, wrong
+
+
+def test_the_japanese_editions_jobscripts_readme_is_japanese(editions):
+    """jobscripts/README.md of the Japanese edition is Japanese, with the English one's code spans,
+    code lines (but their comments) and tables, and the note on where the task scripts are."""
+    en, ja = editions
+    english, japanese = ((edition / "jobscripts" / "README.md").read_text() for edition in editions)
+    assert _has_japanese(japanese) and not _has_japanese(english)
+    assert release.task_scripts_note(JA) in japanese and release.task_scripts_note("en") in english
+    assert set(_code_spans(english)) <= set(_code_spans(japanese))
+    code = [[line.split(" #")[0] for line in text.split("\n") if line.startswith("    ")] for text in (english, japanese)]
+    assert code[0] == code[1] and code[0]
+    rows = [[line.count("|") for line in text.split("\n") if line.startswith("|")] for text in (english, japanese)]
+    assert rows[0] == rows[1]
+    titles = re.findall(r"^#+ .*$", japanese, re.M)
+    assert titles and all(_has_japanese(t) for t in titles), titles
+
+
+def _jobscripts_copy(tmp_path):
+    """jobscripts/ and its Japanese catalogues in a folder of their own."""
+    shutil.copytree(ROOT / "jobscripts", tmp_path / "jobscripts")
+    catalogues = Path("solutions") / "i18n" / JA / "jobscripts"
+    shutil.copytree(ROOT / catalogues, tmp_path / catalogues)
+    return tmp_path
+
+
+def test_a_changed_comment_of_a_job_script_template_is_reported(tmp_path):
+    """A template comment that changed (every site's env.sh, as `handson build` writes them) is
+    untranslated, its old translation stale; a changed row of jobscripts/README.md too; and
+    `translations.problems`, which `handson build --check` reports, says so."""
+    root = _jobscripts_copy(tmp_path)
+    assert translations.jobscript_problems(JA, root) == []
+    for env_sh in (root / "jobscripts").glob("*/env.sh"):   # one template: every site's env.sh
+        env_sh.write_text(env_sh.read_text().replace("# The course library (handson_lib)", "# The course's library (handson_lib)"))
+    readme = root / "jobscripts" / "README.md"
+    readme.write_text(readme.read_text().replace("| GPUs per node |", "| GPUs in a node |"))
+    problems = translations.jobscript_problems(JA, root)
+    assert any("/env.sh: comment not translated: \"The course's library" in p for p in problems), problems
+    assert any("stale: the comment" in p and "The course library" in p for p in problems), problems
+    assert any("README.md: not translated: '| GPUs in a node |" in p for p in problems), problems
+    assert any("stale: '| GPUs per node |" in p for p in problems), problems
+    assert all(p.startswith("i18n/ja/jobscripts/") for p in problems), problems   # build --check: under solutions/
+    assert set(problems) <= set(translations.problems(root, [JA]))
+
+
+def test_a_translation_that_changes_a_command_is_reported(tmp_path):
+    """A command a comment gives (`#   make setup`) and a code line of the README stay as written."""
+    root = _jobscripts_copy(tmp_path)
+    for name, key in (("comments.json", "comments"), ("README.md.json", "pieces")):
+        path = root / "solutions" / "i18n" / JA / "jobscripts" / name
+        catalogue = json.loads(path.read_text())
+        catalogue[key] = {english: text.replace("make setup", "make  setup").replace("lint run_multi", "lint  run_multi")
+                          for english, text in catalogue[key].items()}
+        path.write_text(json.dumps(catalogue, ensure_ascii=False))
+    problems = translations.jobscript_problems(JA, root)
+    assert any("changes the command 'make setup'" in p for p in problems), problems
+    assert any("README.md: the translation changes the code" in p for p in problems), problems

@@ -1,6 +1,8 @@
 """`handson release student OUT/`: the edition of the course that is handed to students.
 
-OUT/ holds notebooks/, exercises/ (built from solutions/ as `handson build` does), jobscripts/,
+OUT/ holds notebooks/, exercises/ (built from solutions/ as `handson build` does), jobscripts/
+(in the edition's language; a site's task scripts ship once, with a gap: in exercises/ where the
+site has an exercise, else in jobscripts/<site>/),
 the student part of handson_lib with its own pyproject.toml, requirements.txt, constraints.txt,
 a Makefile with `make setup` and `make lab`, and a README for students (with one "At your site"
 section per exercise site, from the site table). It holds
@@ -24,6 +26,7 @@ from handson_lib import COURSE_ROOT, boundary
 from handson_lib.boundary import SKIP, shipped_modules, student_library_files
 from handson_lib.authoring import build, translations
 from handson_lib.sites import generate
+from handson_lib.sites.table import DEFAULT_SITE, EXERCISE_SITES, get_site
 
 #: Course requirements the student edition does without (grading server, browser tests).
 NOT_FOR_STUDENTS = ("nbgrader", "playwright", "pytest-xdist", "jupyterhub", "batchspawner")
@@ -165,8 +168,9 @@ README = """# Distributed deep learning hands-on (student edition)
   `exercises/miyabi/` and `exercises/abci/` hold the same two for Miyabi-G and ABCI 3.0 (*At your
   site* below).
 - `jobscripts/<site>/`: each site's job scripts and `env.sh`: ready to submit for profiling and
-  scaling sweeps; the two task scripts leave their queue and resource lines to you, as
-  `exercises/` does.
+  scaling sweeps. The task scripts of Reedbush-H, Miyabi-G and ABCI 3.0 are the ones in
+  `exercises/` only; `jobscripts/cloud/` (a hostfile cloud cluster) has its own two, which leave
+  their queue and resource lines to you, as `exercises/` does.
 - `handson_lib/`: the course's library (the CPU stand-in of MultiprocessParallelUpdater, offline
   data, the self-check). You do not need to change it.
 
@@ -251,7 +255,7 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
 
 - `notebooks/`: 講義ノートブック（00 セットアップから 06 ラージバッチ、07 まとめまで）。順に進めてください。`# PUT YOUR CODE HERE` のセルがあなたの書く部分です。用語集は `notebooks/README.md` にあります。`00_setup` の冒頭のコースの全体像に、各ノートブックの時間があります。半日のコースでは 00、01、02、07 を、1 日のコースではすべてを扱います。オプションの部分は読み物か宿題です。
 - `exercises/`: 完成させる学習スクリプトとジョブスクリプト（`train_cifar_multi_gpu.py`、`train_cifar_multi_node.py`、`train_mnist_multi_node.py`、`run_multi_gpu_training.sh`、`run_multi_node_training.sh`）。ジョブスクリプトは Reedbush-H 用です。`exercises/miyabi/` と `exercises/abci/` に、Miyabi-G 用と ABCI 3.0 用の同じ 2 つがあります（下の「各サイトでの手順」）。
-- `jobscripts/<site>/`: 各サイトのジョブスクリプトと `env.sh`。プロファイリングやスケーリングの測定にそのまま投入できます。2 つのタスクのスクリプトは、`exercises/` と同じく実行環境指定（キューと資源の行）をあなたが書く形になっています。
+- `jobscripts/<site>/`: 各サイトのジョブスクリプトと `env.sh`。プロファイリングやスケーリングの測定にそのまま投入できます。Reedbush-H、Miyabi-G、ABCI 3.0 のタスクのスクリプトは `exercises/` にだけあります。`jobscripts/cloud/`（hostfile のクラウドクラスタ）には 2 つのタスクのスクリプトがあり、`exercises/` と同じく実行環境指定（キューと資源の行）をあなたが書く形になっています。
 - `handson_lib/`: 講義のライブラリ（MultiprocessParallelUpdater の CPU 代替実装、オフラインのデータ、セルフチェック）。変更する必要はありません。
 
 ## 必要なもの
@@ -350,32 +354,81 @@ def _leaks(path, shown, secrets):
     return found
 
 
-def student_task_script(site, kind):
+def student_task_script(site, kind, lang="en", root=COURSE_ROOT):
     """A site's task job script with its queue and resource lines left for the student to write
-    (they are the exercise's answer at every site), as the exercise asks for them."""
+    (they are the exercise's answer at every site), as the exercise asks for them; in `lang`, its
+    comments translated (translations.translated_jobscript), its shell lines as they are."""
     text = generate.site_script(site, kind)
     answer = "\n".join(generate.resource_directives(site, kind))
     assert answer in text, f"{site.key}/{generate.SCRIPTS[kind][0]}: no resource lines to leave out"
-    return text.replace(answer, f"# {generate.resource_request(site, kind)}\n{build.STUB}")
+    if lang == "en":
+        gap = [f"# {generate.resource_request(site, kind)}"]
+    else:
+        text = translations.translated_jobscript(text, lang, root)
+        gap = translations.jobscript_comment(translations.gap_comment(site, kind), lang, root)
+    return text.replace(answer, "\n".join([*gap, build.STUB]))
 
 
-def _student_jobscripts(root):
-    """{relative path: text} of jobscripts/ as students get it: the task scripts with a gap."""
+#: What the edition's jobscripts/README.md adds before its table of files, in each language: the
+#: task scripts of a site with an exercise copy ship once, in exercises/ (issue 40, item 6).
+TASK_SCRIPTS_NOTE = {
+    "en": {"note": "**In this edition** the task scripts (`run_multi_gpu_training.sh`, `run_multi_node_training.sh`) "
+                   "of a site with an exercise are in `exercises/` only, the one copy you complete: {exercises}. "
+                   "That site's folder here holds its other scripts and `env.sh`.{kept}",
+           "exercise": "`{path}` ({title})", "sep": ", ",
+           "kept": " `{key}/` keeps its two, with their queue and resource lines left to you."},
+    "ja": {"note": "**この受講者版では**、演習のあるサイトのタスクのスクリプト（`run_multi_gpu_training.sh`、"
+                   "`run_multi_node_training.sh`）は `exercises/` にだけあります。あなたが完成させる 1 つのコピーです: "
+                   "{exercises}。ここにあるそのサイトのフォルダーには、ほかのスクリプトと `env.sh` があります。{kept}",
+           "exercise": "`{path}`（{title}）", "sep": "、",
+           "kept": "`{key}/` には 2 つのタスクのスクリプトがあり、キューと資源の行をあなたが書く形になっています。"},
+}
+
+
+def task_scripts_note(lang="en"):
+    """The paragraph that says where the edition's task scripts are (TASK_SCRIPTS_NOTE)."""
+    words = TASK_SCRIPTS_NOTE[lang]
+    exercises = words["sep"].join(
+        words["exercise"].format(path="exercises/run_*.sh" if key == DEFAULT_SITE else f"exercises/{key}/run_*.sh",
+                                 title=get_site(key).title) for key in EXERCISE_SITES)
+    kept = "".join(words["kept"].format(key=site.key) for site in generate.script_sites()
+                   if site.key not in EXERCISE_SITES)
+    return words["note"].format(exercises=exercises, kept=kept)
+
+
+def student_jobscripts_readme(text, lang="en", root=COURSE_ROOT):
+    """jobscripts/README.md as the edition has it: in `lang`, with the task-scripts note before its
+    first table."""
+    if lang != "en":
+        text = translations.translated_jobscripts_readme(text, lang, root)
+    lines = text.split("\n")
+    first_table = next((i for i, line in enumerate(lines) if line.startswith("|")), None)
+    if first_table is None:
+        raise ReleaseError("jobscripts/README.md: no table of files to put the task-scripts note before")
+    return "\n".join([*lines[:first_table], task_scripts_note(lang), "", *lines[first_table:]])
+
+
+def _student_jobscripts(root, lang="en"):
+    """{relative path: text} of jobscripts/ as students get it (translations.edition_jobscripts):
+    the task scripts of a site without an exercise copy with a gap, in `lang`."""
     files = {}
-    gaps = {Path("jobscripts") / site.key / generate.SCRIPTS[kind][0]: (site, kind)
-            for site in generate.script_sites() for kind in generate.EXERCISE_TASKS}
-    for path in sorted((root / "jobscripts").rglob("*")):
-        rel = path.relative_to(root)
-        if path.is_file() and not SKIP & set(rel.parts):
-            files[rel] = student_task_script(*gaps[rel]) if rel in gaps else path.read_text()
+    for rel, (site, kind) in translations.edition_jobscripts(root).items():
+        if kind:
+            files[rel] = student_task_script(site, kind, lang, root)
+        elif rel == Path("jobscripts") / "README.md":
+            files[rel] = student_jobscripts_readme((root / rel).read_text(), lang, root)
+        elif lang != "en" and rel.suffix == ".sh":
+            files[rel] = translations.translated_jobscript((root / rel).read_text(), lang, root)
+        else:
+            files[rel] = (root / rel).read_text()
     return files
 
 
-def _copy_jobscripts(out, root, secrets):
+def _copy_jobscripts(out, root, secrets, lang="en"):
     """jobscripts/ as students get it, less any file that would still hand out an exercise's
     answer (a solution line). Returns the withheld files and why."""
     withheld = {}
-    for rel, text in _student_jobscripts(root).items():
+    for rel, text in _student_jobscripts(root, lang).items():
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
@@ -403,7 +456,7 @@ def release_student(out, root=COURSE_ROOT, lang="en"):
     library = _copy_library(out, shipped, root)
     build.build_into(out, root)
     _keep_language(out, lang)
-    withheld = _copy_jobscripts(out, root, build.secret_lines(root))
+    withheld = _copy_jobscripts(out, root, build.secret_lines(root), lang)
     # One install route (`make setup`, README "At your site"): no environment.yml for conda beside it.
     (out / "requirements.txt").write_text(_student_requirements((root / "requirements.txt").read_text()))
     shutil.copy2(root / "constraints.txt", out / "constraints.txt")
