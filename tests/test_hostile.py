@@ -466,7 +466,7 @@ def judged_sandbox(tmp_path, monkeypatch, student, script_text):
     """A session's sandbox with one student's handed-in script, as a report cell's check sees it:
     yields (what `sandbox.for_student` gives nbgrader, the launch spec, the script's path); the
     student's cgroups and runs' tmpfs released at the end."""
-    from handson_lib import settings
+    from handson_lib import settings as course_settings
     session, settings = sandbox_session(tmp_path)
     env, _, own = sandbox.for_student(session, settings, student)
     judged, _ = sandbox.judged_runs(session, student)
@@ -475,7 +475,7 @@ def judged_sandbox(tmp_path, monkeypatch, student, script_text):
     script = handed_in / f"{student}.py"
     script.write_text(script_text)
     os.chmod(handed_in, 0o755)
-    monkeypatch.setenv(settings.VARIABLES["submission"], str(handed_in))
+    monkeypatch.setenv(course_settings.VARIABLES["submission"], str(handed_in))
     try:
         yield env, {"settings": str(session / "sandbox.json"), "own": str(own), "runs": str(judged)}, script
     finally:

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from handson_lib import plotting
-from handson_lib.authoring import build, course_source, release, translations
+from handson_lib.authoring import build, course_source, i18n_check, jobscript_translations, release, translations
 from handson_lib.autograder import nbgrader_course
 from handson_lib.sites import generate, jobscript
 
@@ -36,7 +36,7 @@ def _code_tokens(source):
 
 
 def test_every_piece_is_translated_and_up_to_date():
-    assert translations.problems(ROOT) == []
+    assert i18n_check.problems(ROOT) == []
 
 
 def _course_copy(tmp_path, files):
@@ -512,12 +512,12 @@ def test_the_japanese_editions_job_scripts_are_commented_in_japanese(editions):
         # (a gap's instruction goes on in an indented line: words, not a command)
         gaps = [f"# {generate.resource_request(site, kind)}" for site in generate.script_sites()
                 for kind in generate.EXERCISE_TASKS]
-        commands = translations._commands_in_comments(
+        commands = jobscript_translations._commands_in_comments(
             functools.reduce(lambda text, gap: text.replace(gap, ""), gaps, english).split("\n"))
-        kept = translations._commands_in_comments(japanese.split("\n"))
+        kept = jobscript_translations._commands_in_comments(japanese.split("\n"))
         wrong += [(rel, f"command {c!r}") for c in commands if c not in kept]
         english_only = [line for line in comments if re.search(r"[A-Za-z]{4,} [a-z]{3,} [a-z]{3,}", line)
-                        and not _has_japanese(line) and not translations._COMMAND_IN_COMMENT.match(line)]
+                        and not _has_japanese(line) and not jobscript_translations._COMMAND_IN_COMMENT.match(line)]
         wrong += [(rel, f"English left: {line[:60]}") for line in english_only]
         findings = []
         for path, text in ((en / rel, english), (ja / rel, japanese)) if rel.name.startswith("run_") else ():
@@ -555,20 +555,20 @@ def _jobscripts_copy(tmp_path):
 def test_a_changed_comment_of_a_job_script_template_is_reported(tmp_path):
     """A template comment that changed (every site's env.sh, as `handson build` writes them) is
     untranslated, its old translation stale; a changed row of jobscripts/README.md too; and
-    `translations.problems`, which `handson build --check` reports, says so."""
+    `i18n_check.problems`, which `handson build --check` reports, says so."""
     root = _jobscripts_copy(tmp_path)
-    assert translations.jobscript_problems(JA, root) == []
+    assert jobscript_translations.jobscript_problems(JA, root) == []
     for env_sh in (root / "jobscripts").glob("*/env.sh"):   # one template: every site's env.sh
         env_sh.write_text(env_sh.read_text().replace("# The course library (handson_lib)", "# The course's library (handson_lib)"))
     readme = root / "jobscripts" / "README.md"
     readme.write_text(readme.read_text().replace("| GPUs per node |", "| GPUs in a node |"))
-    problems = translations.jobscript_problems(JA, root)
+    problems = jobscript_translations.jobscript_problems(JA, root)
     assert any("/env.sh: comment not translated: \"The course's library" in p for p in problems), problems
     assert any("stale: the comment" in p and "The course library" in p for p in problems), problems
     assert any("README.md: not translated: '| GPUs in a node |" in p for p in problems), problems
     assert any("stale: '| GPUs per node |" in p for p in problems), problems
     assert all(p.startswith("i18n/ja/jobscripts/") for p in problems), problems   # build --check: under solutions/
-    assert set(problems) <= set(translations.problems(root, [JA]))
+    assert set(problems) <= set(i18n_check.problems(root, [JA]))
 
 
 def test_a_translation_that_changes_a_command_is_reported(tmp_path):
@@ -580,6 +580,6 @@ def test_a_translation_that_changes_a_command_is_reported(tmp_path):
         catalogue[key] = {english: text.replace("make setup", "make  setup").replace("lint run_multi", "lint  run_multi")
                           for english, text in catalogue[key].items()}
         path.write_text(json.dumps(catalogue, ensure_ascii=False))
-    problems = translations.jobscript_problems(JA, root)
+    problems = jobscript_translations.jobscript_problems(JA, root)
     assert any("changes the command 'make setup'" in p for p in problems), problems
     assert any("README.md: the translation changes the code" in p for p in problems), problems

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, settings
-from handson_lib.authoring import recording, teaching_figures, translations
+from handson_lib.authoring import i18n_check, recording, teaching_figures, translations
 from handson_lib.sites import generate as jobscripts
 
 STUB = "# PUT YOUR CODE HERE"
@@ -368,7 +368,7 @@ def check_tree(root: Path = COURSE_ROOT) -> Report:
                                        "handson_lib/settings.py: run `handson build`"))
     for where, why in recording.problems(root):
         report.problems.append(Problem(where, why))
-    for problem in translations.problems(root):
+    for problem in i18n_check.problems(root):
         path, _, what = problem.partition(": ")
         where = path if path.startswith("handson_lib/") else f"solutions/{path}"
         report.problems.append(Problem(where, what))

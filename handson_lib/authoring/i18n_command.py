@@ -4,7 +4,9 @@
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
-from handson_lib.authoring.translations import LANGUAGES, problems, sources, template
+from handson_lib.authoring.i18n_check import problems
+from handson_lib.authoring.jobscript_translations import template_jobscripts
+from handson_lib.authoring.translations import LANGUAGES, sources, template
 
 
 def add_arguments(parser):
@@ -26,6 +28,9 @@ def _report(args, root):
 def template_main(args, root: Path = COURSE_ROOT):
     for source in [Path(f).resolve() for f in args.files] or sources(root):
         print(f"catalogue: {template(source, args.lang, root).relative_to(root)}")
+    if not args.files:   # the generated job scripts' catalogues too
+        for path in template_jobscripts(args.lang, root):
+            print(f"catalogue: {Path(path).relative_to(root)}")
     _report(args, root)
     return 0
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from handson_lib import COURSE_ROOT, boundary
 from handson_lib.boundary import SKIP, shipped_modules, student_library_files
-from handson_lib.authoring import build, translations
+from handson_lib.authoring import build, jobscript_translations, translations
 from handson_lib.sites import generate
 from handson_lib.sites.table import DEFAULT_SITE, EXERCISE_SITES, get_site
 
@@ -357,15 +357,15 @@ def _leaks(path, shown, secrets):
 def student_task_script(site, kind, lang="en", root=COURSE_ROOT):
     """A site's task job script with its queue and resource lines left for the student to write
     (they are the exercise's answer at every site), as the exercise asks for them; in `lang`, its
-    comments translated (translations.translated_jobscript), its shell lines as they are."""
+    comments translated (jobscript_translations.translated_jobscript), its shell lines as they are."""
     text = generate.site_script(site, kind)
     answer = "\n".join(generate.resource_directives(site, kind))
     assert answer in text, f"{site.key}/{generate.SCRIPTS[kind][0]}: no resource lines to leave out"
     if lang == "en":
         gap = [f"# {generate.resource_request(site, kind)}"]
     else:
-        text = translations.translated_jobscript(text, lang, root)
-        gap = translations.jobscript_comment(translations.gap_comment(site, kind), lang, root)
+        text = jobscript_translations.translated_jobscript(text, lang, root)
+        gap = jobscript_translations.jobscript_comment(jobscript_translations.gap_comment(site, kind), lang, root)
     return text.replace(answer, "\n".join([*gap, build.STUB]))
 
 
@@ -400,7 +400,7 @@ def student_jobscripts_readme(text, lang="en", root=COURSE_ROOT):
     """jobscripts/README.md as the edition has it: in `lang`, with the task-scripts note before its
     first table."""
     if lang != "en":
-        text = translations.translated_jobscripts_readme(text, lang, root)
+        text = jobscript_translations.translated_jobscripts_readme(text, lang, root)
     lines = text.split("\n")
     first_table = next((i for i, line in enumerate(lines) if line.startswith("|")), None)
     if first_table is None:
@@ -409,16 +409,16 @@ def student_jobscripts_readme(text, lang="en", root=COURSE_ROOT):
 
 
 def _student_jobscripts(root, lang="en"):
-    """{relative path: text} of jobscripts/ as students get it (translations.edition_jobscripts):
+    """{relative path: text} of jobscripts/ as students get it (jobscript_translations.edition_jobscripts):
     the task scripts of a site without an exercise copy with a gap, in `lang`."""
     files = {}
-    for rel, (site, kind) in translations.edition_jobscripts(root).items():
+    for rel, (site, kind) in jobscript_translations.edition_jobscripts(root).items():
         if kind:
             files[rel] = student_task_script(site, kind, lang, root)
         elif rel == Path("jobscripts") / "README.md":
             files[rel] = student_jobscripts_readme((root / rel).read_text(), lang, root)
         elif lang != "en" and rel.suffix == ".sh":
-            files[rel] = translations.translated_jobscript((root / rel).read_text(), lang, root)
+            files[rel] = jobscript_translations.translated_jobscript((root / rel).read_text(), lang, root)
         else:
             files[rel] = (root / rel).read_text()
     return files

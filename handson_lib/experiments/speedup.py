@@ -13,7 +13,6 @@ from pathlib import Path
 
 from handson_lib import COURSE_ROOT, launch, settings
 from handson_lib.experiments import stats
-from handson_lib.harness import observe
 from handson_lib.checking import runs
 from handson_lib.sites import jobs
 from handson_lib.plotting import pyplot

@@ -18,7 +18,6 @@ HANDSON_MALLOC=0 leaves glibc's defaults (to measure the difference).
 """
 
 import ctypes
-import os
 
 from handson_lib import settings
 

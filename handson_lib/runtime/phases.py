@@ -10,7 +10,6 @@ be drawn (`handson_lib.profiling.cpu_timeline`): `relative_timeline` puts them o
 
 import collections
 import json
-import os
 import socket
 import statistics
 import time
