@@ -30,7 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 #: The sites whose steps are followed, and a real-looking group for each placeholder.
 GROUPS = {"miyabi": ("group_list=xx00", "group_list=gc64"), "abci": ("-P grpname", "-P gab12345")}
-QUICK = "--epoch 1 --train-size 400 --test-size 100"
+def quick(ranks):
+    """A short run's arguments: one epoch of at least 5 iterations of 32 images on each of `ranks`
+    (ABCI 3.0's 8 GPUs a node make 256 images an iteration), so that the Throughput line is measured."""
+    return f"--epoch 1 --train-size {max(400, 32 * ranks * 5)} --test-size 100"
 
 
 def handson(*args, timeout=300):
@@ -77,12 +80,12 @@ def course(site_cluster, tmp_path_factory):
     return folder, env_sh, site
 
 
-def login_env(env_sh):
+def login_env(env_sh, ranks=1):
     """The student's login shell: no venv on PATH; env.sh where ENV_SH says, the course here."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_", "OMPI_", "PRTE_"))}
     env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
                                   if d and Path(d).resolve() != VENV_BIN.resolve())
-    env.update(ENV_SH=str(env_sh), COURSE=str(ROOT), EXTRA_ARGS=QUICK)
+    env.update(ENV_SH=str(env_sh), COURSE=str(ROOT), EXTRA_ARGS=quick(ranks))
     # env.sh sets HOME to Miyabi-G's /work/<group>/<user>: what the job caches goes here instead
     cache = Path(env_sh).parent / "cache"
     env.update(MPLCONFIGDIR=str(cache / "matplotlib"), XDG_CACHE_HOME=str(cache), XDG_CONFIG_HOME=str(cache))
@@ -97,7 +100,7 @@ def test_the_sites_steps_run_the_job_in_its_queue(course, task):
     ranks = nodes * site.gpus if task == "multi_node" else None
     runs = 1 if task == "multi_node" or site.gpus == 1 else 2     # Task #1: one GPU, then all of the node's
     workdir = folder / "exercises"
-    jobid = cluster.qsub(name, workdir, "-j", "oe", env=login_env(env_sh))    # step 6
+    jobid = cluster.qsub(name, workdir, "-j", "oe", env=login_env(env_sh, ranks or site.gpus))    # step 6
     state = cluster.wait_job(jobid, timeout=240)
     output = workdir / f"{job}.o{jobid}"                                        # step 7
     assert output.exists(), sorted(p.name for p in workdir.iterdir())
