@@ -107,6 +107,19 @@ def test_the_outside_view_counts_the_processes_that_compute(tmp_path, children, 
     assert seen["loopback_bytes"] is None   # no network namespace of its own outside the sandbox
 
 
+def test_the_sandboxs_bwrap_is_no_worker_beside_one_process_that_computed():
+    """The grading sandbox's view of a one-process run (as seen there): two bwraps, the second
+    spending 0.15 CPU-seconds mounting the library file by file, then the one process that trained."""
+    sandboxed = {"processes": [
+        {"pid": 2648, "ppid": 2623, "name": "bwrap", "cpu": 0.04, "parent_cpu_at_birth": None},
+        {"pid": 2651, "ppid": 2648, "name": "bwrap", "cpu": 0.15, "parent_cpu_at_birth": 0.04},
+        {"pid": 2652, "ppid": 2651, "name": "python3.11", "cpu": 19.16, "parent_cpu_at_birth": 0.15}]}
+    assert [p["pid"] for p in launch.busy_processes(sandboxed)] == [2652]
+    two = {"processes": [*sandboxed["processes"],
+                         {"pid": 2660, "ppid": 2652, "name": "python3.11", "cpu": 8.0, "parent_cpu_at_birth": 2.0}]}
+    assert [p["pid"] for p in launch.busy_processes(two)] == [2652, 2660]
+
+
 def _report(*names):
     report = checks.Report("task", "x.py")
     for name in names:
