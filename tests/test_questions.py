@@ -305,28 +305,34 @@ def _read(source):
     return {node.id for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Name)}
 
 
+def _solution_answer_cells():
+    """(notebook path, its cells, index, cell, grade id) of every answer cell of the solution
+    notebooks, the tasks' report cells left out."""
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        for i, cell in enumerate(cells):
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if meta.get("solution") and not meta.get("grade_id", "").startswith("task"):
+                yield path, cells, i, cell, meta["grade_id"]
+
+
 def _asked():
     """{answer cell's grade id: the variables it must set}: what the graded cells after it (up to the
     next answer cell) read of what the solution sets; a markdown answer sets none. Derived from the
     notebooks, so a new notebook needs no entry here."""
     asked = {}
-    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
-        cells = json.loads(path.read_text())["cells"]
-        for i, cell in enumerate(cells):
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if not meta.get("solution") or meta.get("grade_id", "").startswith("task"):
-                continue
-            if cell["cell_type"] != "code":
-                asked[meta["grade_id"]] = []
-                continue
-            read = set()
-            for later in cells[i + 1:]:
-                later_meta = later.get("metadata", {}).get("nbgrader", {})
-                if later_meta.get("solution"):
-                    break
-                if later_meta.get("grade") and later["cell_type"] == "code":
-                    read |= _read("".join(later["source"]))
-            asked[meta["grade_id"]] = [n for n in _assigned("".join(cell["source"])) if n in read]
+    for _, cells, i, cell, grade_id in _solution_answer_cells():
+        if cell["cell_type"] != "code":
+            asked[grade_id] = []
+            continue
+        read = set()
+        for later in cells[i + 1:]:
+            later_meta = later.get("metadata", {}).get("nbgrader", {})
+            if later_meta.get("solution"):
+                break
+            if later_meta.get("grade") and later["cell_type"] == "code":
+                read |= _read("".join(later["source"]))
+        asked[grade_id] = [n for n in _assigned("".join(cell["source"])) if n in read]
     return asked
 
 
@@ -337,20 +343,14 @@ def test_questions_name_their_variables():
     """The markdown that asks a question (the nearest above its answer cell) names every variable
     the answer cell must set, and the answer cell sets it."""
     seen = set()
-    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
-        cells = json.loads(path.read_text())["cells"]
-        for i, cell in enumerate(cells):
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if not meta.get("solution") or meta.get("grade_id", "").startswith("task"):
-                continue
-            grade_id = meta["grade_id"]
-            seen.add(grade_id)
-            asked = next("".join(c["source"]) for c in reversed(cells[:i]) if c["cell_type"] == "markdown")
-            source = "".join(cell["source"])
-            assert ASKED[grade_id] or cell["cell_type"] == "markdown", f"no graded cell reads what {grade_id} sets"
-            for name in ASKED[grade_id]:
-                assert re.search(rf"^(def |class )?{name}\b", source, re.M), f"{grade_id} does not set {name}"
-                assert f"`{name}" in asked, f"{path.name}: the question of {grade_id!r} does not name `{name}`"
+    for path, cells, i, cell, grade_id in _solution_answer_cells():
+        seen.add(grade_id)
+        asked = next("".join(c["source"]) for c in reversed(cells[:i]) if c["cell_type"] == "markdown")
+        source = "".join(cell["source"])
+        assert ASKED[grade_id] or cell["cell_type"] == "markdown", f"no graded cell reads what {grade_id} sets"
+        for name in ASKED[grade_id]:
+            assert re.search(rf"^(def |class )?{name}\b", source, re.M), f"{grade_id} does not set {name}"
+            assert f"`{name}" in asked, f"{path.name}: the question of {grade_id!r} does not name `{name}`"
     assert seen == set(ASKED)
 
 
