@@ -84,8 +84,9 @@ COMMANDS = (
     Command("course", "authoring.course_source", "nbgrader course: assemble source/<assignment>/ from "
             "solutions/; synthetic-class writes submissions with known scores to try the grading",
             audience="instructor", add="add_course_arguments", run="course_main"),
-    Command("autograde", "autograder.nbgrader_course", "autograde every submission of an assignment, in "
-            "parallel", audience="instructor", add="add_autograde_arguments", run="autograde_main"),
+    Command("autograde", "autograder.autograde_command", "autograde every submission of an assignment, in "
+            "parallel, on this machine or as jobs of the cluster (--on-cluster); --plan projects a class's time",
+            audience="instructor"),
 )
 
 

@@ -6,6 +6,7 @@ spreadsheet), the lines printed, and the plot of the throughput ratios.
 import csv
 import json
 import math
+import socket
 from pathlib import Path
 
 from handson_lib import messages
@@ -103,7 +104,8 @@ def throughput_figure(rows, bands, title):
 
 def report_row(result, graded, course_dir, assignment, before=()):
     """The report's row of one student. `before`: the students the gradebook held a grade of
-    before this session: when nbgrader fails this time, that grade is stale, and is removed."""
+    before this session: when nbgrader fails this time, that grade is stale, and is removed.
+    `graded_on`: the machine that graded (and timed) the student (result["node"], else this one)."""
     student = result["student"]
     try:
         facts = graded_facts(course_dir, assignment, student)
@@ -129,7 +131,8 @@ def report_row(result, graded, course_dir, assignment, before=()):
         status += f"; tampering suspected, for the instructor to review: {', '.join(facts['tampering'])}"
     return {"student": student, "score": score, "max_score": max_score, "status": status,
             "seconds": result["seconds"], "throughput_ratio": facts["throughput_ratio"],
-            "scaling_ratio": facts["scaling_ratio"], "feedback": feedback}
+            "scaling_ratio": facts["scaling_ratio"], "feedback": feedback,
+            "graded_on": result.get("node") or socket.gethostname()}
 
 
 def remove_grade(course_dir, assignment, student):
@@ -140,7 +143,7 @@ def remove_grade(course_dir, assignment, student):
 
 
 REPORT_FIELDS = ["student", "score", "max_score", "status", "seconds", "throughput_ratio", "scaling_ratio",
-                 "feedback"]
+                 "feedback", "graded_on"]
 
 
 #: What a spreadsheet takes for the start of a formula (OWASP's CSV injection list); a quote, the
@@ -185,7 +188,7 @@ def write_report(course_dir, assignment, rows):
     path = report_path(course_dir, assignment)
     tmp = path.with_suffix(".csv.tmp")
     with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=REPORT_FIELDS)
+        writer = csv.DictWriter(f, fieldnames=REPORT_FIELDS, restval="")
         writer.writeheader()
         writer.writerows({key: spreadsheet_cell(value) for key, value in row.items()} for row in rows)
     tmp.replace(path)

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -30,8 +31,7 @@ from pathlib import Path
 
 from handson_lib import COURSE_ROOT, launch, messages, settings, tasks
 from handson_lib.checking import checks
-from handson_lib.autograder import judge, sandbox
-from handson_lib.sites import table
+from handson_lib.autograder import grading_plan, judge, sandbox
 from handson_lib.autograder.grading_profile import profile_parts, profile_table, progress_line, write_profile
 from handson_lib.autograder.grading_report import (AWAITS_MANUAL, plot_throughput, read_report, report_path,
                                                    report_row, row_line, scores, write_report)
@@ -191,7 +191,7 @@ def _autograde_one(course_dir, assignment, student, timeout, settings, env=None,
 
 def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT, cell_timeout=None,
               site=None, run_timeout=None, print_fn=print, profile=False, students=None,
-              reference_cache=None, resume=False, unsafe=False):
+              reference_cache=None, resume=False, unsafe=False, on_result=None):
     """One `nbgrader autograde` process per student (every one handed in, or those named), at
     most `jobs` at once, each student's line printed and the CSV report rewritten as soon as
     that student is graded; the per-part profile of the grading time (printed with `profile`)
@@ -201,6 +201,9 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     (the reference's, a student's) holds the machine's timing slot alone (launch.timing_slot).
     The reference solutions and the course's demos run once per session, kept in a folder of the
     session's own, or in `reference_cache` (a test session shares one between its classes).
+
+    `on_result(result)` is called with each student's result as soon as it is graded (a cluster
+    job returns it: autograder.node_grading).
 
     `resume`: the students the last report shows graded are kept, the others graded. Ctrl-C
     stops every run of the session and keeps what was graded (`--resume` goes on from there).
@@ -219,7 +222,8 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
     jobs = jobs or default_jobs()
     roll = _roll_call(course_dir, assignment, students, resume, print_fn)
     started, session_start = time.monotonic(), time.time()
-    results, interrupted = _grade(roll, jobs, timeout, settings, env, reference_cache, unsafe, print_fn, started)
+    results, interrupted, reference_seconds = _grade(roll, jobs, timeout, settings, env, reference_cache, unsafe,
+                                                     print_fn, started, on_result)
     total = time.monotonic() - started
     if interrupted:
         path = write_report(course_dir, assignment, roll.report_rows())
@@ -227,8 +231,17 @@ def autograde(assignment, course_dir=COURSE_DIR, jobs=None, timeout=RUN_TIMEOUT,
         print_fn(f"{len(roll.students) - len(missing)} of {len(roll.students)} student(s) graded and kept in {path}; "
                  f"not graded: {', '.join(missing)}. Go on with: handson autograde {assignment} --resume")
         raise KeyboardInterrupt
-    rows = _finish(roll, results, jobs, total, session_start, site, profile, print_fn)
+    rows = _finish(roll, results, f"with {jobs} at a time", total, session_start, site, profile, print_fn)
+    if roll.to_grade:
+        costs = grading_plan.session_costs([results[s] for s in roll.to_grade], total, jobs, launch.cpu_count(),
+                                           reference_seconds, socket.gethostname())
+        grading_plan.write_costs(costs_path(course_dir, assignment), costs)
     return rows, total
+
+
+def costs_path(course_dir, assignment):
+    """Where a one-machine session keeps its per-student costs (`handson autograde --plan`)."""
+    return Path(course_dir) / f"autograde_{assignment}_costs.json"
 
 
 @dataclasses.dataclass
@@ -272,10 +285,11 @@ def _roll_call(course_dir, assignment, students, resume, print_fn):
     return _Roll(course_dir, assignment, handed_in, students, to_grade, earlier, done_rows, before)
 
 
-def _grade(roll, jobs, timeout, settings, env, reference_cache, unsafe, print_fn, started):
+def _grade(roll, jobs, timeout, settings, env, reference_cache, unsafe, print_fn, started, on_result=None):
     """Every student of roll.to_grade, `jobs` at once, in the session's folders: ({student: result},
-    whether Ctrl-C stopped the session). What the submissions left running is stopped at the end."""
-    results, interrupted = {}, False
+    whether Ctrl-C stopped the session, seconds measuring the references). What the submissions
+    left running is stopped at the end."""
+    results, interrupted, reference_seconds = {}, False, 0.0
     with _session_folders(reference_cache, print_fn) as (shared, scratch):
         pool = ThreadPoolExecutor(max_workers=jobs)
         print_fn(f"Autograding {len(roll.to_grade)} submission(s) of {roll.assignment!r}, {jobs} at a time "
@@ -287,14 +301,16 @@ def _grade(roll, jobs, timeout, settings, env, reference_cache, unsafe, print_fn
             # The machine's timing slot stays out of the sandbox: the grader takes it for the runs
             # of its checks; a kernel's own runs share a slot of their own (sandbox.command).
             box = sandbox.prepare(scratch, readable=[shared])
+            measuring = time.monotonic()
             _measure_references(roll.assignment, shared, print_fn)
+            reference_seconds = time.monotonic() - measuring
         else:
             print_fn("--unsafe: the submissions run as you, outside the grading sandbox")
         futures = [pool.submit(_autograde_one, roll.course_dir, roll.assignment, s, timeout, settings, env, scratch,
                                box)
                    for s in grading_order(roll.to_grade)]
         try:
-            _collect(futures, roll, results, print_fn, started)
+            _collect(futures, roll, results, print_fn, started, on_result)
         except KeyboardInterrupt:
             interrupted = True
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
@@ -306,15 +322,17 @@ def _grade(roll, jobs, timeout, settings, env, reference_cache, unsafe, print_fn
             pool.shutdown(wait=True)
             if interrupted:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
-    return results, interrupted
+    return results, interrupted, reference_seconds
 
 
-def _collect(futures, roll, results, print_fn, started):
-    """Each student's result as it comes: its row printed and the report rewritten, then the
-    progress line."""
+def _collect(futures, roll, results, print_fn, started, on_result=None):
+    """Each student's result as it comes: handed to `on_result`, its row printed and the report
+    rewritten, then the progress line."""
     for future in as_completed(futures):
         result = future.result()
         results[result["student"]] = result
+        if on_result is not None:
+            on_result(result)
         try:
             graded = scores(roll.course_dir, roll.assignment)
         except Exception as exc:  # the gradebook busy with another student's write: read it below
@@ -338,7 +356,7 @@ def _stop_what_was_left(scratch, interrupted, print_fn):
                      + ", ".join(sorted(set(left.values()))))
 
 
-def _finish(roll, results, jobs, total, session_start, site, profile, print_fn):
+def _finish(roll, results, how, total, session_start, site, profile, print_fn):
     """The rows of the session's students (the scores the gradebook was too busy to give, read
     now), printed; the report, the profile and the plot of the throughput ratios written."""
     course_dir, assignment, to_grade = roll.course_dir, roll.assignment, roll.to_grade
@@ -355,7 +373,7 @@ def _finish(roll, results, jobs, total, session_start, site, profile, print_fn):
                                 [results[s] for s in to_grade], session_start)
     if profile:
         print_fn(profile_table(results[s] for s in to_grade))
-    print_fn(f"{len(to_grade)} submission(s) in {total:.1f} s with {jobs} at a time; report: {report}; "
+    print_fn(f"{len(to_grade)} submission(s) in {total:.1f} s {how}; report: {report}; "
              f"where the time went: {profile_csv}")
     plot_throughput(rows, report, assignment, site, print_fn)
     return rows
@@ -391,35 +409,3 @@ def _name_of(proc):
         return proc.name()
     except Exception:  # gone already
         return "?"
-
-
-def add_autograde_arguments(parser):
-    parser.add_argument("assignment")
-    parser.add_argument("--jobs", type=int, default=None, help="students graded at once (default: cores + 2)")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds per student before the watchdog")
-    parser.add_argument("--cell-timeout", type=float, default=None,
-                        help="seconds per cell (default: course/nbgrader_config.py's Execute.timeout)")
-    parser.add_argument("--site", default=None, help="throughput thresholds and bands of a site in "
-                        f"handson_lib/sites/table.py: {', '.join(table.SITES)} (default: "
-                        f"{settings.variable('site')}, else local)")
-    parser.add_argument("--run-timeout", type=float, default=300,
-                        help="seconds one training run may take before the watchdog kills it (deadlocks)")
-    parser.add_argument("--profile", action="store_true",
-                        help="print where each student's grading time went (always in autograde_<assignment>_profile.csv)")
-    parser.add_argument("--unsafe", action="store_true",
-                        help="grade without the grading sandbox (where it cannot start: not root, no bubblewrap): "
-                             "every submission then runs as you, with your rights")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the students the last report (autograde_<assignment>.csv) shows graded; grade the "
-                             "others (after Ctrl-C, or to grade again those that failed)")
-    parser.add_argument("--course", default=str(COURSE_ROOT / "course"))
-
-
-def autograde_main(args):
-    try:
-        autograde(args.assignment, Path(args.course), jobs=args.jobs, timeout=args.timeout,
-                  cell_timeout=args.cell_timeout, site=args.site, run_timeout=args.run_timeout,
-                  profile=args.profile, resume=args.resume, unsafe=args.unsafe)
-    except KeyboardInterrupt:
-        return 130
-    return 0

@@ -1,0 +1,337 @@
+"""`handson autograde ASSIGNMENT --on-cluster`: a class graded as jobs of the cluster's scheduler.
+
+The students are spread over jobs of one node each (the local cluster of `handson cluster up`, or
+a site's PBS/Slurm through its `qsub`). Each job grades its students on its node exactly as
+`handson autograde` grades on one machine (autograder.node_grading): the sandbox, the node's own
+timing slot (one timed run at a time on a node; untimed parts of others meanwhile), the reference
+measured on that node before its students. A job returns each student as data; only this process,
+the submitting grader, checks it (autograder.returned_results) and writes the gradebook, the
+graded files and the report, whose `graded_on` column says which node timed whom.
+
+Faults: a job whose heartbeat stops (its node died), that the scheduler ends early (cancelled,
+past its walltime, failed) or whose node cannot start the sandbox: its students not returned yet
+are graded again in new jobs, away from the nodes that failed, each at most MOST_TRIES times; a
+student is taken once, from the first job that returns it. Ctrl-C cancels every job of the
+session, waits until the scheduler holds none, and keeps what was graded (`--resume` goes on).
+"""
+
+import dataclasses
+import json
+import math
+import shutil
+import signal
+import sqlite3
+import time
+from collections import Counter
+from pathlib import Path
+
+from handson_lib.autograder import grading_scheduler, nbgrader_course, returned_results
+from handson_lib.autograder.grading_profile import progress_line
+from handson_lib.autograder.grading_report import report_row, row_line, scores, write_report
+from handson_lib.autograder.grading_scheduler import DONE, RUNNING
+
+#: Seconds without a new heartbeat after which a running job's node is taken for dead.
+HEARTBEAT_LIMIT = 60.0
+#: Seconds a running job may go without its first heartbeat (the node never started grading).
+FIRST_BEAT_LIMIT = 180.0
+#: Jobs a student is sent to at most before the session gives up on it.
+MOST_TRIES = 3
+#: Seconds between two looks at the jobs.
+POLL = 2.0
+#: Seconds Ctrl-C waits for the scheduler to end the cancelled jobs.
+CANCEL_WAIT = 120.0
+
+
+@dataclasses.dataclass
+class GradingJob:
+    number: int
+    folder: Path
+    students: list
+    jobid: str = ""
+    node: str = ""            # from its heartbeat
+    beat: str = ""            # the heartbeat last read, and when (this machine's clock)
+    beat_seen: float = 0.0
+    running_since: float = 0.0
+    ended: str = ""           # why the session stopped following it ("" while it runs)
+
+
+class ClusterSession:
+    """One cluster grading session: its jobs, the results taken, the students given up on."""
+
+    def __init__(self, roll, scheduler, folder, spec, nodes, partition, print_fn):
+        self.roll, self.scheduler, self.folder, self.spec = roll, scheduler, Path(folder), spec
+        self.nodes, self.partition, self.say = nodes, partition, print_fn
+        self.jobs, self.results, self.given_up = [], {}, {}
+        self.tries, self.why = Counter(), {}
+        self.failed_nodes = set()
+        self.expected = returned_results.expected_cells(roll.course_dir, roll.assignment)
+        self.started = time.monotonic()
+
+    # ------------------------------------------------------------------ submitting
+    def submit(self, students):
+        """One job for `students`: its folder with the course's copy, its script, qsub."""
+        job = GradingJob(len(self.jobs) + 1, self.folder / f"job-{len(self.jobs) + 1:03d}", list(students))
+        self.jobs.append(job)
+        job_course(self.roll.course_dir, job.folder / "course", self.roll.assignment, job.students)
+        (job.folder / "job.json").write_text(json.dumps({**self.spec, "students": job.students}))
+        queue, walltime = self.scheduler.queue_for(grading_scheduler.walltime_for(len(students)), self.partition)
+        script = grading_scheduler.job_script(job.folder, f"grade-{self.roll.assignment}-{job.number}", queue,
+                                              walltime, self.failed_nodes)
+        job.jobid = self.scheduler.submit(script, job.folder)
+        for student in students:
+            self.tries[student] += 1
+        self.say(f"  job {job.jobid}: {len(students)} student(s), queue {queue}, walltime {walltime // 60} min"
+                 + (f", not on {', '.join(sorted(self.failed_nodes))}" if self.failed_nodes else ""))
+        return job
+
+    def spread(self, students, batches):
+        """`students` over `batches` jobs (the grading order keeps long and short ones mixed)."""
+        ordered = nbgrader_course.grading_order(students)
+        batches = max(1, min(batches, len(ordered)))
+        for i in range(batches):
+            if ordered[i::batches]:
+                self.submit(ordered[i::batches])
+
+    # ------------------------------------------------------------------ following the jobs
+    def active(self):
+        return [job for job in self.jobs if not job.ended]
+
+    def waiting_students(self):
+        return [s for s in self.roll.to_grade if s not in self.results and s not in self.given_up]
+
+    def follow(self):
+        """Poll the jobs until every student is taken or given up on."""
+        while self.waiting_students():
+            for job in self.active():
+                self.take_results(job)
+                self.check(job)
+            if not self.active() and self.waiting_students():
+                self.requeue(self.waiting_students(), "no job of the session holds them")
+            time.sleep(POLL)
+
+    def check(self, job):
+        state, word = self.scheduler.state(job.jobid)
+        self.read_heartbeat(job)
+        now = time.monotonic()
+        if state == RUNNING and not job.running_since:
+            job.running_since = now
+        if all(s in self.results for s in job.students):
+            self.end(job, "")   # it ends by itself once its node has cleaned up (settle)
+        elif state == DONE:
+            self.take_results(job)
+            self.end(job, self.ended_why(job, word))
+        elif state == RUNNING and job.beat and now - job.beat_seen > HEARTBEAT_LIMIT:
+            self.end(job, f"no heartbeat from {job.node} for {now - job.beat_seen:.0f} s: the node died?",
+                     cancel=True, node_failed=True)
+        elif state == RUNNING and not job.beat and now - job.running_since > FIRST_BEAT_LIMIT:
+            self.end(job, f"running {now - job.running_since:.0f} s without starting to grade", cancel=True,
+                     node_failed=True)
+
+    def read_heartbeat(self, job):
+        try:
+            text = (job.folder / "heartbeat.json").read_text()[:1000]
+            node = str(json.loads(text).get("node", ""))[:100]
+        except (OSError, ValueError, AttributeError):
+            return
+        if text != job.beat:
+            job.beat, job.beat_seen, job.node = text, time.monotonic(), node or job.node
+
+    def ended_why(self, job, word):
+        """Why a job the scheduler ended left students ungraded: failed.json's reason, its state."""
+        try:
+            failed = json.loads((job.folder / "failed.json").read_text()[:4000])
+            self.failed_nodes.add(str(failed.get("node", job.node))[:100])
+            return f"{failed.get('node', '?')}: {str(failed.get('why', ''))[:300]}"
+        except (OSError, ValueError, AttributeError):
+            pass
+        if word in ("NODE_FAIL", "BOOT_FAIL") and job.node:
+            self.failed_nodes.add(job.node)
+        return f"the job ended ({word}) before returning them"
+
+    def end(self, job, why, cancel=False, node_failed=False):
+        """Stop following `job`; its students not taken go to new jobs (`why` says why)."""
+        if cancel:
+            failed = self.scheduler.cancel(job.jobid)
+            if failed and why:
+                self.say(f"  job {job.jobid}: qdel failed ({failed})")
+        if node_failed and job.node:
+            self.failed_nodes.add(job.node)
+        job.ended = why or "returned every student"
+        left = [s for s in job.students if s not in self.results]
+        if left:
+            self.say(f"  job {job.jobid}{' on ' + job.node if job.node else ''}: {why}; "
+                     f"{len(left)} student(s) to grade again")
+            self.requeue(left, why)
+
+    def requeue(self, students, why):
+        for student in students:
+            self.why.setdefault(student, []).append(why)
+        retry = [s for s in students if self.tries[s] < MOST_TRIES]
+        for student in set(students) - set(retry):
+            self.given_up[student] = (f"not graded: sent to {self.tries[student]} job(s), none returned it "
+                                      f"({'; '.join(self.why[student])[:600]})")
+        usable = [n for n in self.scheduler.nodes if n not in self.failed_nodes]
+        if self.scheduler.nodes and not usable:
+            for student in retry:
+                self.given_up[student] = f"not graded: every node failed ({'; '.join(self.why[student])[:600]})"
+            return
+        if retry:
+            self.spread(retry, len(usable) if usable else self.nodes)
+
+    # ------------------------------------------------------------------ taking results
+    def take_results(self, job):
+        for path in sorted((job.folder / "results").glob("*.json")):
+            student = path.stem
+            if student in self.results or student in self.given_up or student not in job.students:
+                continue
+            try:
+                result = returned_results.checked(returned_results.read_result(path), student, job.students,
+                                                  self.expected)
+                self.write(job, result)
+            except returned_results.Refused as err:
+                self.say(f"  job {job.jobid}: the result of {student} is refused ({err})")
+                self.failed_nodes.add(job.node)
+                self.end(job, f"a result was refused: {err}", cancel=True)
+                return
+
+    def write(self, job, result):
+        """The trusted side: a checked result into the gradebook, the graded files, the report."""
+        roll = self.roll
+        returned_results.copy_graded_files(result, job.folder / "course" / "autograded", roll.course_dir,
+                                           roll.assignment)
+        if result["status"] == "graded":
+            returned_results.write_grades(roll.course_dir, roll.assignment, result)
+        self.results[result["student"]] = result
+        roll.done_rows[result["student"]] = report_row(result, scores(roll.course_dir, roll.assignment),
+                                                       roll.course_dir, roll.assignment, roll.before)
+        write_report(roll.course_dir, roll.assignment, roll.report_rows())
+        self.say(row_line(roll.done_rows[result["student"]]) + f"  (on {result['node']})")
+        self.say("  " + progress_line(len(self.results) + len(self.given_up), len(roll.to_grade),
+                                      time.monotonic() - self.started) + "  " + self.job_counts())
+
+    def job_counts(self):
+        states = Counter("running" if job.running_since else "queued" for job in self.active())
+        return ", ".join(f"{n} job(s) {state}" for state, n in sorted(states.items())) or "no job left"
+
+    def settle(self):
+        """Wait for the jobs that returned every student to end by themselves (their nodes stop
+        what submissions left and remove their folders); qdel those still there after CANCEL_WAIT."""
+        left = [job for job in self.jobs if job.ended == "returned every student"]
+        deadline = time.monotonic() + CANCEL_WAIT
+        while left and time.monotonic() < deadline:
+            left = [job for job in left if self.scheduler.state(job.jobid)[0] != DONE]
+            if left:
+                time.sleep(1.0)
+        for job in left:
+            self.say(f"  job {job.jobid} still runs {CANCEL_WAIT:.0f} s after returning its students: qdel "
+                     + (self.scheduler.cancel(job.jobid) or "done"))
+
+    # ------------------------------------------------------------------ Ctrl-C
+    def cancel_all(self):
+        """qdel every job of the session still followed; wait until the scheduler holds none."""
+        for job in self.active():
+            failed = self.scheduler.cancel(job.jobid)
+            if failed:
+                self.say(f"  job {job.jobid}: qdel failed ({failed})")
+        deadline = time.monotonic() + CANCEL_WAIT
+        left = self.active()
+        while left and time.monotonic() < deadline:
+            left = [job for job in left if self.scheduler.state(job.jobid)[0] != DONE]
+            time.sleep(1.0)
+        for job in self.active():
+            job.ended = "cancelled (Ctrl-C)"
+        return [job.jobid for job in left]
+
+
+def job_course(course_dir, target, assignment, students):
+    """A job's own copy of the course: its configuration, the assignment's source, the gradebook
+    (sqlite's backup: a consistent copy) and those students' submissions. The node's nbgrader
+    writes only there."""
+    course_dir, target = Path(course_dir), Path(target)
+    target.mkdir(parents=True)
+    for name in ("nbgrader_config.py", nbgrader_course.LANG_FILE):
+        if (course_dir / name).is_file():
+            shutil.copy2(course_dir / name, target / name)
+    shutil.copytree(course_dir / "source" / assignment, target / "source" / assignment, symlinks=True)
+    with sqlite3.connect(course_dir / "gradebook.db") as source, sqlite3.connect(target / "gradebook.db") as copy:
+        source.backup(copy)
+    for student in students:
+        shutil.copytree(course_dir / "submitted" / student / assignment, target / "submitted" / student / assignment,
+                        symlinks=True)
+
+
+def refused_before_sending(roll):
+    """{student: result} of submissions holding something but plain files: refused here, as one
+    machine refuses them (a FIFO would block the copy to the job's folder)."""
+    refused = {}
+    for student in roll.to_grade:
+        odd = nbgrader_course.not_plain_files(Path(roll.course_dir) / "submitted" / student / roll.assignment)
+        if odd:
+            refused[student] = {"student": student, "seconds": 0.0, "output": "", "parts": [],
+                                "status": "refused: the submission holds " + ", ".join(odd)
+                                          + "; hand in plain files only"}
+    return refused
+
+
+def autograde_on_cluster(assignment, course_dir, nodes=None, partition=None, jobs=None, timeout=None,
+                         cell_timeout=None, site=None, run_timeout=None, print_fn=print, profile=False,
+                         students=None, resume=False):
+    """The class (or the students named) graded as jobs of the scheduler (module docstring); the
+    report, the profile and the plot as `handson autograde` writes them. Returns (rows, seconds)."""
+    nbgrader_course.session_settings(site, run_timeout, cell_timeout)   # an unknown site fails here
+    roll = nbgrader_course._roll_call(course_dir, assignment, students, resume, print_fn)
+    scheduler = grading_scheduler.find(site)
+    nodes = nodes or len(scheduler.nodes) or 4
+    if scheduler.local and jobs is None:   # the local cluster's nodes share this machine's cores
+        jobs = max(1, math.ceil(nbgrader_course.default_jobs() / nodes))
+    started, session_start = time.monotonic(), time.time()
+    folder = Path(course_dir) / "cluster-grading" / f"{time.strftime('%Y%m%d-%H%M%S')}-{assignment}"
+    folder.mkdir(parents=True, mode=0o700)
+    spec = {"assignment": assignment, "timeout": timeout or nbgrader_course.RUN_TIMEOUT, "jobs": jobs,
+            "cell_timeout": cell_timeout, "site": site, "run_timeout": run_timeout,
+            "references": str(folder / "references")}
+    session = ClusterSession(roll, scheduler, folder, spec, nodes, partition, print_fn)
+    refused = refused_before_sending(roll)
+    to_send = [s for s in roll.to_grade if s not in refused]
+    print_fn(f"Autograding {len(roll.to_grade)} submission(s) of {assignment!r} on "
+             f"{'the local cluster' if scheduler.local else 'the scheduler of ' + scheduler.site.name}, "
+             f"{min(nodes, len(to_send))} job(s) at first, {jobs or 'cores + 2'} student(s) at a time on each "
+             f"node (session {folder}) ...")
+    try:
+        if to_send:
+            session.spread(to_send, nodes)
+        session.follow()
+        session.settle()
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the cancelling short
+        try:
+            _interrupted(session, folder, print_fn)
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        raise
+    results = {**refused, **session.results,
+               **{s: {"student": s, "status": why, "seconds": 0.0, "output": "", "parts": []}
+                  for s, why in session.given_up.items()}}
+    failures = [job for job in session.jobs if job.ended != "returned every student"]
+    rows = nbgrader_course._finish(roll, results, f"on {nodes} node(s)", time.monotonic() - started,
+                                   session_start, site, profile, print_fn)
+    if failures:
+        print_fn(f"{len(failures)} job(s) ended early; their logs and folders are kept in {folder}")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+    return rows, time.monotonic() - started
+
+
+def _interrupted(session, folder, print_fn):
+    roll = session.roll
+    print_fn("Interrupted: cancelling every job of this session ...")
+    left = session.cancel_all()
+    path = write_report(roll.course_dir, roll.assignment, roll.report_rows())
+    missing = [s for s in roll.students if s not in roll.done_rows]
+    if left:
+        print_fn(f"the scheduler still lists job(s) {', '.join(left)}: `qdel` them by hand")
+    else:
+        print_fn("no job of this session is queued or running any more")
+    print_fn(f"{len(roll.students) - len(missing)} of {len(roll.students)} student(s) graded and kept in {path}; "
+             f"not graded: {', '.join(missing) or 'none'}. Go on with: handson autograde {roll.assignment} "
+             f"--on-cluster --resume (job folders kept in {folder})")

@@ -1,0 +1,151 @@
+"""One job of a cluster grading session (`handson autograde --on-cluster`), run on its node.
+
+The submitting grader (handson_lib.autograder.cluster_grading) gives the job a folder holding
+job.json (the assignment, the students, the session's settings) and a private copy of the
+course with those students' submissions. Here the node grades them exactly as `handson autograde`
+grades on one machine (the sandbox, this node's timing slot), against that copy's gradebook, and
+returns each student as data: results/<student>.json, written whole as soon as the student is
+graded. Only the submitting grader writes the course's gradebook, after checking what came back.
+
+Beside the grading, heartbeat.json is rewritten every few seconds (the node's name and the time):
+a node whose heartbeat stops has died, and its students are graded elsewhere. A node that cannot
+start the sandbox says why in failed.json and grades nobody.
+
+    python -m handson_lib.autograder.node_grading JOB_FOLDER
+"""
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from handson_lib.autograder import nbgrader_course, sandbox
+
+#: Seconds between two heartbeats.
+HEARTBEAT_EVERY = 5.0
+#: Exit status of a job whose node cannot grade (no sandbox): its students go to another node.
+CANNOT_GRADE = 3
+
+
+def write_whole(path, data):
+    """JSON written to a new file renamed over `path`: a reader never sees half of it."""
+    tmp = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def node_name():
+    return socket.gethostname()
+
+
+def beat(job_dir, stop):
+    """heartbeat.json every HEARTBEAT_EVERY seconds until `stop` is set."""
+    while not stop.is_set():
+        try:
+            write_whole(Path(job_dir) / "heartbeat.json", {"node": node_name(), "time": time.time(),
+                                                         "pid": os.getpid()})
+        except OSError:
+            pass  # a full or slow file system: the next beat tries again
+        stop.wait(HEARTBEAT_EVERY)
+
+
+def cell_grades(course_dir, assignment, student, tries=10):
+    """({notebook: {grade cell: [auto score, max score]}}, {notebook: {cell: auto comment}},
+    {notebook: late penalty}) of the student's submission in this job's gradebook (sqlite: another
+    student's grading may be writing it, so a busy database is tried again)."""
+    from nbgrader.api import Gradebook, MissingEntry
+    for attempt in range(tries):
+        try:
+            with Gradebook(f"sqlite:///{Path(course_dir) / 'gradebook.db'}") as gb:
+                try:
+                    sub = gb.find_submission(assignment, student)
+                except MissingEntry:
+                    return {}, {}, {}
+                grades = {nb.name: {g.name: [g.auto_score, g.max_score] for g in nb.grades} for nb in sub.notebooks}
+                comments = {nb.name: {c.name: c.auto_comment for c in nb.comments} for nb in sub.notebooks}
+                penalties = {nb.name: nb.late_submission_penalty for nb in sub.notebooks}
+                return grades, comments, penalties
+        except Exception:  # "database is locked"
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.5 + attempt)
+
+
+def autograded_files(course_dir, assignment, student):
+    """{path in the student's graded folder: sha256} of what nbgrader wrote there (plain files)."""
+    folder = Path(course_dir) / "autograded" / student / assignment
+    files = {}
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        if path.is_file() and not path.is_symlink():
+            files[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return files
+
+
+def student_result(course_dir, assignment, result):
+    """What goes back to the submitting grader for one student: the status, the seconds and the
+    parts (the profile), the grade cells' scores and comments, and the graded files' digests."""
+    student = result["student"]
+    graded = result["status"] == "graded"
+    grades, comments, penalties = cell_grades(course_dir, assignment, student) if graded else ({}, {}, {})
+    return {"student": student, "node": node_name(), "status": result["status"], "seconds": result["seconds"],
+            "parts": result.get("parts", []), "grades": grades, "comments": comments, "penalties": penalties,
+            "files": autograded_files(course_dir, assignment, student)}
+
+
+def _sigterm_is_interrupt(signum, frame):
+    # The scheduler's qdel or walltime: stop like Ctrl-C, so that the session's runs are stopped
+    # and its folders removed before the SIGKILL that follows.
+    raise KeyboardInterrupt
+
+
+def grade_job(job_dir, print_fn=print):
+    """Grade the job's students; 0 when every one came back, CANNOT_GRADE without a sandbox."""
+    job_dir = Path(job_dir)
+    spec = json.loads((job_dir / "job.json").read_text())
+    course_dir, assignment = job_dir / "course", spec["assignment"]
+    results_dir = job_dir / "results"
+    results_dir.mkdir(exist_ok=True)
+    why = sandbox.why_not_available()
+    if why:
+        write_whole(job_dir / "failed.json", {"node": node_name(), "why": f"the grading sandbox cannot start: {why}"})
+        print_fn(f"{node_name()}: the grading sandbox cannot start here: {why}")
+        return CANNOT_GRADE
+    references = Path(spec["references"]) / node_name()   # measured once on each node, before its students
+    references.mkdir(parents=True, exist_ok=True)
+
+    def returned(result):
+        write_whole(results_dir / f"{result['student']}.json", student_result(course_dir, assignment, result))
+
+    print_fn(f"{node_name()}: grading {len(spec['students'])} student(s) of {assignment!r}")
+    nbgrader_course.autograde(assignment, course_dir, jobs=spec.get("jobs"), timeout=spec["timeout"],
+                              cell_timeout=spec.get("cell_timeout"), site=spec.get("site"),
+                              run_timeout=spec.get("run_timeout"), students=spec["students"],
+                              reference_cache=references, print_fn=print_fn,
+                              on_result=returned)
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m handson_lib.autograder.node_grading JOB_FOLDER", file=sys.stderr)
+        return 2
+    sys.stdout.reconfigure(line_buffering=True)   # the job's output file follows the grading
+    signal.signal(signal.SIGTERM, _sigterm_is_interrupt)
+    stop = threading.Event()
+    threading.Thread(target=beat, args=(argv[0], stop), daemon=True).start()
+    try:
+        return grade_job(argv[0])
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        stop.set()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""What a grading job returns, checked before it is believed, and written by the submitting grader
+alone: the gradebook's scores and the student's graded files.
+
+A node's result (autograder.node_grading.student_result) is data from another machine: it counts
+only for a student of that job not graded yet in the session, every grade cell must be one of the
+assignment's with its own maximum and a score within it, and every graded file must be a plain
+file of the student's folder whose digest is the one the node declared. Anything else refuses the
+whole result (the student is graded again elsewhere).
+"""
+
+import hashlib
+import json
+import math
+import shutil
+import warnings
+from pathlib import Path
+
+#: The most bytes of one student's result file, and of one graded file copied back.
+MOST_RESULT_BYTES = 4 << 20
+MOST_FILE_BYTES = 256 << 20
+MOST_STATUS_CHARS = 2000
+MOST_PARTS = 1000
+
+
+class Refused(ValueError):
+    """A result that cannot be believed; the message says why."""
+
+
+def read_result(path):
+    """The JSON object in `path` (a plain file, not too large); Refused otherwise."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_file():
+        raise Refused(f"{path.name} is not a plain file")
+    if path.stat().st_size > MOST_RESULT_BYTES:
+        raise Refused(f"{path.name} is over {MOST_RESULT_BYTES >> 20} MiB")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise Refused(f"{path.name} is not JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise Refused(f"{path.name} is not a JSON object")
+    return data
+
+
+def expected_cells(course_dir, assignment):
+    """{notebook: {grade cell: max score}} of the assignment in the course's gradebook."""
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{Path(course_dir) / 'gradebook.db'}") as gb:
+        return {nb.name: {cell.name: cell.max_score for cell in nb.grade_cells}
+                for nb in gb.find_assignment(assignment).notebooks}
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def checked(data, student, job_students, expected):
+    """The result of `student` (the file's name) as the session may believe it, else Refused."""
+    if data.get("student") != student or student not in job_students:
+        raise Refused(f"a result for {data.get('student')!r} in {student}.json, from a job that grades "
+                      f"{', '.join(sorted(job_students))}")
+    status, seconds = data.get("status"), data.get("seconds")
+    if not isinstance(status, str) or not status or len(status) > MOST_STATUS_CHARS:
+        raise Refused("its status is not a short text")
+    if not _number(seconds) or not 0 <= seconds < 10 ** 6:
+        raise Refused(f"its seconds ({seconds!r}) are not a duration")
+    grades = data.get("grades")
+    if status == "graded":
+        _check_grades(grades, expected)
+    elif grades:
+        raise Refused(f"scores for a submission whose grading ended with {status[:80]!r}")
+    return {"student": student, "node": str(data.get("node", "?"))[:100], "status": status,
+            "seconds": float(seconds), "parts": _flat_parts(data.get("parts")), "grades": grades or {},
+            "comments": _comments(data.get("comments"), expected), "penalties": _penalties(data.get("penalties"), expected),
+            "files": _files(data.get("files"))}
+
+
+def _check_grades(grades, expected):
+    if not isinstance(grades, dict) or set(grades) != set(expected):
+        raise Refused(f"its notebooks ({sorted(grades) if isinstance(grades, dict) else grades!r}) are not "
+                      f"the assignment's ({sorted(expected)})")
+    for notebook, cells in grades.items():
+        if not isinstance(cells, dict) or set(cells) != set(expected[notebook]):
+            raise Refused(f"the grade cells of {notebook} are not the assignment's")
+        for cell, pair in cells.items():
+            most = expected[notebook][cell]
+            if not (isinstance(pair, list) and len(pair) == 2 and pair[1] == most):
+                raise Refused(f"{notebook}/{cell}: its maximum is not the assignment's {most:g}")
+            score = pair[0]
+            if score is not None and not (_number(score) and 0 <= score <= most):
+                raise Refused(f"{notebook}/{cell}: the score {score!r} is outside 0 .. {most:g}")
+
+
+def _flat_parts(parts):
+    if not isinstance(parts, list):
+        return []
+    return [{k: v for k, v in part.items() if isinstance(k, str) and isinstance(v, (str, int, float, bool, type(None)))}
+            for part in parts[:MOST_PARTS]
+            if isinstance(part, dict) and isinstance(part.get("part"), str) and _number(part.get("seconds"))]
+
+
+def _comments(comments, expected):
+    if not isinstance(comments, dict):
+        return {}
+    return {nb: {cell: text[:10000] if isinstance(text, str) else None for cell, text in cells.items()
+                 if isinstance(cell, str)}
+            for nb, cells in comments.items() if nb in expected and isinstance(cells, dict)}
+
+
+def _penalties(penalties, expected):
+    """{notebook: late penalty} (AssignLatePenalties' points off), each within the notebook's points."""
+    if not isinstance(penalties, dict):
+        return {}
+    out = {}
+    for notebook, value in penalties.items():
+        if notebook in expected and value is not None:
+            if not (_number(value) and 0 <= value <= sum(expected[notebook].values())):
+                raise Refused(f"{notebook}: the late penalty {value!r} is outside its points")
+            out[notebook] = value
+    return out
+
+
+def _files(files):
+    if not isinstance(files, dict):
+        raise Refused("its graded files are not listed")
+    for name, digest in files.items():
+        parts = Path(name).parts
+        if not parts or Path(name).is_absolute() or ".." in parts or not (isinstance(digest, str) and len(digest) == 64):
+            raise Refused(f"a graded file {name!r} outside the student's folder, or without a digest")
+    return files
+
+
+def copy_graded_files(result, graded_root, course_dir, assignment):
+    """The student's graded files, from the job's folder into the course's autograded/ folder
+    (replacing what an earlier grading left), each checked against the digest the node declared;
+    Refused (nothing copied) when one differs."""
+    student = result["student"]
+    source = Path(graded_root) / student / assignment
+    if any(p.is_symlink() for p in (source, source.parent)):
+        raise Refused("the graded folder is a symbolic link")
+    blobs = {}
+    for name, digest in result["files"].items():
+        path = source / name
+        if any(p.is_symlink() for p in [path, *path.parents][:len(Path(name).parts)]) or not path.is_file():
+            raise Refused(f"the graded file {name} is not a plain file")
+        if path.stat().st_size > MOST_FILE_BYTES:
+            raise Refused(f"the graded file {name} is over {MOST_FILE_BYTES >> 20} MiB")
+        blob = path.read_bytes()
+        if hashlib.sha256(blob).hexdigest() != digest:
+            raise Refused(f"the graded file {name} is not the one the node declared")
+        blobs[name] = blob
+    target = Path(course_dir) / "autograded" / student / assignment
+    if target.exists():
+        shutil.rmtree(target)
+    for name, blob in blobs.items():
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        (target / name).write_bytes(blob)
+
+
+def submission_timestamp(course_dir, assignment, student):
+    """The submission's time from nbgrader's timestamp.txt, as `nbgrader autograde` reads it."""
+    from nbgrader.utils import parse_utc
+    path = Path(course_dir) / "submitted" / student / assignment / "timestamp.txt"
+    try:
+        text = path.read_text().strip()
+        return parse_utc(text) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+def write_grades(course_dir, assignment, result):
+    """The student's scores into the course's gradebook, as nbgrader's SaveAutoGrades writes them
+    (a manual score a grader gave stays, and the cell is marked for review)."""
+    from nbgrader.api import Gradebook
+    student = result["student"]
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{Path(course_dir) / 'gradebook.db'}") as gb:
+        # nbgrader's own submission creation warns about SQLAlchemy's autoflush (as in its autograde)
+        warnings.simplefilter("ignore", category=Warning)
+        gb.update_or_create_student(student)
+        timestamp = submission_timestamp(course_dir, assignment, student)
+        if timestamp:
+            gb.update_or_create_submission(assignment, student, timestamp=timestamp)
+        else:
+            gb.update_or_create_submission(assignment, student)
+        for notebook, cells in result["grades"].items():
+            for cell, (score, _) in cells.items():
+                grade = gb.find_grade(cell, notebook, assignment, student)
+                grade.auto_score = score
+                grade.needs_manual_grade = grade.manual_score is not None or score is None
+        for notebook, penalty in result["penalties"].items():
+            gb.find_submission_notebook(notebook, assignment, student).late_submission_penalty = penalty
+        for notebook, cells in result["comments"].items():
+            for cell, text in cells.items():
+                try:
+                    gb.find_comment(cell, notebook, assignment, student).auto_comment = text
+                except Exception:  # not a comment cell of the assignment: nothing to write
+                    continue
+        gb.db.commit()

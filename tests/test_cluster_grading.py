@@ -1,0 +1,257 @@
+"""`handson autograde --on-cluster`: a class graded as jobs of the local Slurm cluster, a node killed
+half-way, Ctrl-C and --resume, and the same student graded on two nodes; and, without a cluster,
+the submitting grader's checks of what a node returns (autograder.returned_results).
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from handson_lib.autograder import cluster_grading, returned_results, synthetic_class
+from handson_lib.autograder.grading_report import read_report
+from handson_lib.authoring import course_source
+from handson_lib.autograder import nbgrader_course
+from conftest import ROOT, VENV_BIN
+
+SETUP = synthetic_class.CLASSES["setup"]
+EXPECTED = {"00_setup": {"q1_total_batch_test": 1.0, "q2_parallelism_test": 1.0, "q3_lr_test": 1.0}}
+NODES = 3
+
+
+# ----------------------------------------------------------------------------- what a node returns
+
+def good_result(student="alice", **changes):
+    data = {"student": student, "node": "n1", "status": "graded", "seconds": 12.5,
+            "parts": [{"part": "notebook: a run", "seconds": 3.0}],
+            "grades": {"00_setup": {"q1_total_batch_test": [1.0, 1.0], "q2_parallelism_test": [0.0, 1.0],
+                                    "q3_lr_test": [1.0, 1.0]}},
+            "comments": {}, "penalties": {}, "files": {}}
+    data.update(changes)
+    return data
+
+
+def test_a_good_result_is_taken():
+    result = returned_results.checked(good_result(), "alice", ["alice", "bob"], EXPECTED)
+    assert result["grades"]["00_setup"]["q2_parallelism_test"] == [0.0, 1.0]
+    assert result["node"] == "n1"
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"student": "bob"}, "a result for 'bob'"),                                    # another student's row
+    ({"grades": {"00_setup": {"q1_total_batch_test": [5.0, 5.0], "q2_parallelism_test": [0.0, 1.0],
+                              "q3_lr_test": [1.0, 1.0]}}}, "maximum"),              # a raised maximum
+    ({"grades": {"00_setup": {"q1_total_batch_test": [2.0, 1.0], "q2_parallelism_test": [0.0, 1.0],
+                              "q3_lr_test": [1.0, 1.0]}}}, "outside"),             # over the maximum
+    ({"grades": {"00_setup": {"q1_total_batch_test": [float("nan"), 1.0], "q2_parallelism_test": [0.0, 1.0],
+                              "q3_lr_test": [1.0, 1.0]}}}, "outside"),
+    ({"grades": {"00_setup": {"q1_total_batch_test": [1.0, 1.0]}}}, "grade cells"),  # a cell left out
+    ({"grades": {"other": {}}}, "notebooks"),
+    ({"status": "nbgrader failed: x", "grades": {"00_setup": {}}}, "scores for a submission"),
+    ({"seconds": -1}, "duration"),
+    ({"status": "x" * 5000}, "short text"),
+    ({"files": {"../../gradebook.db": "0" * 64}}, "outside the student's folder"),
+    ({"files": {"/etc/passwd": "0" * 64}}, "outside the student's folder"),
+    ({"penalties": {"00_setup": 7}}, "late penalty"),
+])
+def test_a_result_that_cannot_be_believed_is_refused(change, words):
+    data = good_result(**change)
+    with pytest.raises(returned_results.Refused, match=words.replace("(", r"\(")):
+        returned_results.checked(data, "alice", ["alice"], EXPECTED)
+
+
+def test_a_result_for_a_student_of_another_job_is_refused():
+    with pytest.raises(returned_results.Refused, match="from a job that grades bob"):
+        returned_results.checked(good_result(), "alice", ["bob"], EXPECTED)
+
+
+def test_graded_files_come_back_only_as_declared(tmp_path):
+    graded = tmp_path / "job" / "autograded"
+    folder = graded / "alice" / "setup"
+    folder.mkdir(parents=True)
+    (folder / "00_setup.ipynb").write_text("{}")
+    digest = hashlib.sha256(b"{}").hexdigest()
+    course = tmp_path / "course"
+    result = {"student": "alice", "files": {"00_setup.ipynb": digest}}
+    returned_results.copy_graded_files(result, graded, course, "setup")
+    assert (course / "autograded" / "alice" / "setup" / "00_setup.ipynb").read_text() == "{}"
+    # The file changed after the node declared it: nothing is copied.
+    (folder / "00_setup.ipynb").write_text('{"forged": 1}')
+    shutil.rmtree(course / "autograded")
+    with pytest.raises(returned_results.Refused, match="not the one the node declared"):
+        returned_results.copy_graded_files(result, graded, course, "setup")
+    assert not (course / "autograded" / "alice" / "setup").exists()
+    # A link to a file outside (the gradebook, a solution) is no graded file.
+    (folder / "00_setup.ipynb").unlink()
+    (folder / "00_setup.ipynb").symlink_to(tmp_path / "secret")
+    (tmp_path / "secret").write_text("{}")
+    with pytest.raises(returned_results.Refused, match="not a plain file"):
+        returned_results.copy_graded_files(result, graded, course, "setup")
+
+
+def test_a_result_file_is_read_as_data(tmp_path):
+    (tmp_path / "alice.json").write_text("[1, 2]")
+    with pytest.raises(returned_results.Refused, match="not a JSON object"):
+        returned_results.read_result(tmp_path / "alice.json")
+    (tmp_path / "bob.json").symlink_to(tmp_path / "alice.json")
+    with pytest.raises(returned_results.Refused, match="not a plain file"):
+        returned_results.read_result(tmp_path / "bob.json")
+
+
+# ----------------------------------------------------------------------------- on the local cluster
+
+@pytest.fixture(scope="module")
+def cluster_up(cluster_turn):
+    from handson_lib.sites import cluster
+    if os.geteuid() != 0:
+        pytest.fail("the local cluster needs root (`handson cluster up`)")
+    result = subprocess.run([str(VENV_BIN / "handson"), "cluster", "up", "--nodes", str(NODES)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    yield
+    if cluster.cluster_processes():
+        subprocess.run([str(VENV_BIN / "handson"), "cluster", "down"], cwd=ROOT, capture_output=True, timeout=600)
+
+
+def setup_course(folder, students, assignment="setup"):
+    shutil.copy(ROOT / "course" / "nbgrader_config.py", folder)
+    course_source.assemble(folder, assignments=[assignment])
+    res = nbgrader_course.nbgrader("generate_assignment", assignment, "--force", course_dir=folder)
+    assert res.ok, res.output
+    synthetic_class.write_class(folder, assignment, students=students)
+    return folder
+
+
+def kill_node(node):
+    """The node dies: its slurmd and every job step running on it (with all they started)."""
+    from handson_lib.sites import cluster_config, cluster_daemons, cluster_jobs
+    p = cluster_config.paths()
+    victims = []
+    for step in cluster_daemons.job_steps(p):
+        try:
+            jobid = " ".join(step.cmdline()).split("[", 1)[1].split(".", 1)[0]
+        except (IndexError, psutil.Error):
+            continue
+        if cluster_jobs.job_info(jobid).get("NodeList") == node:
+            victims += [step, *step.children(recursive=True)]
+    pid = cluster_daemons.read_pid(p.slurmd_pid(node))
+    if pid:
+        victims.append(psutil.Process(pid))
+    for proc in victims:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    return len(victims)
+
+
+def first_node_with_a_result(course_dir, timeout=600):
+    """The node of the first job that returned a student (heartbeat.json names it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for job in sorted(Path(course_dir).glob("cluster-grading/*/job-*")):
+            if list((job / "results").glob("*.json")) and (job / "heartbeat.json").exists():
+                try:
+                    return json.loads((job / "heartbeat.json").read_text())["node"]
+                except (OSError, ValueError, KeyError):
+                    continue
+        time.sleep(0.5)
+    return None
+
+
+@pytest.mark.scheduler
+@pytest.mark.timeout(900)
+def test_a_class_graded_on_the_cluster_survives_a_node_killed_half_way(cluster_up, tmp_path, monkeypatch):
+    """Every score as one machine gives it (the synthetic class's expected scores); the killed
+    node's students not returned yet are graded on another node, none twice in the report."""
+    monkeypatch.setattr(cluster_grading, "HEARTBEAT_LIMIT", 20.0)
+    students = ["correct", "wrong_q1", "skeleton", "sys_exit", "all_wrong", "tampered_test", "stashed_arguments",
+                "always_equal", "huge_output"]
+    course = setup_course(tmp_path, students)
+    killed = {}
+
+    def killer():
+        node = first_node_with_a_result(course)
+        if node:
+            killed[node] = kill_node(node)
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    printed = []
+    try:
+        rows, _ = cluster_grading.autograde_on_cluster("setup", course, nodes=NODES, jobs=1, timeout=300,
+                                                       cell_timeout=15, print_fn=lambda l: (printed.append(l), print(l)))
+    finally:
+        subprocess.run([str(VENV_BIN / "handson"), "cluster", "up", "--nodes", str(NODES)], cwd=ROOT,
+                       capture_output=True, timeout=600)   # the killed node back for the next test
+    thread.join(5)
+    assert killed, "no node was killed"
+    (node, count), = killed.items()
+    text = "\n".join(printed)
+    assert f"no heartbeat from {node}" in text, text
+    report = read_report(course, "setup")
+    with open(course / "autograde_setup.csv") as f:
+        assert sum(1 for _ in f) == len(students) + 1   # one row each (the header)
+    for student in students:
+        assert report[student]["score"] == SETUP[student].expected, (student, report[student])
+    regraded = [r for r in rows if r["graded_on"] != node]
+    assert len(regraded) > len(students) // NODES, rows
+
+
+@pytest.mark.scheduler
+@pytest.mark.timeout(900)
+def test_ctrl_c_cancels_every_job_and_resume_completes_the_class(cluster_up, tmp_path):
+    from handson_lib.sites import cluster_config, cluster_daemons
+    students = ["correct", "wrong_q1", "skeleton", "sys_exit", "all_wrong", "tampered_test"]
+    course = setup_course(tmp_path, students)
+    cmd = [str(VENV_BIN / "handson"), "autograde", "setup", "--course", str(course), "--on-cluster", "--jobs", "1",
+           "--cell-timeout", "15"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "(on n" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=300)
+    text = "".join(lines) + out
+    assert proc.returncode == 130, text
+    assert "no job of this session is queued or running any more" in text, text
+    assert cluster_daemons.job_ids(cluster_config.paths()) == [], text
+    kept = read_report(course, "setup")
+    assert 1 <= len(kept) < len(students), text
+    resumed = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"--resume: {len(kept)} student(s) graded earlier are kept" in resumed.stdout
+    report = read_report(course, "setup")
+    assert sorted(report) == sorted(students)
+    for student in students:
+        assert report[student]["score"] == SETUP[student].expected, (student, report[student])
+
+
+@pytest.mark.scheduler
+@pytest.mark.timeout(1200)
+def test_the_same_student_graded_on_two_nodes_gets_the_same_scores(cluster_up, tmp_path):
+    """Fairness across nodes: one correct task2 submission handed in twice, graded by two jobs on
+    two different nodes (each measuring the reference on its own node first): the same score,
+    and throughput ratios within the local site's band step of each other."""
+    from handson_lib.sites import table
+    course = setup_course(tmp_path, ["correct", "correct-2"], assignment="task2")
+    synthetic_class.write_class(course, "task2", students=["correct", "correct-2"], copies=2)
+    rows, _ = cluster_grading.autograde_on_cluster("task2", course, nodes=2, jobs=1, print_fn=print)
+    first, second = sorted(rows, key=lambda r: r["student"])
+    assert first["graded_on"] != second["graded_on"], rows
+    assert first["status"] == second["status"] == "graded", rows
+    assert first["score"] == second["score"] == first["max_score"], rows
+    bands = table.get_site("local").thresholds.throughput_bands
+    step = bands[0][0] - bands[1][0]
+    for key in ("throughput_ratio", "scaling_ratio"):
+        assert first[key] is not None and second[key] is not None, (key, rows)
+        assert abs(first[key] - second[key]) <= step, (key, rows)
