@@ -255,3 +255,111 @@ def test_the_same_student_graded_on_two_nodes_gets_the_same_scores(cluster_up, t
     for key in ("throughput_ratio", "scaling_ratio"):
         assert first[key] is not None and second[key] is not None, (key, rows)
         assert abs(first[key] - second[key]) <= step, (key, rows)
+
+
+# ----------------------------------------------------------------------------- the session's logic, with a fake scheduler
+
+class ScriptedScheduler:
+    """A scheduler whose jobs follow a script: `plan[n]` (the n-th job submitted) is (node, what
+    it does): 'returns' (every student, then ends), 'dies after one' (returns its first student,
+    then its heartbeat stops), 'no sandbox' (failed.json, ends), 'forges' (a score over the
+    maximum)."""
+    local = True
+
+    def __init__(self, plan, nodes=("n1", "n2", "n3")):
+        self.plan, self.nodes, self.jobs, self.cancelled = list(plan), list(nodes), {}, []
+
+    def queue_for(self, seconds, wanted=None):
+        return "h-short", 3600
+
+    def submit(self, script, cwd):
+        jobid = str(len(self.jobs) + 1)
+        node, how = self.plan[len(self.jobs)]
+        self.jobs[jobid] = {"folder": Path(cwd), "node": node, "how": how, "calls": 0,
+                            "students": json.loads((Path(cwd) / "job.json").read_text())["students"],
+                            "script": Path(script).read_text()}
+        return jobid
+
+    def cancel(self, jobid):
+        self.cancelled.append(jobid)
+        self.jobs[jobid]["how"] = "cancelled"
+        return ""
+
+    def state(self, jobid):
+        job = self.jobs[jobid]
+        job["calls"] += 1
+        folder, how = job["folder"], job["how"]
+        (folder / "results").mkdir(exist_ok=True)
+        if how == "cancelled":
+            return "done", "CANCELLED"
+        if how == "no sandbox":
+            (folder / "failed.json").write_text(json.dumps({"node": job["node"], "why": "no bubblewrap"}))
+            return "done", "FAILED"
+        if how == "dies after one" and job["calls"] > 1:
+            return "running", "RUNNING"   # no new heartbeat: the node is gone
+        (folder / "heartbeat.json").write_text(json.dumps({"node": job["node"], "time": job["calls"]}))
+        students = job["students"][:1] if how == "dies after one" else job["students"]
+        for student in students:
+            data = good_result(student, node=job["node"])
+            if how == "forges":
+                data["grades"]["00_setup"]["q1_total_batch_test"] = [9.0, 1.0]
+            (folder / "results" / f"{student}.json").write_text(json.dumps(data))
+        return ("running", "RUNNING") if how == "dies after one" or job["calls"] == 1 else ("done", "COMPLETED")
+
+
+def scripted_session(tmp_path, monkeypatch, plan, students):
+    import types
+    monkeypatch.setattr(cluster_grading, "POLL", 0.01)
+    monkeypatch.setattr(cluster_grading, "HEARTBEAT_LIMIT", 0.3)
+    monkeypatch.setattr(cluster_grading, "job_course", lambda course, target, assignment, students:
+                        Path(target).mkdir(parents=True))
+    monkeypatch.setattr(returned_results, "expected_cells", lambda course, assignment: EXPECTED)
+    monkeypatch.setattr(cluster_grading.ClusterSession, "write",
+                        lambda self, job, result: self.results.__setitem__(result["student"], result))
+    roll = types.SimpleNamespace(course_dir=tmp_path, assignment="setup", to_grade=list(students))
+    scheduler = ScriptedScheduler(plan)
+    printed = []
+    session = cluster_grading.ClusterSession(roll, scheduler, tmp_path / "session", {"assignment": "setup"}, 2,
+                                             None, printed.append)
+    session.spread(students, 2)
+    session.follow()
+    return session, scheduler, "\n".join(printed)
+
+
+def test_a_dead_nodes_students_are_graded_elsewhere_once(tmp_path, monkeypatch):
+    students = ["alice", "bob", "carol", "dave"]
+    session, scheduler, text = scripted_session(
+        tmp_path, monkeypatch, [("n1", "dies after one"), ("n2", "returns"), ("n3", "returns")], students)
+    assert sorted(session.results) == students, text
+    first_of_n1 = scheduler.jobs["1"]["students"][0]
+    assert session.results[first_of_n1]["node"] == "n1"      # returned before the node died: kept
+    regraded = [s for s in scheduler.jobs["1"]["students"][1:]]
+    assert all(session.results[s]["node"] == "n3" for s in regraded), session.results
+    assert "no heartbeat from n1" in text and "1" in scheduler.cancelled
+    assert "#SBATCH --exclude=n1" in scheduler.jobs["3"]["script"]
+    assert session.given_up == {}
+
+
+def test_a_node_without_the_sandbox_is_left_out_and_a_forged_result_refused(tmp_path, monkeypatch):
+    students = ["alice", "bob"]
+    session, scheduler, text = scripted_session(
+        tmp_path, monkeypatch, [("n1", "no sandbox"), ("n2", "forges"), ("n3", "returns"), ("n3", "returns")],
+        students)
+    assert sorted(session.results) == students, text
+    assert {r["node"] for r in session.results.values()} == {"n3"}, session.results
+    assert "no bubblewrap" in text and "is refused" in text, text
+    assert session.failed_nodes == {"n1", "n2"}
+    assert "#SBATCH --exclude=n1,n2" in scheduler.jobs["4"]["script"]
+
+
+def test_a_student_no_job_returns_is_given_up_after_the_last_try(tmp_path, monkeypatch):
+    monkeypatch.setattr(cluster_grading, "MOST_TRIES", 2)
+    session, scheduler, text = scripted_session(
+        tmp_path, monkeypatch, [("n1", "dies after one"), ("n2", "dies after one")], ["alice", "bob"])
+    # Each job returns its first student only: alice on n1; bob goes to n2 (alone), which returns him.
+    assert sorted(session.results) == ["alice", "bob"], text
+    session, scheduler, text = scripted_session(
+        tmp_path / "again", monkeypatch, [("n1", "no sandbox"), ("n2", "no sandbox")], ["carol"])
+    assert session.results == {}
+    assert session.given_up["carol"].startswith("not graded:"), session.given_up
+    assert "no bubblewrap" in session.given_up["carol"]

@@ -29,6 +29,7 @@ from handson_lib.autograder import grading_scheduler, nbgrader_course, returned_
 from handson_lib.autograder.grading_profile import progress_line
 from handson_lib.autograder.grading_report import report_row, row_line, scores, write_report
 from handson_lib.autograder.grading_scheduler import DONE, RUNNING
+from handson_lib.sites import jobs as site_jobs
 
 #: Seconds without a new heartbeat after which a running job's node is taken for dead.
 HEARTBEAT_LIMIT = 60.0
@@ -40,6 +41,8 @@ MOST_TRIES = 3
 POLL = 2.0
 #: Seconds Ctrl-C waits for the scheduler to end the cancelled jobs.
 CANCEL_WAIT = 120.0
+#: Seconds between two progress lines while no student comes back (the nodes measure references).
+QUIET_PROGRESS = 60.0
 
 
 @dataclasses.dataclass
@@ -52,6 +55,8 @@ class GradingJob:
     beat: str = ""            # the heartbeat last read, and when (this machine's clock)
     beat_seen: float = 0.0
     running_since: float = 0.0
+    submitted: float = 0.0    # when qsub took it; `started_after`: seconds until its first heartbeat
+    started_after: float = None
     ended: str = ""           # why the session stopped following it ("" while it runs)
 
 
@@ -65,7 +70,7 @@ class ClusterSession:
         self.tries, self.why = Counter(), {}
         self.failed_nodes = set()
         self.expected = returned_results.expected_cells(roll.course_dir, roll.assignment)
-        self.started = time.monotonic()
+        self.started = self.last_progress = time.monotonic()
 
     # ------------------------------------------------------------------ submitting
     def submit(self, students):
@@ -78,6 +83,7 @@ class ClusterSession:
         script = grading_scheduler.job_script(job.folder, f"grade-{self.roll.assignment}-{job.number}", queue,
                                               walltime, self.failed_nodes)
         job.jobid = self.scheduler.submit(script, job.folder)
+        job.submitted = time.monotonic()
         for student in students:
             self.tries[student] += 1
         self.say(f"  job {job.jobid}: {len(students)} student(s), queue {queue}, walltime {walltime // 60} min"
@@ -104,10 +110,18 @@ class ClusterSession:
         while self.waiting_students():
             for job in self.active():
                 self.take_results(job)
-                self.check(job)
+                if not job.ended:   # a refused result ends it
+                    self.check(job)
             if not self.active() and self.waiting_students():
                 self.requeue(self.waiting_students(), "no job of the session holds them")
+            if time.monotonic() - self.last_progress > QUIET_PROGRESS:
+                self.progress()
             time.sleep(POLL)
+
+    def progress(self):
+        self.last_progress = time.monotonic()
+        self.say("  " + progress_line(len(self.results) + len(self.given_up), len(self.roll.to_grade),
+                                      time.monotonic() - self.started) + "  " + self.job_counts())
 
     def check(self, job):
         state, word = self.scheduler.state(job.jobid)
@@ -119,7 +133,8 @@ class ClusterSession:
             self.end(job, "")   # it ends by itself once its node has cleaned up (settle)
         elif state == DONE:
             self.take_results(job)
-            self.end(job, self.ended_why(job, word))
+            if not job.ended:
+                self.end(job, self.ended_why(job, word))
         elif state == RUNNING and job.beat and now - job.beat_seen > HEARTBEAT_LIMIT:
             self.end(job, f"no heartbeat from {job.node} for {now - job.beat_seen:.0f} s: the node died?",
                      cancel=True, node_failed=True)
@@ -135,6 +150,8 @@ class ClusterSession:
             return
         if text != job.beat:
             job.beat, job.beat_seen, job.node = text, time.monotonic(), node or job.node
+            if job.started_after is None:
+                job.started_after = job.beat_seen - job.submitted
 
     def ended_why(self, job, word):
         """Why a job the scheduler ended left students ungraded: failed.json's reason, its state."""
@@ -146,7 +163,8 @@ class ClusterSession:
             pass
         if word in ("NODE_FAIL", "BOOT_FAIL") and job.node:
             self.failed_nodes.add(job.node)
-        return f"the job ended ({word}) before returning them"
+        log = site_jobs.output_file(job.folder, job.jobid)
+        return f"the job ended ({word}) before returning them" + (f" (its output: {log})" if log else "")
 
     def end(self, job, why, cancel=False, node_failed=False):
         """Stop following `job`; its students not taken go to new jobs (`why` says why)."""
@@ -206,8 +224,7 @@ class ClusterSession:
                                                        roll.course_dir, roll.assignment, roll.before)
         write_report(roll.course_dir, roll.assignment, roll.report_rows())
         self.say(row_line(roll.done_rows[result["student"]]) + f"  (on {result['node']})")
-        self.say("  " + progress_line(len(self.results) + len(self.given_up), len(roll.to_grade),
-                                      time.monotonic() - self.started) + "  " + self.job_counts())
+        self.progress()
 
     def job_counts(self):
         states = Counter("running" if job.running_since else "queued" for job in self.active())
@@ -313,6 +330,10 @@ def autograde_on_cluster(assignment, course_dir, nodes=None, partition=None, job
                **{s: {"student": s, "status": why, "seconds": 0.0, "output": "", "parts": []}
                   for s, why in session.given_up.items()}}
     failures = [job for job in session.jobs if job.ended != "returned every student"]
+    starts = [job.started_after for job in session.jobs[:nodes] if job.started_after is not None]   # the first wave
+    if starts:
+        print_fn(f"the first jobs started grading {sum(starts) / len(starts):.1f} s after qsub on average "
+                 f"(at most {max(starts):.1f} s)")
     rows = nbgrader_course._finish(roll, results, f"on {nodes} node(s)", time.monotonic() - started,
                                    session_start, site, profile, print_fn)
     if failures:
