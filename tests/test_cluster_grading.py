@@ -6,6 +6,7 @@ the submitting grader's checks of what a node returns (autograder.returned_resul
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -131,7 +132,9 @@ def setup_course(folder, students, assignment="setup"):
 
 
 def kill_node(node):
-    """The node dies: its slurmd and every job step running on it (with all they started)."""
+    """The node dies: its slurmd and every job step running on it, with all they started (also
+    what left their process tree: every process carrying the job's id)."""
+    from handson_lib import launch
     from handson_lib.sites import cluster_config, cluster_daemons, cluster_jobs
     p = cluster_config.paths()
     victims = []
@@ -141,10 +144,12 @@ def kill_node(node):
         except (IndexError, psutil.Error):
             continue
         if cluster_jobs.job_info(jobid).get("NodeList") == node:
-            victims += [step, *step.children(recursive=True)]
+            victims += [step, *step.children(recursive=True), *launch.processes_carrying("SLURM_JOB_ID", jobid)]
     pid = cluster_daemons.read_pid(p.slurmd_pid(node))
     if pid:
         victims.append(psutil.Process(pid))
+    from handson_lib.autograder import sandbox
+    sandbox.thaw(victims)   # a dead node's frozen kernel dies with it
     for proc in victims:
         try:
             proc.kill()
@@ -225,6 +230,10 @@ def test_ctrl_c_cancels_every_job_and_resume_completes_the_class(cluster_up, tmp
     assert proc.returncode == 130, text
     assert "no job of this session is queued or running any more" in text, text
     assert cluster_daemons.job_ids(cluster_config.paths()) == [], text
+    # Nothing of the jobs runs on: no process carries their ids (a sandbox that left a job's tree).
+    from handson_lib import launch
+    for jobid in re.findall(r"^  job (\d+): ", text, flags=re.M):
+        assert launch.processes_carrying("SLURM_JOB_ID", jobid) == [], (jobid, text)
     kept = read_report(course, "setup")
     assert 1 <= len(kept) < len(students), text
     resumed = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -297,14 +306,17 @@ class ScriptedScheduler:
             return "done", "FAILED"
         if how == "dies after one" and job["calls"] > 1:
             return "running", "RUNNING"   # no new heartbeat: the node is gone
+        if how == "times out" and job["calls"] > 1:
+            return "done", "TIMEOUT"      # past its walltime after its first student
         (folder / "heartbeat.json").write_text(json.dumps({"node": job["node"], "time": job["calls"]}))
-        students = job["students"][:1] if how == "dies after one" else job["students"]
+        students = job["students"][:1] if how in ("dies after one", "times out") else job["students"]
         for student in students:
             data = good_result(student, node=job["node"])
             if how == "forges":
                 data["grades"]["00_setup"]["q1_total_batch_test"] = [9.0, 1.0]
             (folder / "results" / f"{student}.json").write_text(json.dumps(data))
-        return ("running", "RUNNING") if how == "dies after one" or job["calls"] == 1 else ("done", "COMPLETED")
+        return ("running", "RUNNING") if how in ("dies after one", "times out") or job["calls"] == 1 \
+            else ("done", "COMPLETED")
 
 
 def scripted_session(tmp_path, monkeypatch, plan, students):
@@ -363,3 +375,13 @@ def test_a_student_no_job_returns_is_given_up_after_the_last_try(tmp_path, monke
     assert session.results == {}
     assert session.given_up["carol"].startswith("not graded:"), session.given_up
     assert "no bubblewrap" in session.given_up["carol"]
+
+
+def test_a_job_past_its_walltime_has_its_other_students_graded_again(tmp_path, monkeypatch):
+    students = ["alice", "bob", "carol", "dave"]
+    session, scheduler, text = scripted_session(
+        tmp_path, monkeypatch, [("n1", "times out"), ("n2", "returns"), ("n1", "returns")], students)
+    assert sorted(session.results) == students, text
+    assert "the job ended (TIMEOUT) before returning them" in text, text
+    assert session.failed_nodes == set()   # the walltime is no fault of the node: it is used again
+    assert "--exclude" not in scheduler.jobs["3"]["script"]

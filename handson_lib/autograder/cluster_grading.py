@@ -39,6 +39,8 @@ FIRST_BEAT_LIMIT = 180.0
 MOST_TRIES = 3
 #: Seconds between two looks at the jobs.
 POLL = 2.0
+#: Seconds Ctrl-C waits for the jobs to stop by themselves (their nodes stop every run), before qdel.
+STOP_WAIT = 60.0
 #: Seconds Ctrl-C waits for the scheduler to end the cancelled jobs.
 CANCEL_WAIT = 120.0
 #: Seconds between two progress lines while no student comes back (the nodes measure references).
@@ -245,19 +247,29 @@ class ClusterSession:
 
     # ------------------------------------------------------------------ Ctrl-C
     def cancel_all(self):
-        """qdel every job of the session still followed; wait until the scheduler holds none."""
-        for job in self.active():
+        """Ctrl-C: every job grading asked to stop (its node stops its runs and removes its
+        folders, as Ctrl-C on one machine), qdel for those not started or not done after STOP_WAIT;
+        wait until the scheduler holds none. The job ids the scheduler still lists after CANCEL_WAIT."""
+        grading = [job for job in self.active() if job.beat]   # the others have not started: qdel now
+        for job in grading:
+            (job.folder / "stop").touch()
+        left = self._wait_done(grading, STOP_WAIT) + [job for job in self.active() if not job.beat]
+        for job in left:
             failed = self.scheduler.cancel(job.jobid)
             if failed:
                 self.say(f"  job {job.jobid}: qdel failed ({failed})")
-        deadline = time.monotonic() + CANCEL_WAIT
-        left = self.active()
-        while left and time.monotonic() < deadline:
-            left = [job for job in left if self.scheduler.state(job.jobid)[0] != DONE]
-            time.sleep(1.0)
+        left = self._wait_done(left, CANCEL_WAIT)
         for job in self.active():
             job.ended = "cancelled (Ctrl-C)"
         return [job.jobid for job in left]
+
+    def _wait_done(self, jobs, seconds):
+        deadline = time.monotonic() + seconds
+        while jobs and time.monotonic() < deadline:
+            jobs = [job for job in jobs if self.scheduler.state(job.jobid)[0] != DONE]
+            if jobs:
+                time.sleep(1.0)
+        return jobs
 
 
 def job_course(course_dir, target, assignment, students):

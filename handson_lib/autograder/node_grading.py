@@ -9,7 +9,11 @@ graded. Only the submitting grader writes the course's gradebook, after checking
 
 Beside the grading, heartbeat.json is rewritten every few seconds (the node's name and the time):
 a node whose heartbeat stops has died, and its students are graded elsewhere. A node that cannot
-start the sandbox says why in failed.json and grades nobody.
+start the sandbox says why in failed.json and grades nobody. A `stop` file in the job's folder
+(the submitting grader's Ctrl-C) stops the grading as Ctrl-C stops it on one machine: every run of
+the session stopped, its folders removed, then the job ends. The scheduler's SIGTERM (qdel, the
+walltime) first kills every process of the job at once (the scheduler's SIGKILL follows within
+seconds, and a sandbox that left the job's process tree would outlive it), then does the same.
 
     python -m handson_lib.autograder.node_grading JOB_FOLDER
 """
@@ -17,6 +21,7 @@ start the sandbox says why in failed.json and grades nobody.
 import hashlib
 import json
 import os
+import _thread
 import signal
 import socket
 import sys
@@ -24,12 +29,15 @@ import threading
 import time
 from pathlib import Path
 
+from handson_lib import launch
 from handson_lib.autograder import nbgrader_course, sandbox
 
 #: Seconds between two heartbeats.
 HEARTBEAT_EVERY = 5.0
 #: Exit status of a job whose node cannot grade (no sandbox): its students go to another node.
 CANNOT_GRADE = 3
+#: The scheduler's job id in every process a job starts (Slurm's, PBS's): the job's processes.
+JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID")
 
 
 def write_whole(path, data):
@@ -44,13 +52,18 @@ def node_name():
 
 
 def beat(job_dir, stop):
-    """heartbeat.json every HEARTBEAT_EVERY seconds until `stop` is set."""
+    """heartbeat.json every HEARTBEAT_EVERY seconds until `stop` is set; the main thread
+    interrupted (as by Ctrl-C) once the submitting grader leaves a `stop` file."""
+    asked = False
     while not stop.is_set():
         try:
             write_whole(Path(job_dir) / "heartbeat.json", {"node": node_name(), "time": time.time(),
                                                          "pid": os.getpid()})
         except OSError:
             pass  # a full or slow file system: the next beat tries again
+        if not asked and (Path(job_dir) / "stop").exists():
+            asked = True
+            _thread.interrupt_main()
         stop.wait(HEARTBEAT_EVERY)
 
 
@@ -97,9 +110,22 @@ def student_result(course_dir, assignment, result):
             "files": autograded_files(course_dir, assignment, student)}
 
 
+def job_processes():
+    """Every other process that carries this job's id (also those that left its process tree)."""
+    found = []
+    for name in JOB_ID_VARIABLES:
+        if os.environ.get(name):
+            found += [p for p in launch.processes_carrying(name, os.environ[name]) if p not in found]
+    return found
+
+
 def _sigterm_is_interrupt(signum, frame):
-    # The scheduler's qdel or walltime: stop like Ctrl-C, so that the session's runs are stopped
-    # and its folders removed before the SIGKILL that follows.
+    # The scheduler's qdel or walltime: every process of the job first (its SIGKILL is seconds
+    # away), then the orderly stop of Ctrl-C.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    procs = job_processes()
+    sandbox.thaw(procs)   # a kernel frozen for a report cell takes no SIGKILL
+    launch.terminate_all(procs, timeout=2.0)
     raise KeyboardInterrupt
 
 
