@@ -277,6 +277,7 @@ class ScriptedScheduler:
 
     def __init__(self, plan, nodes=("n1", "n2", "n3")):
         self.plan, self.nodes, self.jobs, self.cancelled = list(plan), list(nodes), {}, []
+        self.queries, self.unanswered = 0, set()
 
     def queue_for(self, seconds, wanted=None):
         return "h-short", 3600
@@ -295,6 +296,9 @@ class ScriptedScheduler:
         return ""
 
     def state(self, jobid):
+        self.queries += 1
+        if self.queries in self.unanswered:
+            raise RuntimeError("slurm_load_jobs error: Unable to contact slurm controller")
         job = self.jobs[jobid]
         job["calls"] += 1
         folder, how = job["folder"], job["how"]
@@ -308,18 +312,23 @@ class ScriptedScheduler:
             return "running", "RUNNING"   # no new heartbeat: the node is gone
         if how == "times out" and job["calls"] > 1:
             return "done", "TIMEOUT"      # past its walltime after its first student
-        (folder / "heartbeat.json").write_text(json.dumps({"node": job["node"], "time": job["calls"]}))
+        named = "n1\nrm -rf ~" if how == "dies, misnamed" else job["node"]
+        (folder / "heartbeat.json").write_text(json.dumps({"node": named, "time": job["calls"]}))
+        if how == "dies, misnamed" and job["calls"] > 1:
+            return "running", "RUNNING"
         students = job["students"][:1] if how in ("dies after one", "times out") else job["students"]
         for student in students:
             data = good_result(student, node=job["node"])
             if how == "forges":
                 data["grades"]["00_setup"]["q1_total_batch_test"] = [9.0, 1.0]
+            if how == "huge parts" and student == job["students"][0]:
+                data["parts"] = [{"part": "x" * 100, "seconds": 1.0}] * 100
             (folder / "results" / f"{student}.json").write_text(json.dumps(data))
         return ("running", "RUNNING") if how in ("dies after one", "times out") or job["calls"] == 1 \
             else ("done", "COMPLETED")
 
 
-def scripted_session(tmp_path, monkeypatch, plan, students):
+def scripted_session(tmp_path, monkeypatch, plan, students, settled=(), unanswered=()):
     import types
     monkeypatch.setattr(cluster_grading, "POLL", 0.01)
     monkeypatch.setattr(cluster_grading, "HEARTBEAT_LIMIT", 0.3)
@@ -330,10 +339,11 @@ def scripted_session(tmp_path, monkeypatch, plan, students):
                         lambda self, job, result: self.results.__setitem__(result["student"], result))
     roll = types.SimpleNamespace(course_dir=tmp_path, assignment="setup", to_grade=list(students))
     scheduler = ScriptedScheduler(plan)
+    scheduler.unanswered = set(unanswered)
     printed = []
     session = cluster_grading.ClusterSession(roll, scheduler, tmp_path / "session", {"assignment": "setup"}, 2,
-                                             None, printed.append)
-    session.spread(students, 2)
+                                             None, printed.append, settled=settled)
+    session.spread([s for s in students if s not in settled], 2)
     session.follow()
     return session, scheduler, "\n".join(printed)
 
@@ -385,3 +395,42 @@ def test_a_job_past_its_walltime_has_its_other_students_graded_again(tmp_path, m
     assert "the job ended (TIMEOUT) before returning them" in text, text
     assert session.failed_nodes == set()   # the walltime is no fault of the node: it is used again
     assert "--exclude" not in scheduler.jobs["3"]["script"]
+
+
+def test_a_submission_refused_before_sending_goes_to_no_job(tmp_path, monkeypatch):
+    session, scheduler, text = scripted_session(tmp_path, monkeypatch, [("n1", "returns"), ("n2", "returns")],
+                                                ["alice", "eve"], settled={"eve"})
+    assert sorted(session.results) == ["alice"], text
+    assert all("eve" not in job["students"] for job in scheduler.jobs.values()), scheduler.jobs
+    assert len(scheduler.jobs) == 1
+
+
+def test_a_result_too_large_costs_its_student_alone(tmp_path, monkeypatch):
+    """The kernel writes its part of the profile where the submission writes: a result made too
+    large by the student's work refuses that student, not the node nor the job's others."""
+    monkeypatch.setattr(returned_results, "MOST_RESULT_BYTES", 4000)
+    session, scheduler, text = scripted_session(tmp_path, monkeypatch, [("n1", "huge parts"), ("n2", "returns")],
+                                                ["alice", "bob", "carol", "dave"])
+    first = scheduler.jobs["1"]["students"][0]
+    assert session.given_up[first].startswith("not graded: its result was refused"), session.given_up
+    assert sorted(session.results) == sorted(set(["alice", "bob", "carol", "dave"]) - {first}), text
+    assert session.failed_nodes == set() and scheduler.cancelled == [], text
+
+
+def test_a_scheduler_that_misses_a_few_queries_is_asked_again(tmp_path, monkeypatch):
+    session, scheduler, text = scripted_session(tmp_path, monkeypatch, [("n1", "returns"), ("n2", "returns")],
+                                                ["alice", "bob"], unanswered={1, 2, 3})
+    assert sorted(session.results) == ["alice", "bob"], text
+    monkeypatch.setattr(cluster_grading, "QUERY_PATIENCE", 0.0)
+    with pytest.raises(cluster_grading.grading_scheduler.SchedulerError, match="has not answered"):
+        scripted_session(tmp_path / "silent", monkeypatch, [("n1", "returns")], ["carol"],
+                         unanswered=set(range(1, 10 ** 6)))
+
+
+def test_a_node_name_that_is_no_name_never_reaches_a_job_script(tmp_path, monkeypatch):
+    session, scheduler, text = scripted_session(
+        tmp_path, monkeypatch, [("n1", "dies, misnamed"), ("n2", "returns"), ("n3", "returns")],
+        ["alice", "bob", "carol", "dave"])
+    assert sorted(session.results) == ["alice", "bob", "carol", "dave"], text
+    assert session.failed_nodes == set()
+    assert all("rm -rf" not in job["script"] for job in scheduler.jobs.values())

@@ -15,12 +15,15 @@ student is taken once, from the first job that returns it. Ctrl-C cancels every 
 session, waits until the scheduler holds none, and keeps what was graded (`--resume` goes on).
 """
 
+import contextlib
 import dataclasses
 import json
 import math
 import shutil
 import signal
+import re
 import sqlite3
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,6 +32,7 @@ from handson_lib.autograder import grading_scheduler, nbgrader_course, returned_
 from handson_lib.autograder.grading_profile import progress_line
 from handson_lib.autograder.grading_report import report_row, row_line, scores, write_report
 from handson_lib.autograder.grading_scheduler import DONE, RUNNING
+from handson_lib.launch.progress import read_small
 from handson_lib.sites import jobs as site_jobs
 
 #: Seconds without a new heartbeat after which a running job's node is taken for dead.
@@ -43,6 +47,8 @@ POLL = 2.0
 STOP_WAIT = 60.0
 #: Seconds Ctrl-C waits for the scheduler to end the cancelled jobs.
 CANCEL_WAIT = 120.0
+#: Seconds the session waits for a scheduler that does not answer before it gives up (and cancels).
+QUERY_PATIENCE = 300.0
 #: Seconds between two progress lines while no student comes back (the nodes measure references).
 QUIET_PROGRESS = 60.0
 
@@ -65,10 +71,12 @@ class GradingJob:
 class ClusterSession:
     """One cluster grading session: its jobs, the results taken, the students given up on."""
 
-    def __init__(self, roll, scheduler, folder, spec, nodes, partition, print_fn):
+    def __init__(self, roll, scheduler, folder, spec, nodes, partition, print_fn, settled=()):
+        """`settled`: students of roll.to_grade decided without a job (refused before sending)."""
         self.roll, self.scheduler, self.folder, self.spec = roll, scheduler, Path(folder), spec
         self.nodes, self.partition, self.say = nodes, partition, print_fn
-        self.jobs, self.results, self.given_up = [], {}, {}
+        self.jobs, self.results, self.given_up, self.settled = [], {}, {}, set(settled)
+        self.unanswered_since = None
         self.tries, self.why = Counter(), {}
         self.failed_nodes = set()
         self.expected = returned_results.expected_cells(roll.course_dir, roll.assignment)
@@ -78,13 +86,14 @@ class ClusterSession:
     def submit(self, students):
         """One job for `students`: its folder with the course's copy, its script, qsub."""
         job = GradingJob(len(self.jobs) + 1, self.folder / f"job-{len(self.jobs) + 1:03d}", list(students))
-        self.jobs.append(job)
         job_course(self.roll.course_dir, job.folder / "course", self.roll.assignment, job.students)
         (job.folder / "job.json").write_text(json.dumps({**self.spec, "students": job.students}))
         queue, walltime = self.scheduler.queue_for(grading_scheduler.walltime_for(len(students)), self.partition)
         script = grading_scheduler.job_script(job.folder, f"grade-{self.roll.assignment}-{job.number}", queue,
                                               walltime, self.failed_nodes)
-        job.jobid = self.scheduler.submit(script, job.folder)
+        with sigint_held():   # a job qsub took is always followed (and cancelled by Ctrl-C)
+            job.jobid = self.scheduler.submit(script, job.folder)
+            self.jobs.append(job)
         job.submitted = time.monotonic()
         for student in students:
             self.tries[student] += 1
@@ -105,7 +114,8 @@ class ClusterSession:
         return [job for job in self.jobs if not job.ended]
 
     def waiting_students(self):
-        return [s for s in self.roll.to_grade if s not in self.results and s not in self.given_up]
+        return [s for s in self.roll.to_grade
+                if s not in self.results and s not in self.given_up and s not in self.settled]
 
     def follow(self):
         """Poll the jobs until every student is taken or given up on."""
@@ -125,13 +135,31 @@ class ClusterSession:
         self.say("  " + progress_line(len(self.results) + len(self.given_up), len(self.roll.to_grade),
                                       time.monotonic() - self.started) + "  " + self.job_counts())
 
+    def state(self, job):
+        """The scheduler's (state, word) of the job; None while the scheduler does not answer (a
+        failed query is never "done"); SchedulerError after QUERY_PATIENCE seconds of silence."""
+        try:
+            answer = self.scheduler.state(job.jobid)
+        except Exception as err:  # jobs.QueryError, ClusterError, a timeout
+            now = time.monotonic()
+            self.unanswered_since = self.unanswered_since or now
+            if now - self.unanswered_since > QUERY_PATIENCE:
+                raise grading_scheduler.SchedulerError(f"the scheduler has not answered for {QUERY_PATIENCE:.0f} s "
+                                                       f"({err})") from None
+            return None
+        self.unanswered_since = None
+        return answer
+
     def check(self, job):
-        state, word = self.scheduler.state(job.jobid)
+        answer = self.state(job)
+        if answer is None:
+            return
+        state, word = answer
         self.read_heartbeat(job)
         now = time.monotonic()
         if state == RUNNING and not job.running_since:
             job.running_since = now
-        if all(s in self.results for s in job.students):
+        if not self.left_in(job):
             self.end(job, "")   # it ends by itself once its node has cleaned up (settle)
         elif state == DONE:
             self.take_results(job)
@@ -146,8 +174,8 @@ class ClusterSession:
 
     def read_heartbeat(self, job):
         try:
-            text = (job.folder / "heartbeat.json").read_text()[:1000]
-            node = str(json.loads(text).get("node", ""))[:100]
+            text = read_small(job.folder / "heartbeat.json", 1000).decode(errors="replace")
+            node = node_name(json.loads(text).get("node"))
         except (OSError, ValueError, AttributeError):
             return
         if text != job.beat:
@@ -158,13 +186,14 @@ class ClusterSession:
     def ended_why(self, job, word):
         """Why a job the scheduler ended left students ungraded: failed.json's reason, its state."""
         try:
-            failed = json.loads((job.folder / "failed.json").read_text()[:4000])
-            self.failed_nodes.add(str(failed.get("node", job.node))[:100])
-            return f"{failed.get('node', '?')}: {str(failed.get('why', ''))[:300]}"
+            failed = json.loads(read_small(job.folder / "failed.json", 4000))
+            node = node_name(failed.get("node")) or job.node
+            self.fail_node(node)
+            return f"{node or '?'}: {str(failed.get('why', ''))[:300]}"
         except (OSError, ValueError, AttributeError):
             pass
-        if word in ("NODE_FAIL", "BOOT_FAIL") and job.node:
-            self.failed_nodes.add(job.node)
+        if word in ("NODE_FAIL", "BOOT_FAIL"):
+            self.fail_node(job.node)
         log = site_jobs.output_file(job.folder, job.jobid)
         return f"the job ended ({word}) before returning them" + (f" (its output: {log})" if log else "")
 
@@ -174,14 +203,23 @@ class ClusterSession:
             failed = self.scheduler.cancel(job.jobid)
             if failed and why:
                 self.say(f"  job {job.jobid}: qdel failed ({failed})")
-        if node_failed and job.node:
-            self.failed_nodes.add(job.node)
+        if node_failed:
+            self.fail_node(job.node)
         job.ended = why or "returned every student"
-        left = [s for s in job.students if s not in self.results]
+        left = self.left_in(job)
         if left:
             self.say(f"  job {job.jobid}{' on ' + job.node if job.node else ''}: {why}; "
                      f"{len(left)} student(s) to grade again")
             self.requeue(left, why)
+
+    def left_in(self, job):
+        """The job's students neither taken nor given up on."""
+        return [s for s in job.students if s not in self.results and s not in self.given_up]
+
+    def fail_node(self, node):
+        """Leave `node` out of the session's next jobs (a name the scheduler knows, where it says)."""
+        if node and (not self.scheduler.nodes or node in self.scheduler.nodes):
+            self.failed_nodes.add(node)
 
     def requeue(self, students, why):
         for student in students:
@@ -210,17 +248,20 @@ class ClusterSession:
                 self.write(job, result)
             except returned_results.Refused as err:
                 self.say(f"  job {job.jobid}: the result of {student} is refused ({err})")
-                self.failed_nodes.add(job.node)
+                if not err.node_fault:   # the student's own work made it: that student alone
+                    self.given_up[student] = f"not graded: its result was refused ({err})"
+                    continue
+                self.fail_node(job.node)
                 self.end(job, f"a result was refused: {err}", cancel=True)
                 return
 
     def write(self, job, result):
         """The trusted side: a checked result into the gradebook, the graded files, the report."""
         roll = self.roll
-        returned_results.copy_graded_files(result, job.folder / "course" / "autograded", roll.course_dir,
-                                           roll.assignment)
+        blobs = returned_results.graded_blobs(result, job.folder / "course" / "autograded", roll.assignment)
         if result["status"] == "graded":
             returned_results.write_grades(roll.course_dir, roll.assignment, result)
+        returned_results.place_graded_files(blobs, roll.course_dir, roll.assignment, result["student"])
         self.results[result["student"]] = result
         roll.done_rows[result["student"]] = report_row(result, scores(roll.course_dir, roll.assignment),
                                                        roll.course_dir, roll.assignment, roll.before)
@@ -234,42 +275,65 @@ class ClusterSession:
 
     def settle(self):
         """Wait for the jobs that returned every student to end by themselves (their nodes stop
-        what submissions left and remove their folders); qdel those still there after CANCEL_WAIT."""
-        left = [job for job in self.jobs if job.ended == "returned every student"]
-        deadline = time.monotonic() + CANCEL_WAIT
-        while left and time.monotonic() < deadline:
-            left = [job for job in left if self.scheduler.state(job.jobid)[0] != DONE]
-            if left:
-                time.sleep(1.0)
-        for job in left:
-            self.say(f"  job {job.jobid} still runs {CANCEL_WAIT:.0f} s after returning its students: qdel "
-                     + (self.scheduler.cancel(job.jobid) or "done"))
+        what submissions left and remove their folders); qdel every job still listed then."""
+        self._wait_done([job for job in self.jobs if job.ended == "returned every student"], CANCEL_WAIT)
+        for job in self.jobs:
+            if not self._done(job):
+                failed = self.scheduler.cancel(job.jobid)
+                self.say(f"  job {job.jobid} ({job.ended}) still listed: qdel " + (failed or "done"))
 
     # ------------------------------------------------------------------ Ctrl-C
     def cancel_all(self):
-        """Ctrl-C: every job grading asked to stop (its node stops its runs and removes its
-        folders, as Ctrl-C on one machine), qdel for those not started or not done after STOP_WAIT;
-        wait until the scheduler holds none. The job ids the scheduler still lists after CANCEL_WAIT."""
-        grading = [job for job in self.active() if job.beat]   # the others have not started: qdel now
+        """Ctrl-C (or an error): every job grading asked to stop (its node stops its runs and
+        removes its folders, as Ctrl-C on one machine), qdel for every other job the scheduler
+        lists and for those not ended after STOP_WAIT; wait until the scheduler holds none. The
+        job ids it still lists after CANCEL_WAIT."""
+        live = [job for job in self.jobs if not self._done(job)]
+        grading = [job for job in live if job.beat and not job.ended]
         for job in grading:
             (job.folder / "stop").touch()
-        left = self._wait_done(grading, STOP_WAIT) + [job for job in self.active() if not job.beat]
+        left = self._wait_done(grading, STOP_WAIT) + [job for job in live if job not in grading]
         for job in left:
             failed = self.scheduler.cancel(job.jobid)
             if failed:
                 self.say(f"  job {job.jobid}: qdel failed ({failed})")
         left = self._wait_done(left, CANCEL_WAIT)
         for job in self.active():
-            job.ended = "cancelled (Ctrl-C)"
+            job.ended = "cancelled"
         return [job.jobid for job in left]
+
+    def _done(self, job):
+        answer = self.state(job)
+        return answer is not None and answer[0] == DONE
 
     def _wait_done(self, jobs, seconds):
         deadline = time.monotonic() + seconds
         while jobs and time.monotonic() < deadline:
-            jobs = [job for job in jobs if self.scheduler.state(job.jobid)[0] != DONE]
+            jobs = [job for job in jobs if not self._done(job)]
             if jobs:
                 time.sleep(1.0)
         return jobs
+
+
+@contextlib.contextmanager
+def sigint_held():
+    """Ctrl-C waits until the block is done (where signals can be held: the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def node_name(text):
+    """A node's name as a node file gives it, if it is one ("" otherwise: it goes into job scripts)."""
+    return text if isinstance(text, str) and NODE_NAME.fullmatch(text) else ""
 
 
 def job_course(course_dir, target, assignment, students):
@@ -319,8 +383,8 @@ def autograde_on_cluster(assignment, course_dir, nodes=None, partition=None, job
     spec = {"assignment": assignment, "timeout": timeout or nbgrader_course.RUN_TIMEOUT, "jobs": jobs,
             "cell_timeout": cell_timeout, "site": site, "run_timeout": run_timeout,
             "references": str(folder / "references")}
-    session = ClusterSession(roll, scheduler, folder, spec, nodes, partition, print_fn)
     refused = refused_before_sending(roll)
+    session = ClusterSession(roll, scheduler, folder, spec, nodes, partition, print_fn, settled=refused)
     to_send = [s for s in roll.to_grade if s not in refused]
     print_fn(f"Autograding {len(roll.to_grade)} submission(s) of {assignment!r} on "
              f"{'the local cluster' if scheduler.local else 'the scheduler of ' + scheduler.site.name}, "
@@ -331,10 +395,11 @@ def autograde_on_cluster(assignment, course_dir, nodes=None, partition=None, job
             session.spread(to_send, nodes)
         session.follow()
         session.settle()
-    except KeyboardInterrupt:
+    except BaseException as err:   # Ctrl-C, a scheduler that stopped answering, a full disk, a bug
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the cancelling short
         try:
-            _interrupted(session, folder, print_fn)
+            _interrupted(session, folder, print_fn, "Interrupted" if isinstance(err, KeyboardInterrupt)
+                         else f"Stopped by an error ({type(err).__name__}: {err})")
         finally:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         raise
@@ -355,9 +420,10 @@ def autograde_on_cluster(assignment, course_dir, nodes=None, partition=None, job
     return rows, time.monotonic() - started
 
 
-def _interrupted(session, folder, print_fn):
+def _interrupted(session, folder, print_fn, why):
+    """Every job cancelled, the report written with what was graded, how to go on."""
     roll = session.roll
-    print_fn("Interrupted: cancelling every job of this session ...")
+    print_fn(f"{why}: cancelling every job of this session ...")
     left = session.cancel_all()
     path = write_report(roll.course_dir, roll.assignment, roll.report_rows())
     missing = [s for s in roll.students if s not in roll.done_rows]

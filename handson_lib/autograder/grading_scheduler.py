@@ -14,7 +14,8 @@ from handson_lib.sites import jobs, table
 #: A job's state, as the session reads it.
 QUEUED, RUNNING, DONE = "queued", "running", "done"
 #: Slurm's states of a job still queued or running (scontrol show job).
-SLURM_QUEUED = ("PENDING", "CONFIGURING", "REQUEUED", "RESV_DEL_HOLD", "REQUEUE_HOLD", "SUSPENDED")
+SLURM_QUEUED = ("PENDING", "CONFIGURING", "REQUEUED", "RESV_DEL_HOLD", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED",
+                "STOPPED")
 SLURM_RUNNING = ("RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING")
 #: Seconds a grading job asks for before its students: the node's reference measurements.
 REFERENCE_ALLOWANCE = 900
@@ -56,9 +57,9 @@ class Scheduler:
                 return RUNNING, word
             return DONE, word or "gone"
         letter = jobs.qstat_state(jobid)
-        if letter in ("Q", "H", "W", "T"):
+        if letter in ("Q", "H", "W", "T", "S", "U", "M"):   # queued, held, suspended, moved: not over
             return QUEUED, letter
-        if letter in ("R", "E", "B", "X") and letter != "X":
+        if letter in ("R", "E", "B"):
             return RUNNING, letter
         return DONE, letter or "gone"
 

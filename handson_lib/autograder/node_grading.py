@@ -36,6 +36,9 @@ from handson_lib.autograder import nbgrader_course, sandbox
 HEARTBEAT_EVERY = 5.0
 #: Exit status of a job whose node cannot grade (no sandbox): its students go to another node.
 CANNOT_GRADE = 3
+#: At most so many parts of a student's profile go back, each text cut to MOST_PART_CHARS: the
+#: kernel's part of the log is written where the submission can write.
+MOST_PARTS, MOST_PART_CHARS = 200, 200
 #: The scheduler's job id in every process a job starts (Slurm's, PBS's): the job's processes.
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID")
 
@@ -48,7 +51,8 @@ def write_whole(path, data):
 
 
 def node_name():
-    return socket.gethostname()
+    """The scheduler's name of this node (Slurm's), else the host's."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def beat(job_dir, stop):
@@ -99,6 +103,11 @@ def autograded_files(course_dir, assignment, student):
     return files
 
 
+def capped_parts(parts):
+    return [{key[:MOST_PART_CHARS]: value[:MOST_PART_CHARS] if isinstance(value, str) else value
+             for key, value in list(part.items())[:20]} for part in parts[:MOST_PARTS]]
+
+
 def student_result(course_dir, assignment, result):
     """What goes back to the submitting grader for one student: the status, the seconds and the
     parts (the profile), the grade cells' scores and comments, and the graded files' digests."""
@@ -106,7 +115,7 @@ def student_result(course_dir, assignment, result):
     graded = result["status"] == "graded"
     grades, comments, penalties = cell_grades(course_dir, assignment, student) if graded else ({}, {}, {})
     return {"student": student, "node": node_name(), "status": result["status"], "seconds": result["seconds"],
-            "parts": result.get("parts", []), "grades": grades, "comments": comments, "penalties": penalties,
+            "parts": capped_parts(result.get("parts", [])), "grades": grades, "comments": comments, "penalties": penalties,
             "files": autograded_files(course_dir, assignment, student)}
 
 

@@ -12,8 +12,11 @@ import hashlib
 import json
 import math
 import shutil
+import time
 import warnings
 from pathlib import Path
+
+from handson_lib.launch.progress import read_small
 
 #: The most bytes of one student's result file, and of one graded file copied back.
 MOST_RESULT_BYTES = 4 << 20
@@ -23,19 +26,35 @@ MOST_PARTS = 1000
 
 
 class Refused(ValueError):
-    """A result that cannot be believed; the message says why."""
+    """A result that cannot be believed; the message says why. `node_fault`: the node's grader
+    is to blame (a result for another student, a score out of bounds, a file not as declared),
+    and the node is used no more; else the student's own work made it (a graded file too large),
+    and that student alone is not graded."""
+
+    def __init__(self, message, node_fault=True):
+        super().__init__(message)
+        self.node_fault = node_fault
+
+
+def read_plain(path, most):
+    """The bytes of `path`, a plain file (never through a link, never a FIFO) of at most `most`
+    bytes; Refused otherwise (too large: the student's doing, not the node's)."""
+    try:
+        blob = read_small(path, most + 1)
+    except OSError as err:
+        raise Refused(f"{Path(path).name} is not a plain file ({err.strerror or err})") from None
+    if len(blob) > most:
+        raise Refused(f"{Path(path).name} is over {most >> 20} MiB", node_fault=False)
+    return blob
 
 
 def read_result(path):
     """The JSON object in `path` (a plain file, not too large); Refused otherwise."""
     path = Path(path)
-    if path.is_symlink() or not path.is_file():
-        raise Refused(f"{path.name} is not a plain file")
-    if path.stat().st_size > MOST_RESULT_BYTES:
-        raise Refused(f"{path.name} is over {MOST_RESULT_BYTES >> 20} MiB")
+    blob = read_plain(path, MOST_RESULT_BYTES)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
+        data = json.loads(blob)
+    except ValueError as err:
         raise Refused(f"{path.name} is not JSON ({err})") from None
     if not isinstance(data, dict):
         raise Refused(f"{path.name} is not a JSON object")
@@ -102,8 +121,8 @@ def _flat_parts(parts):
 def _comments(comments, expected):
     if not isinstance(comments, dict):
         return {}
-    return {nb: {cell: text[:10000] if isinstance(text, str) else None for cell, text in cells.items()
-                 if isinstance(cell, str)}
+    return {nb: {cell: text[:10000] if isinstance(text, str) else None
+                 for cell, text in list(cells.items())[:MOST_PARTS] if isinstance(cell, str)}
             for nb, cells in comments.items() if nb in expected and isinstance(cells, dict)}
 
 
@@ -130,31 +149,38 @@ def _files(files):
     return files
 
 
-def copy_graded_files(result, graded_root, course_dir, assignment):
-    """The student's graded files, from the job's folder into the course's autograded/ folder
-    (replacing what an earlier grading left), each checked against the digest the node declared;
-    Refused (nothing copied) when one differs."""
-    student = result["student"]
-    source = Path(graded_root) / student / assignment
+def graded_blobs(result, graded_root, assignment):
+    """{name: bytes} of the student's graded files in the job's folder, each a plain file whose
+    digest is the one the node declared; Refused otherwise (nothing is written yet)."""
+    source = Path(graded_root) / result["student"] / assignment
     if any(p.is_symlink() for p in (source, source.parent)):
         raise Refused("the graded folder is a symbolic link")
     blobs = {}
     for name, digest in result["files"].items():
         path = source / name
-        if any(p.is_symlink() for p in [path, *path.parents][:len(Path(name).parts)]) or not path.is_file():
+        if any(p.is_symlink() for p in [path, *path.parents][:len(Path(name).parts)]):
             raise Refused(f"the graded file {name} is not a plain file")
-        if path.stat().st_size > MOST_FILE_BYTES:
-            raise Refused(f"the graded file {name} is over {MOST_FILE_BYTES >> 20} MiB")
-        blob = path.read_bytes()
+        blob = read_plain(path, MOST_FILE_BYTES)
         if hashlib.sha256(blob).hexdigest() != digest:
             raise Refused(f"the graded file {name} is not the one the node declared")
         blobs[name] = blob
+    return blobs
+
+
+def place_graded_files(blobs, course_dir, assignment, student):
+    """The checked graded files into the course's autograded/<student>/<assignment>/, replacing
+    what an earlier grading left."""
     target = Path(course_dir) / "autograded" / student / assignment
     if target.exists():
         shutil.rmtree(target)
     for name, blob in blobs.items():
         (target / name).parent.mkdir(parents=True, exist_ok=True)
         (target / name).write_bytes(blob)
+
+
+def copy_graded_files(result, graded_root, course_dir, assignment):
+    """graded_blobs, then place_graded_files: Refused (nothing copied) when one file differs."""
+    place_graded_files(graded_blobs(result, graded_root, assignment), course_dir, assignment, result["student"])
 
 
 def submission_timestamp(course_dir, assignment, student):
@@ -168,7 +194,19 @@ def submission_timestamp(course_dir, assignment, student):
         return None
 
 
-def write_grades(course_dir, assignment, result):
+def write_grades(course_dir, assignment, result, tries=8):
+    """The student's scores into the course's gradebook (write_grades_once), tried again while
+    the database is busy (the Formgrader open, nbgrader's own commands)."""
+    for attempt in range(tries):
+        try:
+            return write_grades_once(course_dir, assignment, result)
+        except Exception as err:  # sqlalchemy's OperationalError: "database is locked"
+            if "locked" not in str(err) or attempt == tries - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+
+
+def write_grades_once(course_dir, assignment, result):
     """The student's scores into the course's gradebook, as nbgrader's SaveAutoGrades writes them
     (a manual score a grader gave stays, and the cell is marked for review)."""
     from nbgrader.api import Gradebook
