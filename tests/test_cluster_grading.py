@@ -218,7 +218,9 @@ def test_ctrl_c_cancels_every_job_and_resume_completes_the_class(cluster_up, tmp
     course = setup_course(tmp_path, students)
     cmd = [str(VENV_BIN / "handson"), "autograde", "setup", "--course", str(course), "--on-cluster", "--jobs", "1",
            "--cell-timeout", "15"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    # Unbuffered: each student's line reaches the test as it is printed, and Ctrl-C follows the first.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
     lines = []
     for line in proc.stdout:
         lines.append(line)
