@@ -54,8 +54,7 @@ TIERS = {
 #: no long file starts last and leaves the other worker idle (the rest keep their order).
 #: Notebooks to read, with no graded question: the course's ending.
 READING_ONLY = {"07_ending.ipynb"}
-LONGEST_FIRST = ("test_classroom.py", "test_autograde.py", "test_verdicts.py", "test_cluster.py", "test_cluster_grading.py",
-                 "test_notebooks.py",
+LONGEST_FIRST = ("test_classroom.py", "test_autograde.py", "test_verdicts.py", "test_cluster.py", "test_notebooks.py",
                  "test_network.py", "test_questions.py")
 #: Markers that put a test in the system tier.
 SYSTEM_MARKERS = ("system", "scheduler", "browser", "classroom", "whole_class")
