@@ -231,6 +231,8 @@ def test_ctrl_c_cancels_every_job_and_resume_completes_the_class(cluster_up, tmp
     text = "".join(lines) + out
     assert proc.returncode == 130, text
     assert "no job of this session is queued or running any more" in text, text
+    # Every node stopped its runs and folders itself (the `stop` file), before any qdel.
+    assert re.search(r"\d+ job\(s\) stopped grading by themselves; qdel for 0\b", text), text
     assert cluster_daemons.job_ids(cluster_config.paths()) == [], text
     # Nothing of the jobs runs on: no process carries their ids (a sandbox that left a job's tree).
     from handson_lib import launch

@@ -292,7 +292,9 @@ class ClusterSession:
         grading = [job for job in live if job.beat and not job.ended]
         for job in grading:
             (job.folder / "stop").touch()
-        left = self._wait_done(grading, STOP_WAIT) + [job for job in live if job not in grading]
+        stopping = self._wait_done(grading, STOP_WAIT)
+        left = stopping + [job for job in live if job not in grading]
+        self.say(f"  {len(grading) - len(stopping)} job(s) stopped grading by themselves; qdel for {len(left)}")
         for job in left:
             failed = self.scheduler.cancel(job.jobid)
             if failed:

@@ -21,7 +21,6 @@ seconds, and a sandbox that left the job's process tree would outlive it), then 
 import hashlib
 import json
 import os
-import _thread
 import signal
 import socket
 import sys
@@ -67,7 +66,7 @@ def beat(job_dir, stop):
             pass  # a full or slow file system: the next beat tries again
         if not asked and (Path(job_dir) / "stop").exists():
             asked = True
-            _thread.interrupt_main()
+            os.kill(os.getpid(), signal.SIGINT)   # a real signal: it wakes the main thread's wait
         stop.wait(HEARTBEAT_EVERY)
 
 
@@ -171,6 +170,7 @@ def main(argv=None):
         print("usage: python -m handson_lib.autograder.node_grading JOB_FOLDER", file=sys.stderr)
         return 2
     sys.stdout.reconfigure(line_buffering=True)   # the job's output file follows the grading
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # the `stop` file's Ctrl-C, even if the job ignored it
     signal.signal(signal.SIGTERM, _sigterm_is_interrupt)
     stop = threading.Event()
     threading.Thread(target=beat, args=(argv[0], stop), daemon=True).start()
