@@ -219,8 +219,10 @@ def test_ctrl_c_cancels_every_job_and_resume_completes_the_class(cluster_up, tmp
     cmd = [str(VENV_BIN / "handson"), "autograde", "setup", "--course", str(course), "--on-cluster", "--jobs", "1",
            "--cell-timeout", "15"]
     # Unbuffered: each student's line reaches the test as it is printed, and Ctrl-C follows the first.
+    # SIGINT as at a terminal: pytest-xdist's workers ignore it, and a child would inherit that.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     for line in proc.stdout:
         lines.append(line)

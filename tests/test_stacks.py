@@ -19,8 +19,11 @@ from handson_lib.experiments import stacks
 
 pytestmark = pytest.mark.slow
 
-#: task -> (relative tolerance of the losses, absolute tolerance of the accuracies)
-TOLERANCE = {"task1": (1e-6, 1e-6), "task2": (0.05, 0.1)}
+#: task -> (relative tolerance of the losses, absolute tolerance of the accuracies). Task #2's short
+#: run is not repeatable to the bit (its two ranks): its validation accuracy on 128 images after 8
+#: iterations, near chance, spread over 0.14-0.33 in runs on the same stack (1 in 3 beyond 0.1 of
+#: the other stack's); its losses, the check that matters, stay within 5 %.
+TOLERANCE = {"task1": (1e-6, 1e-6), "task2": (0.05, 0.25)}
 
 
 @pytest.fixture(scope="module")
