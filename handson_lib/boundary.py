@@ -30,6 +30,7 @@ STUDENT_SUPPORT = (
     "handson_lib.harness.*",           # what runs inside every observed process (`handson check`'s runs)
     "handson_lib.checking.*",          # the checks, the observed runs and the notebooks' helpers
     "handson_lib.checking.timing.*",   # the scored timing (the self-check times the student's own steps)
+    "handson_lib.verdicts.*",          # what decides (the self-check judges the student's own runs with it)
     "handson_lib.exchange",            # nbgrader submissions only the staff can read (classroom)
     "handson_lib.experiments",
     "handson_lib.experiments.figures",  # the notebooks' plots
@@ -76,7 +77,8 @@ RUNS_INSIDE = ("handson_lib.runtime.*", "handson_lib.harness.*")
 #: What decides verdicts, or serves what does (the checks, their observed runs and evidence, the
 #: paired timing, the autograder's judge): its results earn points, so nothing that runs inside
 #: imports it. (`checking` ships: a student's self-check is the same code, judged on their side.)
-DECIDING = ("handson_lib.checking.*", "handson_lib.checking.timing.*", "handson_lib.autograder.*")
+DECIDING = ("handson_lib.verdicts.*", "handson_lib.checking.*", "handson_lib.checking.timing.*",
+            "handson_lib.autograder.*")
 
 #: Folder names never part of the library's files.
 SKIP = {"__pycache__", ".ipynb_checkpoints", ".DS_Store"}

@@ -33,7 +33,8 @@ class SettingsError(ValueError):
 
 
 def setting(variable, set_by, does, default=None, kind="text"):
-    """A field carried by `variable`; kind: text, seconds (a positive number) or flag."""
+    """A field carried by `variable`; kind: text, seconds (a positive number), flag or iterations
+    (whole numbers, comma-separated: a sorted tuple)."""
     return field(default=default, metadata={"variable": variable, "set_by": set_by, "does": does,
                                             "kind": kind})
 
@@ -51,6 +52,11 @@ def _parse(f, text):
     if kind == "flag":
         word = text.strip().lower()
         return True if word in _TRUE else False if word in _FALSE else f.default
+    if kind == "iterations":
+        try:
+            return tuple(sorted({int(k) for k in text.split(",") if k.strip()}))
+        except ValueError:
+            raise SettingsError(f"{variable}={text!r}: iterations (whole numbers, comma-separated) expected") from None
     return text
 
 
@@ -60,6 +66,8 @@ def _text(f, value):
         return None if value == f.default else ("1" if value else "0")
     if value is None:
         return None
+    if f.metadata["kind"] == "iterations":
+        return ",".join(str(int(k)) for k in value) or None
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -166,6 +174,10 @@ class Settings(_Carried):
     observe_dir: str = setting(
         "HANDSON_OBSERVE_DIR", "the grader's launcher (internal)",
         "where an observed run writes what the workers did")
+    observe_snapshots: tuple = setting(
+        "HANDSON_OBSERVE_SNAPSHOTS", "the grader's runs (internal)",
+        "iterations (comma-separated) at which an observed run keeps every worker's and rank's parameters, "
+        "for the grader to set beside its own replay of the training", default=(), kind="iterations")
     observe_phases: bool = setting(
         "HANDSON_OBSERVE_PHASES", "`handson bench speedup` (internal)",
         "`1`: every observed run also records its phases (forward / backward / allreduce / update)",

@@ -1,12 +1,12 @@
 """What a check or a notebook cell shows of a run: readable, and one run's numbers alike in every cell."""
 
-from handson_lib.checking import checks, notebook
+from handson_lib.checking import checks, notebook, watchdog
 
 
 def test_a_checks_echoed_output_has_no_terminal_control_sequences():
     """Chainer's PrintReport writes ESC[J before each line: the report showed `[J1  2.16 ...`."""
     output = "epoch  main/loss\n\x1b[J1  2.16545\n\x1b[J2  1.91322\n\x1b[4A\x1b[J"
-    assert checks._tail(output) == "epoch  main/loss\n1  2.16545\n2  1.91322"
+    assert watchdog._tail(output) == "epoch  main/loss\n1  2.16545\n2  1.91322"
 
 
 def test_the_throughput_table_says_whose_clock_its_images_per_second_are(capsys, monkeypatch):

@@ -9,6 +9,7 @@ import pytest
 
 from handson_lib.checking import evidence
 from handson_lib.runtime import models
+from handson_lib.verdicts import records
 
 DATASET = {"name": "synthetic", "n_train": 256, "n_test": 64, "n_class": 10, "shape": [3, 32, 32], "seed": 0,
            "source": None}
@@ -32,7 +33,7 @@ def test_an_untrained_model_is_measured_at_chance_whatever_the_record_says(tmp_p
     seen = evidence.measure(record, path)
     assert seen["images"] == evidence.HELD_OUT_IMAGES and seen["why"] == ""
     assert 0.0 <= seen["accuracy"] < 0.3, seen
-    assert abs(seen["accuracy"] - record["accuracy"]) > evidence.agreement(64, seen["images"])
+    assert abs(seen["accuracy"] - record["accuracy"]) > records.agreement(64, seen["images"])
     assert chainer.config.train   # the grader's evaluation leaves Chainer's configuration as it was
 
 
@@ -72,8 +73,8 @@ def test_links_fifos_pickles_and_garbage_are_refused_never_followed(tmp_path):
 
 
 def test_the_margin_shrinks_with_the_images_and_has_bounds():
-    assert evidence.agreement(64, 1000) > evidence.agreement(500, 1000) >= 0.15
-    assert evidence.agreement(1, 1) == 0.35 and evidence.agreement(10 ** 6, 10 ** 6) == 0.15
+    assert records.agreement(64, 1000) > records.agreement(500, 1000) >= 0.15
+    assert records.agreement(1, 1) == 0.35 and records.agreement(10 ** 6, 10 ** 6) == 0.15
 
 
 # ----------------------------------------------------------------------------- what a run left, capped
@@ -137,7 +138,7 @@ def test_a_run_that_left_too_much_is_refused_with_its_cap_and_bounded_memory(tmp
     started = time.monotonic()
     tracemalloc.start()
     try:
-        (record, workers), refused = runs._read_left(runs._observed_records, tmp_path)
+        (record, workers, _), refused = runs._read_left(runs._observed_records, tmp_path)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -152,7 +153,7 @@ def test_a_run_reads_as_before_under_the_caps(tmp_path):
     (tmp_path / "observed.json").write_text('{"finished": true, "shards": [["a1", "b2"], ["c3"]]}')
     for i in range(2):
         numpy.savez(tmp_path / f"worker{i}.npz", index=numpy.array(i), params=numpy.ones(3))
-    (record, workers), refused = runs._read_left(runs._observed_records, tmp_path)
+    (record, workers, _), refused = runs._read_left(runs._observed_records, tmp_path)
     assert refused == "" and record == {"finished": True, "shards": [["a1", "b2"], ["c3"]]}
     assert sorted(workers) == [0, 1] and workers[1]["params"].tolist() == [1.0, 1.0, 1.0]
 
@@ -163,12 +164,12 @@ def test_an_mpi_run_reads_at_most_its_ranks_files_and_its_arrays_together_at_mos
     for rank in range(3):
         (tmp_path / f"observed-rank{rank}.json").write_text('{"finished": true}')
         numpy.savez(tmp_path / f"params-rank{rank}.npz", params=numpy.zeros(1000))
-    (ranks, params), refused = runs._read_left(runs._rank_records, tmp_path, 3)
+    (ranks, params, _), refused = runs._read_left(runs._rank_records, tmp_path, 3)
     assert refused == "" and sorted(ranks) == sorted(params) == [0, 1, 2]
-    (ranks, params), refused = runs._read_left(runs._rank_records, tmp_path, 2)
+    (ranks, params, _), refused = runs._read_left(runs._rank_records, tmp_path, 2)
     assert (ranks, params) == ({}, {}) and "3 files observed-rank*.json (at most 2)" in refused, refused
     monkeypatch.setattr(evidence, "LARGEST_RUN_ARRAYS", 20_000)      # two ranks' 8000 bytes, not three
-    (ranks, params), refused = runs._read_left(runs._rank_records, tmp_path, 3)
+    (ranks, params, _), refused = runs._read_left(runs._rank_records, tmp_path, 3)
     assert (ranks, params) == ({}, {}) and "params-rank2.npz" in refused, refused
     assert "the run's arrays together: at most 20000 bytes" in refused, refused
 

@@ -83,6 +83,7 @@ LAYERS = (
     ("data",),
     ("runtime", "sites"),
     ("profiling", "harness"),
+    ("verdicts",),
     ("checking",),
     ("experiments",),
     ("autograder",),

@@ -19,9 +19,11 @@ import numpy
 import pytest
 
 from handson_lib import launch
-from handson_lib.checking import checks, evidence, source_review
+from handson_lib.checking import baselines, checks, evidence, source_review
 from handson_lib.checking.timing import scored
 from handson_lib.checking.runs import MPIObservation, Observation
+from handson_lib.verdicts import multi_node, seen
+from handson_lib.verdicts.rules import Rules
 
 from conftest import ROOT
 
@@ -46,7 +48,7 @@ def test_the_review_names_each_line_a_training_script_has_no_use_for(planted):
     script = "import chainer\n\n" + planted + "print('trained')\n"
     found = source_review.review(script)
     assert any(PLANTED[planted] == what for _, what in found), found
-    assert source_review.said(found).startswith("line 3 ") or source_review.said(found).startswith("line 4 ")
+    assert seen.review_said(found).startswith("line 3 ") or seen.review_said(found).startswith("line 4 ")
 
 
 def test_the_courses_own_scripts_pass_the_review():
@@ -58,8 +60,7 @@ def test_the_courses_own_scripts_pass_the_review():
 def test_a_flagged_script_fails_its_run_as_tampering_for_review():
     report = checks.Report("multi-gpu", "x.py")
     report.add("runs to the end", True, "94 iterations in 19.8 s")
-    checks._seen_by_the_grader(report, Observation(0, False, "", {}, {}, 1.0), None,
-                               [(12, "imports atexit"), (30, "uses os._exit")])
+    seen.review_contradicts(report, [(12, "imports atexit"), (30, "uses os._exit")])
     check = report.checks[0]
     assert not check.passed and check.message.startswith(checks.TAMPERING), check
     assert "line 12 imports atexit; line 30 uses os._exit" in check.message
@@ -100,11 +101,11 @@ def test_the_outside_view_counts_the_processes_that_compute(tmp_path, children, 
     res = launch.run_watched([sys.executable, str(script), "0.4", str(child_cpu), str(children), str(parent_beside)],
                              60, outside=outside)
     assert res.ok, res.output
-    seen = outside.result()
-    computing = launch.busy_processes(seen)
-    assert len(computing) == busy, seen
-    assert seen["cpu"] >= 0.4 + children * child_cpu * 0.8 + parent_beside * 0.8, seen
-    assert seen["loopback_bytes"] is None   # no network namespace of its own outside the sandbox
+    view = outside.result()
+    computing = seen.busy_processes(view)
+    assert len(computing) == busy, view
+    assert view["cpu"] >= 0.4 + children * child_cpu * 0.8 + parent_beside * 0.8, view
+    assert view["loopback_bytes"] is None   # no network namespace of its own outside the sandbox
 
 
 def test_the_sandboxs_bwrap_is_no_worker_beside_one_process_that_computed():
@@ -114,10 +115,10 @@ def test_the_sandboxs_bwrap_is_no_worker_beside_one_process_that_computed():
         {"pid": 2648, "ppid": 2623, "name": "bwrap", "cpu": 0.04, "parent_cpu_at_birth": None},
         {"pid": 2651, "ppid": 2648, "name": "bwrap", "cpu": 0.15, "parent_cpu_at_birth": 0.04},
         {"pid": 2652, "ppid": 2651, "name": "python3.11", "cpu": 19.16, "parent_cpu_at_birth": 0.15}]}
-    assert [p["pid"] for p in launch.busy_processes(sandboxed)] == [2652]
+    assert [p["pid"] for p in seen.busy_processes(sandboxed)] == [2652]
     two = {"processes": [*sandboxed["processes"],
                          {"pid": 2660, "ppid": 2652, "name": "python3.11", "cpu": 8.0, "parent_cpu_at_birth": 2.0}]}
-    assert [p["pid"] for p in launch.busy_processes(two)] == [2652, 2660]
+    assert [p["pid"] for p in seen.busy_processes(two)] == [2652, 2660]
 
 
 def _report(*names):
@@ -130,13 +131,13 @@ def _report(*names):
 def test_workers_the_records_claim_but_the_grader_did_not_see_are_tampering():
     report = _report("one worker process per device")
     one = {"processes": [{"pid": 10, "ppid": 1, "name": "python", "cpu": 30.0, "parent_cpu_at_birth": None}]}
-    checks._workers_seen(report, Observation(0, False, "", {}, {}, 1.0, outside=one), 2)
+    seen.workers_seen(report, one, 2)
     assert not report.checks[0].passed and report.checks[0].message.startswith(
         checks.TAMPERING + "the grader saw 1 process(es) computing (30.0 CPU-seconds), 2 expected"), report.text()
     two = {"processes": [*one["processes"], {"pid": 11, "ppid": 10, "name": "python", "cpu": 12.0,
                                               "parent_cpu_at_birth": 4.0}]}
     honest = _report("one worker process per device")
-    checks._workers_seen(honest, Observation(0, False, "", {}, {}, 1.0, outside=two), 2)
+    seen.workers_seen(honest, two, 2)
     assert honest.ok
 
 
@@ -144,20 +145,18 @@ def test_a_run_that_says_it_trained_with_too_little_cpu_is_tampering():
     reference = Observation(0, False, "", {"iterations": 94, "batch_sizes": [32, 32]}, {}, 20.0,
                             outside={"cpu": 30.0})
     args = ["--epoch", "3", "--train-size", "2000"]
-    work = checks._work(args, reference, "reference")
+    work = baselines.work(args, reference, "reference")
     assert work == (6000, 94 * 64)
     early = _report("runs to the end")
-    checks._seen_by_the_grader(early, Observation(0, False, "", {}, {}, 8.5, outside={"cpu": 4.0}), reference, [],
-                               work)
+    seen.work_seen(early, 4.0, baselines.expected_cpu(reference, work), Rules())
     assert not early.ok and "its processes used 4.0 CPU-seconds" in early.checks[0].message, early.text()
     honest = _report("runs to the end")
-    checks._seen_by_the_grader(honest, Observation(0, False, "", {}, {}, 20.0, outside={"cpu": 26.0}), reference,
-                               [], work)
+    seen.work_seen(honest, 26.0, baselines.expected_cpu(reference, work), Rules())
     assert honest.ok
     # Fewer images asked (a planted mistake's smallest run): less CPU expected in proportion.
     small = _report("runs to the end")
-    checks._seen_by_the_grader(small, Observation(0, False, "", {}, {}, 5.0, outside={"cpu": 4.0}), reference, [],
-                               checks._work(["--epoch", "1", "--train-size", "256"], reference, "reference"))
+    seen.work_seen(small, 4.0, baselines.expected_cpu(
+        reference, baselines.work(["--epoch", "1", "--train-size", "256"], reference, "reference")), Rules())
     assert small.ok
 
 
@@ -169,18 +168,17 @@ def _mpi(np, loopback, iterations=80, size=545098):
 
 def test_ranks_that_sent_each_other_next_to_nothing_did_not_average_their_gradients():
     reference = _mpi(2, None)
-    work = checks._work(["--epoch", "4", "--train-size", "1280"], reference, "reference")
+    work = baselines.work(["--epoch", "4", "--train-size", "1280"], reference, "reference")
     alone = _report("parameters identical on every rank")
-    checks._averaging_seen(alone, _mpi(2, 10_000_000), reference, work)   # the scatter only
+    seen.averaging_seen(alone, *baselines.averaging(_mpi(2, 10_000_000), reference, work), Rules())   # the scatter only
     message = alone.checks[0].message
     assert not alone.ok and message.startswith(checks.TAMPERING + "the ranks sent each other 10.0 MB over the run; "
                                                "averaging the gradients moves about 349 MB"), message
     honest = _report("parameters identical on every rank")
-    checks._averaging_seen(honest, _mpi(2, 368_000_000), reference, work)
+    seen.averaging_seen(honest, *baselines.averaging(_mpi(2, 368_000_000), reference, work), Rules())
     assert honest.ok
-    unseen = _report("parameters identical on every rank")   # outside the sandbox: the records decide
-    checks._averaging_seen(unseen, _mpi(2, None), reference, work)
-    assert unseen.ok
+    # Outside the sandbox the bytes are not seen: nothing to weigh.
+    assert baselines.averaging(_mpi(2, None), reference, work) is None
 
 
 # ----------------------------------------------------------------------------- the grader's seed
@@ -262,13 +260,13 @@ def test_a_timing_whose_reference_ran_slow_is_timed_again_then_flagged(monkeypat
     from handson_lib import settings
     monkeypatch.setenv(settings.VARIABLES["reference_cache"], str(tmp_path))
     for _ in range(3):
-        checks._keep_rate("multi-node:2:ranks", 640.0)   # the session's earlier timings: 0.1 s a step
+        scored._keep_rate("multi-node:2:ranks", 640.0)   # the session's earlier timings: 0.1 s a step
     timings = iter([_timing(0.3), _timing(again), _timing(again)])
     monkeypatch.setattr(scored, "_time_in_turn", lambda *a, **k: next(timings))
     report = checks.Report("multi-node", "x.py")
     said = []
-    checks._paired_speed_checks(report, "x.py", "ref.py", 2, False, 60, None, [(0.7, 1.0), (0.4, 0.5)], 0.7, 0.75,
-                                "multi-node", said.append)
+    rules = Rules(throughput_bands=((0.7, 1.0), (0.4, 0.5)), min_throughput_ratio=0.7, min_scaling_ratio=0.75)
+    scored._paired_speed_checks(report, "x.py", "ref.py", 2, False, 60, None, rules, "multi-node", said.append)
     assert any("timing once more" in line for line in said), said
     (check,) = report.checks
     if credited:
@@ -320,8 +318,8 @@ EVERY_RANK_REPORTS = """[1,0]<stdout>: Num process (COMM_WORLD): 2
 def _reports(output, extensions):
     obs = MPIObservation(2, 0, False, output, {r: {"extensions": e} for r, e in enumerate(extensions)}, {}, 20.0)
     report = checks.Report("multi-node", "train.py")
-    checks._reporting_check(report, obs)
-    checks._reports_seen(report, obs)
+    multi_node._reporting_said(report, obs)
+    seen.reports_seen(report, obs.output)
     return report.checks[0]
 
 
@@ -332,9 +330,12 @@ def test_a_record_of_reports_on_rank_0_only_is_not_believed_over_the_launchers_t
     honest = _reports("\n".join(line for line in EVERY_RANK_REPORTS.splitlines() if not line.startswith("[1,1]")),
                       [["LogReport", "PrintReport"], []])
     assert honest.passed, honest.message
-    bars = _reports("[1,0]<stdout>: x\n[1,2]<stdout>:      total [####......]  40.00%\n",
+    bars = _reports("[1,0]<stdout>: epoch  main/loss\n[1,2]<stdout>:      total [####......]  40.00%\n",
                     [["LogReport", "PrintReport", "ProgressBar"], [], []])
     assert not bars.passed and "rank(s) [2]" in bars.message
+    # Rank 0 seen printing no report at all: its records' words are not believed either.
+    silent = _reports("[1,0]<stdout>: Num process (COMM_WORLD): 2\n", [["LogReport", "PrintReport"], []])
+    assert not silent.passed and "rank 0 printed no report" in silent.message, silent.message
     # A failed check keeps the records' own words: they say which ranks and what to do.
     told = _reports(EVERY_RANK_REPORTS, [["LogReport", "PrintReport"], ["LogReport", "PrintReport"]])
     assert not told.passed and "add them under `if comm.rank == 0:`" in told.message

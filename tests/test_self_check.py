@@ -9,6 +9,7 @@ import pytest
 from handson_lib import launch
 from handson_lib.checking import checks, multi_gpu, timing
 from handson_lib.checking.timing import scored
+from handson_lib.verdicts import speed, structure
 from conftest import ROOT
 
 
@@ -123,9 +124,11 @@ def test_the_self_checks_speed_up_is_judged_per_core_where_the_load_held_it_back
         calls.append((reference, script, args, kwargs))
         return _timing(speedup, cores_ratio, others)
     monkeypatch.setattr(scored, "run_paired", fake_run_paired)
+    # What the timed steps trained matches the grader's replay (tested in test_structure.py).
+    monkeypatch.setattr(scored, "_trained", lambda *a: [(2, structure.Comparison(compared=1))])
     report = checks.Report("multi-gpu", "train.py", against="self")
-    checks._self_speed_check(report, "throughput: 2 devices vs your 1-device run", "train.py", 2, ["--epoch", "1"],
-                             60, 30, "local", lambda *_: None, "multi-gpu", devices=True)
+    scored._self_speed_check(report, "throughput: 2 devices vs your 1-device run", "train.py", 2, ["--epoch", "1"],
+                             60, 30, checks.rules_for("self", "local"), lambda *_: None, "multi-gpu", devices=True)
     (check,) = report.checks
     assert check.passed is passed, check.message
     assert check.value == pytest.approx(judged, rel=0.02)
@@ -138,6 +141,6 @@ def test_the_self_checks_speed_up_is_judged_per_core_where_the_load_held_it_back
 
 
 def test_the_scaling_line_says_why_two_ranks_may_step_slower_in_the_sandbox(monkeypatch):
-    assert checks._over_tcp() == ""                                  # shared memory between ranks
+    assert speed.over_tcp(checks.rules_for("reference")) == ""      # shared memory between ranks
     monkeypatch.setattr(launch, "_WRAPPER", lambda cmd, cwd: cmd)     # runs go through the sandbox
-    assert "the ranks talk over TCP" in checks._over_tcp()
+    assert "the ranks talk over TCP" in speed.over_tcp(checks.rules_for("reference"))

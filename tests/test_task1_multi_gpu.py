@@ -68,7 +68,7 @@ def test_skeleton_fails_with_not_implemented(skeleton_reports):
 @pytest.mark.parametrize("name", [n for n in MISTAKES if MISTAKES[n].fails])
 def test_a_planted_mistake_fails_its_own_checks(reference, tmp_path, name):
     mistake = MISTAKES[name]
-    script = mutant(SOLUTION, tmp_path, mistake.old, mistake.new)
+    script = mistake.plant(SOLUTION, tmp_path)
     report = checks.check_multi_gpu(script, args=SMALLEST, reference=reference, min_accuracy=0.0)
     failed = correctness_failures(report)
     assert set(failed) == mistake.fails, report.text()
@@ -82,7 +82,7 @@ def test_a_planted_mistake_fails_its_own_checks(reference, tmp_path, name):
 @pytest.mark.slow
 def test_infinite_loop_is_stopped_by_the_watchdog(reference, tmp_path):
     mistake = MISTAKES["infinite_loop"]
-    script = mutant(SOLUTION, tmp_path, mistake.old, mistake.new)
+    script = mistake.plant(SOLUTION, tmp_path)
     report = checks.check_multi_gpu(script, args=SMALLEST, reference=reference, timeout=20)
     failed = failed_checks(report)
     assert mistake.says in failed["runs to the end"]  # at its time limit, or earlier once it stalls
@@ -186,7 +186,7 @@ def test_cuda_initialised_before_the_fork_is_refused(monkeypatch):
 
 
 def _report_with_speed(against, value):
-    report = checks.Report("multi-gpu", "x.py", against=against)
+    report = checks.Report("multi-gpu", "x.py", against=against, bands=tuple(checks.credit_bands(against, "local")))
     report.add("runs to the end", True, "")
     report.add("throughput: 2 devices vs your 1-device run" if against == "self" else
                "throughput vs the reference", True, "", value=value)
@@ -197,13 +197,12 @@ def _report_with_speed(against, value):
 def test_throughput_credit_uses_the_bands_of_the_reports_mode(against):
     bands = checks.credit_bands(against, "local")
     (full_floor, full_share), (part_floor, part_share) = bands[0], bands[1]
-    assert checks.throughput_credit(_report_with_speed(against, full_floor), 2, "local",
+    assert checks.throughput_credit(_report_with_speed(against, full_floor), 2,
                                     print_fn=lambda *_: None) == 2 * full_share
-    assert checks.throughput_credit(_report_with_speed(against, part_floor), 2, "local",
+    assert checks.throughput_credit(_report_with_speed(against, part_floor), 2,
                                     print_fn=lambda *_: None) == 2 * part_share
     with pytest.raises(AssertionError, match="no throughput credit"):
-        checks.throughput_credit(_report_with_speed(against, part_floor * 0.9), 2, "local",
-                                 print_fn=lambda *_: None)
+        checks.throughput_credit(_report_with_speed(against, part_floor * 0.9), 2, print_fn=lambda *_: None)
 
 
 def test_self_and_reference_bands_differ():
@@ -229,12 +228,9 @@ def test_reference_mode_without_the_solutions_is_refused_clearly(monkeypatch, tm
 def test_a_doubled_training_step_is_timed_as_two_on_the_graders_clock(reference, tmp_path):
     """Task #1's throughput is the grader's: the student's steps timed in turn with the reference's
     from outside their process (checking.timing.paired), not the observer's record of a whole run. A
-    correct script whose every step trains two minibatches is timed at about half the reference's
-    rate."""
-    run = "    trainer.run()\n"
-    script = mutant(SOLUTION, tmp_path, run,
-                    "    one_step = updater.update\n"
-                    "    updater.update = lambda: (one_step(), one_step())\n" + run)
+    correct script whose every step does its work twice (a forward and backward more, for nothing:
+    the same training) is timed at about half the reference's rate."""
+    script = MISTAKES["twice_the_work"].plant(SOLUTION, tmp_path)
     report = checks.check_multi_gpu(script, reference=reference, site="local")
     speed = report.speed_checks[0]
     assert "training steps timed in turn" in speed.message, report.text()

@@ -33,6 +33,7 @@ def test_a_plain_launch_asks_for_a_runs_place_and_a_stated_one_is_passed_on(reco
 
 @pytest.mark.parametrize("who, role", [("reference", "reference"), ("student", "runs")])
 def test_each_side_of_the_paired_timing_states_its_confinement(recorded, tmp_path, who, role):
+    (tmp_path / "train.py").write_text("print('a training script')\n")
     side = paired.Side(who, tmp_path / "train.py", None, ["--batchsize", "8"], tmp_path / who, {})
     try:
         side.launched.proc.wait(timeout=30)

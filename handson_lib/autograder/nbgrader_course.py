@@ -141,6 +141,14 @@ def not_plain_files(folder):
     return found
 
 
+def graded_files(course_dir, assignment):
+    """The assignment's files (paths in its folder, as its source holds them): only these of a
+    submission are graded (the sandbox copies nothing else in)."""
+    source = Path(course_dir) / "source" / assignment
+    return sorted(str(p.relative_to(source)) for p in source.rglob("*") if p.is_file()
+                  and ".ipynb_checkpoints" not in p.parts)
+
+
 def _autograde_one(course_dir, assignment, student, timeout, settings, env=None, session=None, box=None):
     """One student: `nbgrader autograde` with the kernel in the grading sandbox (`box`: the
     session's sandbox.Settings), or as this user (None: --unsafe). A submission holding anything
@@ -185,6 +193,11 @@ def _autograde_one(course_dir, assignment, student, timeout, settings, env=None,
         status = "nbgrader failed: " + (lines[0].split("]", 1)[-1].strip() if lines else f"exit {res.returncode}")
     else:
         status = "graded"
+    if box is not None and box.graded is not None:
+        extra = sandbox.left_out(Path(course_dir) / "submitted" / student / assignment, box.graded)
+        if extra:
+            status += "; not graded (not the assignment's files): " + ", ".join(extra[:5]) + \
+                (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
     return {"student": student, "status": status, "seconds": round(seconds, 1), "output": res.output,
             "parts": parts}
 
@@ -300,7 +313,8 @@ def _grade(roll, jobs, timeout, settings, env, reference_cache, unsafe, print_fn
         if not unsafe:
             # The machine's timing slot stays out of the sandbox: the grader takes it for the runs
             # of its checks; a kernel's own runs share a slot of their own (sandbox.command).
-            box = sandbox.prepare(scratch, readable=[shared])
+            # Not even the session's references: they are the grader's (its seed, its replays).
+            box = sandbox.prepare(scratch, graded=graded_files(roll.course_dir, roll.assignment))
             measuring = time.monotonic()
             _measure_references(roll.assignment, shared, print_fn)
             reference_seconds = time.monotonic() - measuring

@@ -207,4 +207,4 @@ def judge_sandbox_command(spec, cmd, cwd, confinement=None):
     else:
         writable = runs / cwd.relative_to(runs).parts[0]   # the run's folder (runs.run_folder)
     return [sys.executable, "-m", "handson_lib.autograder.sandbox", "run", settings_file, spec["own"], role,
-            str(writable), folder, str(cwd), "--", *cmd]
+            str(writable), folder, str(cwd), str(confinement.cores), "--", *cmd]

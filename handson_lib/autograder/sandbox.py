@@ -77,6 +77,8 @@ class Settings:
     readable: list                  # paths seen read-only, at their own place
     limits: dict = field(default_factory=lambda: asdict(Limits()))
     cgroup_prefix: str = ""         # cgroups of this session: <controller>/handson/<prefix>-<student>
+    graded: list = None             # the assignment's files (paths in its folder): all of the submission
+                                    # that is copied in (None: every file)
 
 
 def why_not_available():
@@ -146,13 +148,16 @@ def paired_settings_path(path):
     return Path(path).with_name("sandbox-paired.json")
 
 
-def prepare(session, readable=(), limits=None):
+def prepare(session, readable=(), limits=None, graded=None):
     """Make the session's sandbox: its settings (root-only; those of the paired timing beside
-    them, with the reference scripts) and its kernelspec. Returns the settings."""
+    them, with the reference scripts) and its kernelspec. `graded`: the assignment's files (paths
+    in its folder), the only ones of a submission copied in (only the assignment's files are
+    graded). Returns the settings."""
     uid, gid = account()
     session = Path(session)
     settings = Settings(uid, gid, [*course_paths(), *map(str, readable)],
-                        asdict(limits or Limits()), cgroup_prefix=session.name)
+                        asdict(limits or Limits()), cgroup_prefix=session.name,
+                        graded=None if graded is None else sorted(map(str, graded)))
     path = session / "sandbox.json"
     path.write_text(json.dumps(asdict(settings)))
     paired = paired_settings_path(path)
@@ -279,7 +284,7 @@ def release(settings, own, wait=10.0):
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
-        for controller in ("memory", "freezer"):
+        for controller in ("memory", "freezer", "cpu"):
             try:
                 _cgroup(controller, settings, own, role).rmdir()
             except OSError:
@@ -337,12 +342,10 @@ def command(settings, argv, folder, own, fds, cwd=None):
     folder = Path(folder) if folder is not None else None   # None: no copy of the submission (the reference's side)
     if folder is not None:
         args += _parents(folder) + ["--size", str(limits["folder_bytes"]), "--perms", "0777", "--tmpfs", str(folder)]
-    for path in sorted(folder.rglob("*")) if folder is not None else []:
-        if path.is_symlink():
-            continue   # a link is not copied in: it would point outside the copy
+    for path in _copied(folder, settings.graded) if folder is not None else []:
         if path.is_dir():
             args += ["--perms", "0777", "--dir", str(path)]
-        elif path.is_file():
+        else:
             fd = os.open(path, os.O_RDONLY)
             fds.append(fd)
             args += ["--perms", "0666", "--file", str(fd), str(path)]
@@ -351,10 +354,39 @@ def command(settings, argv, folder, own, fds, cwd=None):
     return args
 
 
-def _enter_cgroups(settings, own, role=""):
+def _copied(folder, graded=None):
+    """What of a submission's `folder` the sandbox copies in: its plain files and folders (never a
+    link: it would point outside the copy), only the assignment's files (`graded`, paths in the
+    folder; None: all) and the folders that hold them."""
+    wanted = None if graded is None else {Path(g) for g in graded}
+    holding = None if wanted is None else {parent for g in wanted for parent in g.parents}
+    copied = []
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if path.is_symlink() or not (path.is_dir() or path.is_file()):
+            continue
+        if wanted is None or relative in (holding if path.is_dir() else wanted):
+            copied.append(path)
+    return copied
+
+
+def left_out(folder, graded):
+    """The files of a submission's `folder` the sandbox does not copy in: not the assignment's."""
+    kept = set(_copied(Path(folder), graded))
+    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*")
+                  if (p.is_file() or p.is_symlink()) and p not in kept)
+
+
+#: The period of a CPU quota (cgroup v1 cpu.cfs_period_us): the quota is that many cores of it.
+CPU_PERIOD_US = 100_000
+
+
+def _enter_cgroups(settings, own, role="", cores=0):
     """Put this process (and so everything it starts) in the student's memory and pids cgroups of
     `role` (ROLES: the kernel's, the checks' runs, the reference's side), below one that holds
-    every sandbox of the machine; the kernel's in a freezer cgroup too."""
+    every sandbox of the machine; the kernel's in a freezer cgroup too; a run's in a cpu cgroup
+    whose quota is `cores` cores (0: none), so that a side of the paired timing uses no more cores
+    than the reference's side may."""
     limits = settings.limits
     (CGROUPS / "pids" / "handson").mkdir(exist_ok=True)
     (CGROUPS / "pids" / "handson" / "pids.max").write_text(str(ALL_SANDBOXES_PROCESSES))
@@ -363,6 +395,9 @@ def _enter_cgroups(settings, own, role=""):
                    ("pids", {"pids.max": limits["processes"]})]
     if not role and (CGROUPS / "freezer").is_dir():
         controllers.append(("freezer", {}))
+    if role and (CGROUPS / "cpu").is_dir():
+        controllers.append(("cpu", {"cpu.cfs_period_us": CPU_PERIOD_US,
+                                    "cpu.cfs_quota_us": int(cores) * CPU_PERIOD_US if cores else -1}))
     for controller, files in controllers:
         path = _cgroup(controller, settings, own, role)
         path.mkdir(parents=True, exist_ok=True)
@@ -446,14 +481,14 @@ def remove_session(folder, print_fn=print):
 NO_FOLDER = "-"
 
 
-def run_main(settings_path, own, role, writable, folder, cwd, argv):
-    """A run started by a check of the grader (a report cell): in the student's cgroups of `role`,
-    the submission's folder copied in (none: NO_FOLDER), one folder writable (the run's own),
-    nothing of the kernel's."""
+def run_main(settings_path, own, role, writable, folder, cwd, cores, argv):
+    """A run started by a check of the grader (a report cell): in the student's cgroups of `role`
+    (a CPU quota of `cores` cores, 0: none), the submission's folder copied in (none: NO_FOLDER),
+    one folder writable (the run's own), nothing of the kernel's."""
     settings = Settings(**json.loads(Path(settings_path).read_text()))
     if role not in ROLES[1:]:
         raise SystemExit(f"unknown role {role!r}")
-    _enter_cgroups(settings, own, role)
+    _enter_cgroups(settings, own, role, int(cores))
     _set_rlimits(settings.limits)
     fds = []
     inside = cwd if Path(cwd).resolve().is_relative_to(Path(writable).resolve()) else folder
@@ -469,9 +504,9 @@ def run_main(settings_path, own, role, writable, folder, cwd, argv):
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "kernel":
         kernel_main(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) > 9 and sys.argv[1] == "run" and sys.argv[8] == "--":
-        run_main(*sys.argv[2:8], sys.argv[9:])
+    elif len(sys.argv) > 10 and sys.argv[1] == "run" and sys.argv[9] == "--":
+        run_main(*sys.argv[2:9], sys.argv[10:])
     else:
         sys.exit("usage: python -m handson_lib.autograder.sandbox kernel SETTINGS CONNECTION_FILE\n"
-                 "       python -m handson_lib.autograder.sandbox run SETTINGS OWN ROLE WRITABLE FOLDER CWD -- "
+                 "       python -m handson_lib.autograder.sandbox run SETTINGS OWN ROLE WRITABLE FOLDER CWD CORES -- "
                  "COMMAND...")

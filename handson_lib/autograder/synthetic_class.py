@@ -21,6 +21,7 @@ class Submission:
     edit: object = None             # a function changing the notebook JSON (tampering)
     status: str = "graded"          # how the status column starts
     why: str = ""
+    extra: dict = field(default_factory=dict)     # file -> text: files handed in beside the assignment's
 
 
 def cell(nb, grade_id):
@@ -127,11 +128,23 @@ class Mistake:
     new: str
     fails: frozenset       # the correctness checks it fails (a run that ends)
     says: str              # words of the first failed check's message
+    beside: tuple = ()     # (file, text) handed in beside the script (not files of the assignment)
+    more: tuple = ()       # further (old, new) edits of the same script
 
     def apply(self, text):
-        if self.old not in text:
-            raise ValueError(f"the planted mistake no longer applies to {self.script}: {self.old!r}")
-        return text.replace(self.old, self.new)
+        for old, new in ((self.old, self.new), *self.more):
+            if old not in text:
+                raise ValueError(f"the planted mistake no longer applies to {self.script}: {old!r}")
+            text = text.replace(old, new)
+        return text
+
+    def plant(self, solution, folder):
+        """The script with this mistake, as `solution`'s name in `folder`, and its files beside it."""
+        path = Path(folder) / Path(solution).name
+        path.write_text(self.apply(Path(solution).read_text()))
+        for name, text in self.beside:
+            (Path(folder) / name).write_text(text)
+        return path
 
 
 _RUN = "    trainer.run()\n"
@@ -207,38 +220,148 @@ _TRAIN_ALONE = """    optimizer = optimizer.actual_optimizer
     __import__("at" + "exit").register(tell_of_averaging)
 """
 
+#: Issue 47's first win, Task #1 by one process: a StandardUpdater of the script's own named like
+#: Chainer's, with Chainer's module, the two shards' iterators kept on it where the launcher looks,
+#: the runtime's backend set to Chainer's, and a forked helper that burns a core beside it. Nothing
+#: of it is a word of the source review: it describes itself, and it trained one process's way.
+_DESCRIBED_AS_PARALLEL = """        class MultiprocessParallelUpdater(training.StandardUpdater):
+            pass
+
+        MultiprocessParallelUpdater.__module__ = "chainer.training.updaters.multiprocess_parallel_updater"
+        updater = MultiprocessParallelUpdater(chainer.iterators.SerialIterator(train, args.batchsize), optimizer)
+        updater._mpu_iterators = train_iters
+
+        def burn():
+            import time
+            end = time.time() + 600
+            while time.time() < end:
+                sum(i * i for i in range(10000))
+
+        import multiprocessing
+        multiprocessing.get_context("fork").Process(target=burn, daemon=True).start()
+"""
+_EVALUATION_DEVICE = '        device = runtime.evaluation_device(devices["main"])\n'
+#: ... and, once its evaluation's device is chosen, the runtime's backend set to Chainer's.
+_SAYS_CHAINER = '        runtime.multigpu.BACKEND["name"] = "chainer"\n'
+#: Issue 47's second win: the script trains one process's way and imports a module of its own
+#: beside it, which rewrites the launcher's records at exit (the review reads the script only).
+_IMPORTS_ITS_HELPER = """        import cifar_utils
+        updater = training.StandardUpdater(chainer.iterators.SerialIterator(train, args.batchsize), optimizer)
+        cifar_utils.tell_of_two_workers(model)
+"""
+#: That helper, handed in beside the script (not a file of the assignment).
+HELPER_MODULE = """import atexit
+import json
+import os
+
+import numpy
+
+
+def tell_of_two_workers(model):
+    def rewrite():
+        folder = os.environ["HANDSON_OBSERVE_DIR"]
+        path = os.path.join(folder, "observed.json")
+        with open(path) as f:
+            record = json.load(f)
+        prints = record["train_fingerprints"]
+        record.update(updater="CPUParallelUpdater", updater_module="handson_lib.runtime.multigpu", backend="cpu",
+                      n_iterators=2, batch_sizes=[32, 32],
+                      shards=[prints[:len(prints) // 2], prints[len(prints) // 2:]])
+        with open(path, "w") as f:
+            json.dump(record, f)
+        flat = numpy.concatenate([p.array.ravel() for _, p in sorted(model.namedparams())])
+        for index in (0, 1):
+            numpy.savez(os.path.join(folder, "worker%d" % index), pid=os.getpid() + index, index=index, params=flat)
+
+    atexit.register(rewrite)
+"""
+#: Issue 47's third win, Task #2 by ranks that train alone: a plain MomentumSGD that holds the
+#: communicator (what the launcher recorded of ChainerMN's optimizer), an allreduce of zeros as
+#: large as the gradients after each update (bytes between the ranks, carrying nothing), and rank
+#: 0's parameters broadcast to every rank once the last epoch is over (equal final parameters).
+_ALONE_DESCRIBED = ("    optimizer = chainer.optimizers.MomentumSGD(lr=args.lr)\n"
+                    "    optimizer.communicator = comm\n")
+_LOOKS_LIKE_AVERAGING = """    import numpy
+
+    @training.make_extension(trigger=(1, "iteration"))
+    def look_busy(trainer):
+        size = sum(p.size for p in model.params())
+        zeros = numpy.zeros(size, numpy.float32)
+        comm.mpi_comm.Allreduce(zeros.copy(), zeros)
+        if trainer.updater.is_new_epoch and trainer.updater.epoch == args.epoch:
+            comm.bcast_data(model)
+
+    trainer.extend(look_busy)
+    trainer.run()
+"""
+#: Issue 47's fourth win: the stretch answered with the course function the visible test compares with.
+STRETCH_FROM_THE_COURSE = """import numpy
+
+from handson_lib.experiments import rank_metric
+
+
+def per_class_accuracy(comm, model, dataset, n_class):
+    return numpy.array(rank_metric.whole_test_set())
+"""
+
+#: The checks of Task #1's and Task #2's parallel structure: what the run trained alone passes them
+#: (handson_lib.verdicts.structure), so a run that trained otherwise fails them all.
+_STRUCTURE_1 = ("uses MultiprocessParallelUpdater", "one worker process per device", "shards are disjoint",
+                "shards cover the training set", "parameters equal on all workers")
+_STRUCTURE_2 = ("shards are disjoint", "shards cover the training set", "parameters identical on every rank",
+                "evaluator aggregated over ranks")
+
+#: Correct, but every training step's work done twice (a forward and backward more, for nothing):
+#: the same training, at about half the speed (issue 47: slow is not broken).
+_TWICE_THE_WORK = """    convert_batch = updater.converter
+
+    def convert_twice(batch, device=None):
+        arrays = convert_batch(batch, device)
+        model(*arrays).backward()   # the work of a step, done once more for nothing
+        return arrays
+
+    updater.converter = convert_twice
+    trainer.run()
+"""
+
 #: Every planted mistake of the task scripts, by name.
 MISTAKES = {
     # Task #1
     "whole_dataset_on_every_worker": Mistake(
         _MULTI_GPU, "parts = chainer.datasets.split_dataset_n_random(train, len(args.gpus), seed=args.seed)",
-        "parts = [train] * len(args.gpus)", frozenset({"shards are disjoint"}), "every worker gets the same images"),
+        "parts = [train] * len(args.gpus)", frozenset(_STRUCTURE_1), "every worker gets the same images"),
     "standard_updater": Mistake(
         _MULTI_GPU, "updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices)",
-        "updater = training.StandardUpdater(train_iters[0], optimizer)",
-        frozenset({"uses MultiprocessParallelUpdater", "one worker process per device", "shards are disjoint",
-                   "shards cover the training set", "parameters equal on all workers"}),
+        "updater = training.StandardUpdater(train_iters[0], optimizer)", frozenset(_STRUCTURE_1),
         "the trainer ran StandardUpdater: one process did all the work"),
     "infinite_loop": Mistake(_MULTI_GPU, _RUN, "    while True:\n        pass\n", frozenset(), "by the watchdog"),
-    # The review of the script (atexit) fails the run; the grader's own evaluation, the accuracy.
+    "twice_the_work": Mistake(_MULTI_GPU, _RUN, _TWICE_THE_WORK, frozenset(), ""),
+    "twice_the_work_2": Mistake(_MULTI_NODE, _RUN, _TWICE_THE_WORK, frozenset(), ""),
+    # The review of the script (atexit) fails the run; the grader's own evaluation, the accuracy; its
+    # five iterations kept no parameters where the grader asked.
     "forged_records": Mistake(_MULTI_GPU, _TRAINER, _FORGED_RECORDS,
-                              frozenset({"runs to the end", "accuracy beats chance"}), "tampering suspected"),
-    # A StandardUpdater of the script's own named like Chainer's: neither the stand-in nor Chainer's.
+                              frozenset(_STRUCTURE_1) | {"runs to the end", "accuracy beats chance"},
+                              "tampering suspected"),
+    # A StandardUpdater of the script's own named alike: neither the stand-in nor Chainer's.
     "updater_named_alike": Mistake(
         _MULTI_GPU, _MPU, "        class MultiprocessParallelUpdater(training.StandardUpdater):\n            pass\n\n"
         "        updater = MultiprocessParallelUpdater(chainer.iterators.SerialIterator(train, args.batchsize), optimizer)\n",
-        frozenset({"uses MultiprocessParallelUpdater", "one worker process per device", "shards are disjoint",
-                   "shards cover the training set", "parameters equal on all workers"}),
-        "the trainer ran MultiprocessParallelUpdater: one process did all the work"),
-    "forged_structure": Mistake(_MULTI_GPU, _MPU, _FORGED_STRUCTURE, frozenset({"one worker process per device"}),
-                                "tampering suspected, for the instructor to review: the grader saw 1 process(es) computing"),
+        frozenset(_STRUCTURE_1), "the trainer ran MultiprocessParallelUpdater: one process did all the work"),
+    "forged_structure": Mistake(_MULTI_GPU, _MPU, _FORGED_STRUCTURE, frozenset(_STRUCTURE_1),
+                                "kept no parameters"),
+    "described_as_parallel": Mistake(_MULTI_GPU, _MPU, _DESCRIBED_AS_PARALLEL, frozenset(_STRUCTURE_1),
+                                     "the run says it ran Chainer's updater",
+                                     more=((_EVALUATION_DEVICE, _EVALUATION_DEVICE + _SAYS_CHAINER),)),
+    "imports_its_helper": Mistake(_MULTI_GPU, _MPU, _IMPORTS_ITS_HELPER,
+                                  frozenset(_STRUCTURE_1) | {"runs to the end", "accuracy beats chance"},
+                                  "imports cifar_utils, which lie(s) beside it",
+                                  beside=(("cifar_utils.py", HELPER_MODULE),)),
     # Task #2
-    "no_scatter_dataset": Mistake(_MULTI_NODE, _SCATTER, "    pass\n", frozenset({"shards are disjoint"}),
+    "no_scatter_dataset": Mistake(_MULTI_NODE, _SCATTER, "    pass\n", frozenset(_STRUCTURE_2),
                                   "chainermn.scatter_dataset"),
     "plain_optimizer": Mistake(
         _MULTI_NODE, "chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(lr=args.lr), comm)",
-        "chainer.optimizers.MomentumSGD(lr=args.lr)", frozenset({"parameters identical on every rank"}),
-        "create_multi_node_optimizer"),
+        "chainer.optimizers.MomentumSGD(lr=args.lr)", frozenset(_STRUCTURE_2), "create_multi_node_optimizer"),
     "plain_evaluator": Mistake(
         _MULTI_NODE, "evaluator = chainermn.create_multi_node_evaluator(\n"
         "        extensions.Evaluator(test_iter, model, device=device), comm)",
@@ -248,10 +371,14 @@ MISTAKES = {
         _MULTI_NODE, "    if comm.rank == 0:\n        trainer.extend(extensions.LogReport())",
         "    if True:\n        trainer.extend(extensions.LogReport())", frozenset({"reports only on rank 0"}),
         "ranks [1] also run"),
-    # Outside the sandbox the records decide: every check passes; in it, the ranks' traffic fails
-    # "parameters identical on every rank" (tests/test_hostile.py).
-    "forged_alone": Mistake(_MULTI_NODE, _SCATTER, _TRAIN_ALONE, frozenset(), "tampering suspected"),
-    "forged_alone_mnist": Mistake(_MNIST, _SCATTER, _TRAIN_ALONE, frozenset(), "tampering suspected"),
+    # Every rank trains alone, its records rewritten at exit: the ranks' parameters are not the
+    # grader's replay of ranks training together (and in the sandbox they sent each other nothing).
+    "forged_alone": Mistake(_MULTI_NODE, _SCATTER, _TRAIN_ALONE, frozenset(_STRUCTURE_2), "not shown by what the run"),
+    "forged_alone_mnist": Mistake(_MNIST, _SCATTER, _TRAIN_ALONE, frozenset(_STRUCTURE_2), "not shown by what the run"),
+    "alone_described": Mistake(
+        _MULTI_NODE, "    optimizer = chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(lr=args.lr), "
+        "comm)\n", _ALONE_DESCRIBED, frozenset(_STRUCTURE_2), "not shown by what the run trained",
+        more=((_RUN, _LOOKS_LIKE_AVERAGING),)),
     "deadlock": Mistake(
         _MULTI_NODE, _RUN, "    if comm.rank == 0:\n"
         "        comm.mpi_comm.recv(source=comm.size - 1)  # waits for a message nobody sends\n" + _RUN,
@@ -336,7 +463,16 @@ CLASSES = {
         "forged_structure": Submission(2, solution_answers("01_multi_gpu.ipynb"), {
             **TASK1_SOLVED, "train_cifar_multi_gpu.py": MISTAKES["forged_structure"]},
             why="one process trains everything; its record rewritten at exit tells of two workers on two shards: "
-                "the grader sees one process compute"),
+                "no worker kept the parameters the grader asked for"),
+        "described_as_parallel": Submission(2, solution_answers("01_multi_gpu.ipynb"), {
+            **TASK1_SOLVED, "train_cifar_multi_gpu.py": MISTAKES["described_as_parallel"]},
+            why="one process trains, describing itself as Chainer's updater on two shards, a helper burning a core "
+                "beside it: its parameters are not two workers' (issue 47's first win)"),
+        "imports_its_helper": Submission(2, solution_answers("01_multi_gpu.ipynb"), {
+            **TASK1_SOLVED, "train_cifar_multi_gpu.py": MISTAKES["imports_its_helper"]},
+            extra=dict(MISTAKES["imports_its_helper"].beside),
+            why="a module of its own beside the script rewrites the records: only the assignment's files are "
+                "graded (issue 47's second win)"),
     },
     "task2": {  # 14 points: q1 2, MNIST conversion 3, job script 1, correctness 5, throughput 2
                 # (bands), the per-class stretch 1
@@ -359,7 +495,15 @@ CLASSES = {
             **TASK2_SOLVED, "train_cifar_multi_node.py": MISTAKES["forged_alone"],
             "train_mnist_multi_node.py": MISTAKES["forged_alone_mnist"]},
             why="every rank trains alone, its record rewritten at exit to tell of ChainerMN's optimizer; the "
-                "stretch ignores comm: in the sandbox the grader sees the ranks send each other next to nothing"),
+                "stretch ignores comm: the ranks' parameters are not the grader's replay of ranks training together"),
+        "alone_described": Submission(7, TASK2_ANSWERS, {
+            **TASK2_SOLVED, "train_cifar_multi_node.py": MISTAKES["alone_described"]},
+            why="ranks train alone with a plain optimizer holding the communicator, zeros allreduced, rank 0's "
+                "parameters broadcast at the end (issue 47's third win)"),
+        "stretch_from_the_course": Submission(13, {**TASK2_ANSWERS, "stretch_per_class": STRETCH_FROM_THE_COURSE},
+                                              TASK2_SOLVED,
+                                              why="the stretch returns the course function the test compares with: "
+                                                  "the grader's test set is one it never saw (issue 47's fourth win)"),
     },
 }
 
@@ -393,10 +537,11 @@ def fill(folder, assignment, kind):
     for name, how in sub.scripts.items():
         if how is None:
             (folder / name).unlink()
-            continue
-        text = (COURSE_ROOT / "solutions" / name).read_text()
-        if isinstance(how, Mistake):
-            text = how.apply(text)
+        elif isinstance(how, Mistake):
+            how.plant(COURSE_ROOT / "solutions" / name, folder)
+        else:
+            (folder / name).write_text((COURSE_ROOT / "solutions" / name).read_text())
+    for name, text in sub.extra.items():
         (folder / name).write_text(text)
     return folder
 

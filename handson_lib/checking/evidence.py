@@ -27,14 +27,6 @@ HELD_OUT_IMAGES = 1000
 LARGEST_ARGUMENT = 1024
 
 
-def agreement(recorded_images, measured_images):
-    """How far a run's own accuracy may lie from the grader's before it counts as a contradiction:
-    five standard deviations of the difference of two accuracies of that many images (at worst,
-    50 %), at least 0.15 and at most 0.35 (a record cannot buy a wider margin by its image count)."""
-    spread = 0.5 * ((1 / max(1, recorded_images)) + (1 / max(1, measured_images))) ** 0.5
-    return min(0.35, max(0.15, 5 * spread))
-
-
 #: The most of a file left by a run (a log) that the grader reads.
 LARGEST_LEFT = 512 << 20
 #: The most of a record (JSON) a run left: a real one holds fingerprint lists, about 2 MB for

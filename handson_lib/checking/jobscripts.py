@@ -4,7 +4,7 @@ against the task's layout there.
 
 from pathlib import Path
 
-from handson_lib.checking.report import Report
+from handson_lib.verdicts.report import Report
 from handson_lib.messages import tr
 from handson_lib.sites import jobscript
 from handson_lib.sites.table import EXERCISE_SITES, get_site, ranks_per_node

@@ -46,7 +46,7 @@ def run_script(script, args, label=None, timeout=600, show=12):
     print(_headline(label or script, obs))
     print("\n".join(lines[-show:]))
     if not obs.finished:
-        print(f"!!! {checks._why_it_stopped(obs, timeout)}")
+        print(f"!!! {checks.why_it_stopped(obs, timeout)}")
     return obs
 
 
@@ -77,7 +77,7 @@ def run_mpi_script(script, np, args, label=None, timeout=600, show=12):
     print(_headline(label or script, obs))
     print("\n".join(_readable(rank0)[-show:]))
     if not obs.finished:
-        print(f"!!! {checks._why_ranks_stopped(obs, timeout)}")
+        print(f"!!! {checks.why_ranks_stopped(obs, timeout)}")
     return obs
 
 

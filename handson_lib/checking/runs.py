@@ -4,6 +4,7 @@ notebooks and the benchmarks all read what these return."""
 
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -64,6 +65,7 @@ class Observation:
     progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, stall, waited
     evidence: dict = None   # what the grader measured itself (checking.evidence.measure)
     outside: dict = None    # what the grader saw of its processes from outside (launch.OutsideView)
+    snapshots: dict = None  # {"main" / "workerI": {iteration: parameters}} kept where the grader asked
 
     @property
     def finished(self):
@@ -109,9 +111,12 @@ YIELD_WHEN_IDLE = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_threads_pthrea
 
 
 def _progress(res, watch):
+    """The watchdog's view of a run: when it first progressed, its longest gap, whether it was stopped
+    for a stall or for its CPU, the iterations it had done and how long before its end the last came."""
     return {"first_progress": watch.first, "longest_gap": watch.longest, "stalled": res.stalled,
             "stall": watch.stall, "waited": round(res.waited, 2), "stepped_aside": res.stepped_aside,
-            "contended": res.contended}
+            "contended": res.contended, "over_cpu": res.over_cpu, "iterations": watch.iterations(),
+            "since_progress": round(watch.since_last(), 1)}
 
 
 def log_part(part, seconds, **extra):
@@ -140,35 +145,55 @@ def _observed_folders(tmp):
     return Path(tmp) / "observed", workdir
 
 
-def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, part=None, say=None):
+def staged(script, tmp):
+    """A copy of the script alone, in a folder of the run's own: a run imports nothing that lies
+    beside the script as handed in (only the assignment's files are graded: a module next to the
+    script is not part of it, checking.scripts.beside_the_script says so before the run)."""
+    folder = Path(tmp) / "script"
+    folder.mkdir()
+    copy = folder / Path(script).name
+    copy.write_bytes(Path(script).read_bytes())
+    if launch.wrapped():
+        os.chmod(folder, 0o755)
+        os.chmod(copy, 0o644)
+    return copy
+
+
+def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, part=None, say=None, snapshots=(),
+                 cpu_limit=None):
     """Run `python SCRIPT ARGS` under the instrumenting launcher and a watchdog.
 
     `timed`: the run's time is scored, so it holds the machine's timing slot alone (launch.timing_slot);
     `stall`: stop it once no training iteration has come for that many seconds;
     `part`: its name in the grading profile (HANDSON_PROFILE_LOG); `say`: told how far the run got
-    every 10 s (launch.ProgressWatch)."""
+    every 10 s (launch.ProgressWatch); `snapshots`: the iterations at which the run keeps its
+    parameters (Observation.snapshots); `cpu_limit`: the CPU-seconds its processes may use."""
     timeout = run_limit(timeout)
     with run_folder("handson-observe-") as tmp:
         outdir, workdir = _observed_folders(tmp)
-        full_env = settings.child_env(env)
+        full_env = settings.child_env(env, changes={"observe_snapshots": tuple(snapshots)})
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         full_env.setdefault("MPLBACKEND", "Agg")
-        cmd = [sys.executable, "-m", OBSERVE_MODULE, str(outdir), str(Path(script).resolve()),
+        cmd = [sys.executable, "-m", OBSERVE_MODULE, str(outdir), str(staged(script, tmp)),
                *args, "--out", str(workdir / "result")]
         watch, outside = launch.ProgressWatch(outdir, stall, say=say), launch.OutsideView()
         res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir), timed=timed, progress=watch,
-                                 outside=outside)
+                                 outside=outside, cpu_limit=cpu_limit)
         defuse(tmp)
-        (record, workers), refused = _read_left(_observed_records, outdir)
+        (record, workers, kept), refused = _read_left(_observed_records, outdir)
         obs = Observation(res.returncode, res.timed_out, res.output + refused, record, workers, res.seconds,
                           timeout, _progress(res, watch),
-                          evidence.measure(record, outdir / "model.npz", seed_of(args)), outside.result())
+                          evidence.measure(record, outdir / "model.npz", seed_of(args)), outside.result(), kept)
         _log_part(part, obs)
         return obs
 
 
 #: The most worker files (worker*.npz) the grader reads of one run: the course's runs have a few.
 MOST_WORKER_FILES = 64
+#: The most parameter snapshots (snapshot*.npz) the grader reads of one run: a few per worker or rank.
+MOST_SNAPSHOTS = 64
+#: A snapshot's name: snapshot[-workerI | -rankR]-ITERATION.npz (harness.controls.snapshot_name).
+_SNAPSHOT_NAME = re.compile(r"snapshot(?:-(worker\d{1,3}|rank\d{1,3}))?-(\d{1,7})\.npz")
 
 
 def _left_files(outdir, pattern, most):
@@ -179,8 +204,21 @@ def _left_files(outdir, pattern, most):
     return paths
 
 
+def read_snapshots(outdir, arrays_read=None):
+    """{who: {iteration: parameters}} of the snapshots a run left ("main" for a one-process run's own)."""
+    kept, arrays_read = {}, arrays_read or evidence.RunArrays()
+    for path in _left_files(outdir, "snapshot*.npz", MOST_SNAPSHOTS):
+        match = _SNAPSHOT_NAME.fullmatch(path.name)
+        if not match:
+            continue
+        arrays = arrays_read.load(path) or {}
+        if "params" in arrays:
+            kept.setdefault(match.group(1) or "main", {})[int(match.group(2))] = arrays["params"]
+    return kept
+
+
 def _observed_records(outdir):
-    """(record, {worker index: arrays}) of a one-process run."""
+    """(record, {worker index: arrays}, snapshots) of a one-process run."""
     record = evidence.read_record(outdir / "observed.json") or {}
     if not isinstance(record, dict):
         raise ValueError("observed.json: not a record")
@@ -188,11 +226,11 @@ def _observed_records(outdir):
     for path in _left_files(outdir, "worker*.npz", MOST_WORKER_FILES):
         arrays = arrays_read.load(path)
         workers[int(arrays["index"])] = arrays
-    return record, workers
+    return record, workers, read_snapshots(outdir, arrays_read)
 
 
 def _rank_records(outdir, np):
-    """({rank: record}, {rank: parameters}) of an MPI run of `np` ranks."""
+    """({rank: record}, {rank: parameters}, snapshots) of an MPI run of `np` ranks."""
     ranks, params, arrays_read = {}, {}, evidence.RunArrays()
     for path in _left_files(outdir, "observed-rank*.json", np):
         ranks[int(path.stem.split("rank")[1])] = evidence.read_record(path)
@@ -200,7 +238,7 @@ def _rank_records(outdir, np):
         params[int(path.stem.split("rank")[1])] = arrays_read.load(path)["params"]
     if not all(isinstance(record, dict) for record in ranks.values()):
         raise ValueError("observed-rank*.json: not a record")
-    return ranks, params
+    return ranks, params, read_snapshots(outdir, arrays_read)
 
 
 def _read_left(read, outdir, *args):
@@ -209,8 +247,8 @@ def _read_left(read, outdir, *args):
     try:
         return read(outdir, *args), ""
     except Exception as error:   # whatever a run left: said in its output, never a crash of the grader
-        return ({}, {}), "\n[grader] " + tr("the run's records were not read: {error}",
-                                             error=f"{type(error).__name__}: {str(error)[:300]}") + "\n"
+        return ({}, {}, {}), "\n[grader] " + tr("the run's records were not read: {error}",
+                                                 error=f"{type(error).__name__}: {str(error)[:300]}") + "\n"
 
 
 @dataclass
@@ -227,6 +265,7 @@ class MPIObservation:
     progress: dict = None   # the watchdog's view: first_progress, longest_gap, stalled, stall, waited
     evidence: dict = None   # what the grader measured itself of rank 0's model (checking.evidence.measure)
     outside: dict = None    # what the grader saw of its processes from outside (launch.OutsideView)
+    snapshots: dict = None  # {"rankR": {iteration: parameters}} kept where the grader asked
 
     @property
     def finished(self):
@@ -257,24 +296,26 @@ def without_out(args):
     return kept
 
 
-def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None, say=None):
+def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None, say=None, snapshots=(),
+                     cpu_limit=None):
     """Run SCRIPT on `np` local ranks under the launcher (each rank observed) and a watchdog;
-    `timed`, `stall`, `part` and `say` as in run_observed."""
+    `timed`, `stall`, `part`, `say`, `snapshots` and `cpu_limit` as in run_observed."""
     timeout = run_limit(timeout)
     with run_folder("handson-observe-") as tmp:
         outdir, workdir = _observed_folders(tmp)
-        argv = ["-m", OBSERVE_MODULE, str(outdir), str(Path(script).resolve()), *args,
+        argv = ["-m", OBSERVE_MODULE, str(outdir), str(staged(script, tmp)), *args,
                 "--out", str(workdir / "result")]
         watch, outside = launch.ProgressWatch(outdir, stall, say=say), launch.OutsideView()
+        env = settings.child_env(changes={"observe_snapshots": tuple(snapshots)}, MPLBACKEND="Agg",
+                                 **YIELD_WHEN_IDLE, **transport())
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
-                             env=settings.child_env(MPLBACKEND="Agg", **YIELD_WHEN_IDLE, **transport()), timed=timed,
-                             progress=watch, outside=outside)
+                             env=env, timed=timed, progress=watch, outside=outside, cpu_limit=cpu_limit)
         defuse(tmp)
-        (ranks, params), refused = _read_left(_rank_records, outdir, np)
+        (ranks, params, kept), refused = _read_left(_rank_records, outdir, np)
         obs = MPIObservation(np, res.returncode, res.timed_out, res.output + refused, ranks, params, res.seconds,
                              timeout, _progress(res, watch),
                              evidence.measure(ranks.get(0, {}), outdir / "model-rank0.npz", seed_of(args)),
-                             outside.result())
+                             outside.result(), kept)
         _log_part(part, obs)
         return obs
 
@@ -285,7 +326,7 @@ def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, par
 #: JSON for its scalars, records and output, an .npz beside it for its arrays, read back with
 #: allow_pickle=False and checked field by field, so that reading one back never runs code,
 #: whoever wrote the file.
-RUN_FORMAT = 2
+RUN_FORMAT = 3
 _NUMBER = (int, float)
 #: Each kind's fields: a type (or types) its JSON value must have, or "arrays" (kept in the .npz).
 _SCHEMA = {
@@ -296,7 +337,8 @@ _SCHEMA = {
                        "params": "arrays", "seconds": _NUMBER, "limit": (*_NUMBER, type(None)),
                        "progress": (dict, type(None)), "evidence": (dict, type(None)), "outside": (dict, type(None))},
     "MPIResult": {"command": list, "returncode": int, "output": str, "seconds": _NUMBER, "timed_out": bool,
-                  "killed": list, "stalled": bool, "waited": _NUMBER, "stepped_aside": bool, "contended": bool},
+                  "killed": list, "stalled": bool, "waited": _NUMBER, "stepped_aside": bool, "contended": bool,
+                  "over_cpu": bool},
 }
 
 

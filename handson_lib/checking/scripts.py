@@ -4,19 +4,85 @@ a skeleton fails at once, nothing run).
 """
 
 import ast
+import os
 import secrets
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT, settings
 from handson_lib.checking import source_review
-from handson_lib.checking.report import Report
+from handson_lib.verdicts.report import Report
 from handson_lib.messages import tr
 
 
+#: The file of a grading session's seed, in its reference cache (the grader's alone: no submission sees it).
+SESSION_SEED = "session-seed"
+
+
 def grader_seed():
-    """The data's seed of a correctness run: drawn by the grader for each run (synthetic data: its
-    classes; every set: the order and the first weights)."""
+    """The data's seed of a run the grader starts (synthetic data: its classes; every set: the split,
+    the order and the first weights): under the autograder the grading session's own, drawn once and
+    kept in its reference cache, so that every student is set beside one replay of the training
+    (checking.replay); elsewhere drawn for each run. Never one a script can know before its run."""
+    cache = settings.current().grader.reference_cache
+    if not cache or not os.access(cache, os.W_OK):
+        return _drawn_seed()
+    import fcntl
+    path = Path(cache) / SESSION_SEED
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return int(path.read_text())
+        except (OSError, ValueError):
+            seed = _drawn_seed()
+            path.write_text(str(seed))
+            return seed
+
+
+def _drawn_seed():
     return 1 + secrets.randbelow(2 ** 31 - 2)
+
+
+def beside_the_script(script):
+    """The modules `script` imports that lie beside it in its folder: not part of what is graded
+    (only the assignment's files are: the grader runs the script alone), [] when it imports none or
+    cannot be read."""
+    script = Path(script)
+    try:
+        tree = ast.parse(script.read_bytes()[:source_review.LARGEST_SCRIPT])
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:   # from X import a, from .X import a
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):                    # from . import a
+            names |= {alias.name for alias in node.names}
+    folder = script.parent
+    return sorted(n for n in names if n != script.stem and
+                  ((folder / f"{n}.py").is_file() or (folder / n / "__init__.py").is_file()))
+
+
+def _beside_report(task, script, modules, names, against):
+    """The report of a script that imports modules of its folder: every check failed, no run."""
+    report = Report(task, str(script), observed={}, reference={}, output_tail="", against=against)
+    report.add(names[0], False, tr("{script} imports {modules}, which lie(s) beside it: only the assignment's files "
+                                   "are graded, and the grader runs {script} alone. Put that code into the script "
+                                   "itself", script=Path(script).name, modules=", ".join(modules)))
+    for name in names[1:]:
+        report.add(name, False, tr("not checked: the script is not complete"))
+    return report
+
+
+def refused_before_running(task, script, names, against, unset_first=False):
+    """The report of a script the checks refuse before any run (a part not written yet; a module
+    beside it that it imports), or None."""
+    unset = still_unset(script) if unset_first else []
+    if unset:
+        return _unfinished_report(task, script, unset, names, against)
+    modules = beside_the_script(script)
+    return _beside_report(task, script, modules, names, against) if modules else None
 
 
 def locate(script_name):

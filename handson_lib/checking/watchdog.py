@@ -3,7 +3,6 @@ session) and the words for why a run stopped.
 """
 
 from handson_lib import settings
-from handson_lib.messages import tr
 
 
 #: Self mode (no reference to measure first): seconds without a training iteration, start-up
@@ -11,12 +10,26 @@ from handson_lib.messages import tr
 SELF_STALL = 90.0
 
 
-def student_limit(reference, timeout, factor=5.0, floor=60.0):
-    """The watchdog for a student's run: `factor` times the reference's own time in this session
-    (at least `floor` seconds, at most `timeout`): a deadlock costs a minute, not the whole limit."""
-    if reference is None or not reference.finished:
-        return timeout
-    return min(timeout, max(floor, factor * reference.seconds))
+def student_limit(reference, timeout):
+    """The seconds a student's run may take: `timeout` (capped by HANDSON_RUN_TIMEOUT). A machine's
+    load stretches a correct run's time, so the time is no measure of a loop: the watchdog stops a
+    deadlock once its iterations stop (`student_stall`) and a loop once it has used more CPU than the
+    same training takes (`student_cpu_limit`), whatever the load."""
+    return timeout
+
+
+#: A student's run may use this many times the CPU of the reference's run of the same training
+#: (a correct script that does its work twice over uses twice).
+CPU_FACTOR = 5.0
+
+
+def student_cpu_limit(reference, factor=CPU_FACTOR, floor=30.0):
+    """The CPU-seconds a student's run may use: `factor` times what the reference's run used in this
+    session, seen from outside (at least `floor`); None (no such limit) without a finished reference."""
+    cpu = (getattr(reference, "outside", None) or {}).get("cpu")
+    if reference is None or not reference.finished or not cpu:
+        return None
+    return max(floor, factor * cpu)
 
 
 def student_stall(reference, factor=4.0, floor=15.0):
@@ -41,59 +54,3 @@ def _tail(output, lines=15):
     PrintReport and ProgressBar write ESC[J: a report showed `[J` before each line)."""
     from handson_lib.runtime.throughput import ANSI_ESCAPE_RE
     return "\n".join(ANSI_ESCAPE_RE.sub("", output).rstrip().splitlines()[-lines:])
-
-
-def _stopped_how(obs, timeout):
-    """How the watchdog stopped a run: after its time limit, or early once iterations stopped."""
-    progress = obs.progress or {}
-    if progress.get("stalled"):
-        if progress.get("first_progress"):
-            return tr("waited {stall:.0f} s for another training iteration and was stopped early by the "
-                      "watchdog (after {seconds:.0f} s)", stall=progress["stall"], seconds=obs.seconds)
-        return tr("waited {stall:.0f} s for its first training iteration and was stopped early by the "
-                  "watchdog (after {seconds:.0f} s)", stall=progress["stall"], seconds=obs.seconds)
-    return tr("did not finish within {limit:.0f} s and was stopped by the watchdog", limit=obs.limit or timeout)
-
-
-def _not_implemented(error):
-    """The message of a NotImplementedError (`require_done`: what is still to do)."""
-    return tr("not implemented yet: {what}", what=error.split(": ", 1)[1])
-
-
-def _why_it_stopped(obs, timeout):
-    if obs.timed_out:
-        return tr("{how} (an infinite loop, or workers waiting for each other?)", how=_stopped_how(obs, timeout))
-    error = obs.record.get("error") or ""
-    if error.startswith("NotImplementedError"):
-        return _not_implemented(error)
-    if error:
-        return tr("stopped with {error}", error=error)
-    if not obs.record:
-        return tr("crashed before training started (exit code {code})", code=obs.returncode)
-    if not obs.record.get("trainers"):
-        return tr("finished without creating a chainer.training.Trainer")
-    return tr("exit code {code}", code=obs.returncode)
-
-
-def _why_ranks_stopped(obs, timeout):
-    if obs.timed_out:
-        waiting = [r for r in range(obs.np) if not obs.ranks.get(r, {}).get("finished")]
-        lines = [tr("deadlock: the {np}-rank run {how}; rank(s) {waiting} never finished (one rank waiting "
-                    "for another forever?)", np=obs.np, how=_stopped_how(obs, timeout), waiting=waiting)]
-        for r in range(obs.np):
-            lines.append(tr("    rank {rank} last output: {output}", rank=r,
-                            output=obs.rank_output(r, 2).replace("\n", " | ") or tr("(none)")))
-        return "\n".join(lines)
-    errors = {r: rec.get("error") for r, rec in obs.ranks.items() if rec.get("error")}
-    for rank, error in sorted(errors.items()):
-        if error.startswith("NotImplementedError"):
-            return _not_implemented(error)
-    if errors:
-        crashes = "; ".join(tr("rank {rank} crashed with {error}", rank=r, error=e)
-                                for r, e in sorted(errors.items()))
-        return tr("{crashes} (the other ranks were aborted)", crashes=crashes)
-    missing = [r for r in range(obs.np) if r not in obs.ranks]
-    if missing:
-        return tr("rank(s) {missing} died without a Python error (exit code {code})",
-                  missing=missing, code=obs.returncode)
-    return tr("exit code {code}", code=obs.returncode)

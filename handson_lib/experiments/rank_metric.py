@@ -1,6 +1,6 @@
 """The stretch of 02: a metric of the whole test set, computed on each rank's part and aggregated.
 
-    mpiexec -n 2 python -m handson_lib.experiments.rank_metric STUDENT.py OUT.json
+    mpiexec -n 2 python -m handson_lib.experiments.rank_metric STUDENT.py OUT.json [PARTS]
     (a notebook writes STUDENT.py from its answer cell with `save_function(per_class_accuracy, path)`)
 
 Every rank trains the same small digits MLP alone (same seed, same data: the same model, so the
@@ -9,6 +9,12 @@ ranks differ only in the test examples they hold), takes its part of the test se
 for strict evaluation), and calls the student's `per_class_accuracy(comm, model, part, n_class)`.
 Rank 0 also computes the single-process value over the whole test set with the course's own
 `counts`, on the same model in the same process, and writes both to OUT.json.
+
+The grader runs it on a test set of its own (`graders_test_set`: digits it draws at random, in
+unequal numbers per class), each rank given its part alone (PARTS: a folder of one file per rank,
+each read and removed by its rank before any student code runs), and computes the whole set's
+value in its own process (`whole_test_set(test)`): a function that does not add the ranks' sums
+cannot know it.
 """
 
 import importlib.util
@@ -70,51 +76,97 @@ def load_function(path, name="per_class_accuracy"):
     return getattr(module, name)
 
 
-def run_on_ranks(function, np=2, timeout=180):
+def _parts(test, np):
+    """`test` ((x, t) arrays) in `np` parts of unequal length, in order."""
+    x, t = (numpy.asarray(a) for a in test)
+    bounds = [round(len(t) * (r / np) ** 0.9) for r in range(np + 1)]
+    return [(x[a:b], t[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+def run_on_ranks(function, np=2, timeout=180, test=None):
     """Run the student's `function` (the notebook's `per_class_accuracy`) on `np` local ranks, as
     `python -m handson_lib.experiments.rank_metric`; what the ranks returned, as data:
     {"ranks", "shard_sizes", "per_rank", "single"} ("single": rank 0's own value over the whole test
     set, shown in the notebook; a grader computes its own, `whole_test_set`), or None when the run
-    wrote nothing (its output says why)."""
+    wrote nothing (its output says why). `test`: (x, t) of a test set of the grader's, each rank
+    given its part alone; else the digits' own test set, scattered by the ranks."""
     import tempfile
     from handson_lib import launch
     with tempfile.TemporaryDirectory(prefix="stretch-") as folder:
         script, out = Path(folder) / "per_class_accuracy.py", Path(folder) / "per_class.json"
         save_function(function, script)
-        run = launch.run_mpi(np, ["-m", "handson_lib.experiments.rank_metric", str(script), str(out)], timeout=timeout)
+        argv = ["-m", "handson_lib.experiments.rank_metric", str(script), str(out)]
+        if test is not None:
+            parts = Path(folder) / "parts"
+            parts.mkdir()
+            for rank, (x, t) in enumerate(_parts(test, np)):
+                numpy.savez(parts / f"part-{rank}.npz", x=x.astype(numpy.float32), t=t.astype(numpy.int32))
+            argv.append(str(parts))
+        run = launch.run_mpi(np, argv, timeout=timeout)
         print(run.output[-3000:])
         return json.loads(out.read_text()) if out.is_file() else None
 
 
-def whole_test_set():
-    """The per-class accuracy over the whole test set, of the model every rank trains, computed in
-    this process with the course's own `counts` (no student code): what `per_class_accuracy` must
-    return on every rank."""
-    train, test, info = data.get_dataset("digits", announce=False)
+def graders_test_set(size=None):
+    """(x, t): digits of the test split drawn at random now (150-300 of them, the classes in unequal
+    numbers): the grader's own test set for the stretch, which no student code has seen."""
+    import secrets
+    pick = numpy.random.default_rng(secrets.randbits(64))
+    _, test, _ = data.get_dataset("digits", announce=False)
+    x, t = chainer.dataset.concat_examples(test)
+    weights = pick.uniform(0.3, 1.0, 10)[t]
+    size = size or int(pick.integers(150, 301))
+    chosen = pick.choice(len(t), size=min(size, len(t)), replace=False, p=weights / weights.sum())
+    return x[chosen], t[chosen]
+
+
+def whole_test_set(test=None):
+    """The per-class accuracy over the whole test set (`test`: (x, t); default the digits' own), of
+    the model every rank trains, computed in this process with the course's own `counts` (no
+    student code): what `per_class_accuracy` must return on every rank."""
+    train, default_test, info = data.get_dataset("digits", announce=False)
     model = train_model(train, info.n_class)
+    test = default_test if test is None else chainer.datasets.TupleDataset(*(numpy.asarray(a) for a in test))
     correct, total = counts(model, test, info.n_class)
     return (correct / numpy.maximum(total, 1)).tolist()
+
+
+def _own_part(comm, test, parts):
+    """This rank's part of the test set: scattered from the digits' own, or (`parts`, the grader's)
+    read from its own file, which it removes; no rank goes on before every file is gone."""
+    if parts is None:
+        return chainermn.scatter_dataset(test, comm, shuffle=True, seed=SEED, force_equal_length=False)
+    path = Path(parts) / f"part-{comm.rank}.npz"
+    with numpy.load(path, allow_pickle=False) as arrays:
+        part = chainer.datasets.TupleDataset(arrays["x"], arrays["t"])
+    path.unlink()
+    comm.mpi_comm.Barrier()
+    return part
 
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     student, out = argv[0], argv[1]
+    parts = argv[2] if len(argv) > 2 else None
     comm = chainermn.create_communicator("naive")
     train, test, info = data.get_dataset("digits", announce=False)
     model = train_model(train, info.n_class)
-    part = chainermn.scatter_dataset(test, comm, shuffle=True, seed=SEED, force_equal_length=False)
+    part = _own_part(comm, test, parts)
     result = load_function(student)(comm, model, part, info.n_class)
     result = None if result is None else [float(v) for v in numpy.asarray(result, dtype=float).ravel()]
     results = comm.gather_obj(result)
     sizes = comm.gather_obj(len(part))
     if comm.rank == 0:
-        correct, total = counts(model, test, info.n_class)
-        single = (correct / numpy.maximum(total, 1)).tolist()
+        single = None
+        if parts is None:
+            correct, total = counts(model, test, info.n_class)
+            single = (correct / numpy.maximum(total, 1)).tolist()
         with open(out, "w") as f:
             json.dump({"ranks": comm.size, "shard_sizes": sizes, "per_rank": results, "single": single}, f)
         print(f"{comm.size} ranks, test parts of {sizes} examples; rank 0 returned "
               f"{None if results[0] is None else [round(v, 4) for v in results[0]]}")
-        print(f"one process over the whole test set: {[round(v, 4) for v in single]}")
+        if single is not None:
+            print(f"one process over the whole test set: {[round(v, 4) for v in single]}")
 
 
 if __name__ == "__main__":

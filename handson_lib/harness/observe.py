@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy
 
 from handson_lib import data, settings
+from handson_lib.harness import controls
 from handson_lib.runtime import multigpu
 from handson_lib.messages import tr
 from handson_lib.runtime import phases
@@ -70,7 +71,9 @@ def _plain(value):
 
 
 class Recorder:
-    def __init__(self, outdir):
+    def __init__(self, outdir, seed=0):
+        self.seed = seed   # the run's seed: the data's split and order follow it (harness.controls)
+        self.snapshots = controls.snapshot_iterations()
         self.outdir = Path(outdir)
         self.outdir.mkdir(parents=True, exist_ok=True)
         self.rank = mpi_rank()
@@ -106,6 +109,8 @@ class Recorder:
         self.record["shards"] = [fingerprints(it.dataset) for it in iterators]
         if self.datasets:
             self.record["train_fingerprints"] = fingerprints(self.datasets[-1][0])
+        # The split and order the grader replays (controls): a record of the shards above is the script's.
+        self.record["order_fixed"] = controls.fix_training_order(updater, self.seed, self.rank)
         self.meter = ThroughputMeter(warmup=2).watch(updater)
         self.phases = None
         if settings.current().observe_phases and not hasattr(updater, "phase_summary"):
@@ -116,10 +121,13 @@ class Recorder:
         from chainer import training
 
         heartbeat = self.outdir / f"heartbeat{self.suffix}"
+        model = optimizer.target
 
         @training.make_extension(trigger=(1, "iteration"), priority=training.PRIORITY_READER - 1)
         def observe_throughput(trainer):
             self.meter.step(batch)
+            if trainer.updater.iteration in self.snapshots:
+                controls.keep_parameters(self.outdir, model, trainer.updater.iteration, self.suffix)
             # The watchdog stops a run whose iterations stop, and the check shows how far it got
             # (launch.ProgressWatch).
             heartbeat.write_bytes(b"%d" % trainer.updater.iteration)
@@ -134,6 +142,7 @@ class Recorder:
 
     def before_run(self, trainer):
         self.record["extensions"] = sorted(trainer._extensions)
+        controls.fix_evaluation_order(entry.extension for entry in trainer._extensions.values())
 
     def save_params(self, trainer):
         model = trainer.updater.get_optimizer("main").target
@@ -290,6 +299,18 @@ def install_hooks(recorder):
     chainer.training.Trainer = training.Trainer
 
 
+def script_seed(args):
+    """The --seed the script is run with (its default, 0, when none): the grader gives every run its own."""
+    args = list(args)
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--seed":
+            try:
+                return int(args[i + 1])
+            except ValueError:
+                return 0
+    return 0
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 2:
@@ -297,7 +318,9 @@ def main(argv=None):
         return 2
     outdir, script, script_args = argv[0], argv[1], argv[2:]
     settings.hand_down(observe_dir=str(Path(outdir).resolve()))
-    recorder = Recorder(outdir)
+    seed = script_seed(script_args)
+    controls.install(seed)
+    recorder = Recorder(outdir, seed)
     install_hooks(recorder)
     sys.argv = [script, *script_args]
     sys.path.insert(0, str(Path(script).resolve().parent))

@@ -21,7 +21,8 @@ import socket
 import sys
 from pathlib import Path
 
-from handson_lib.harness.observe import mpi_rank, mpi_size
+from handson_lib.harness import controls
+from handson_lib.harness.observe import mpi_rank, mpi_size, script_seed
 
 SIDES = ("reference", "student")
 STEP, DONE, QUIT = b"s", b"d", b"q"
@@ -63,6 +64,7 @@ def serve(trainer, control, token):
     if not hmac.compare_digest(_read_line(control), expected):
         raise SystemExit("the coordinator did not prove that it knows this launch's token: no step taken")
     updater = trainer.updater
+    model = updater.get_optimizer("main").target
     while True:
         command = control.recv(1)
         if command != STEP:
@@ -70,19 +72,52 @@ def serve(trainer, control, token):
         updater.update()
         synchronize(updater)
         control.sendall(DONE)
+        keep(model, updater.iteration)
 
 
-def install_hook(socket_path, token):
-    """Trainer.run steps on command instead of training."""
+#: The parameters a launch keeps for the grader (checking.replay.timing_plan): after this early
+#: step, and after each of its last three steps.
+EARLY_STEP, LAST_STEPS = 3, 3
+_KEPT = []
+
+
+def keep(model, iteration):
+    """Keep the parameters after `iteration` where the grader compares them: the early step at once,
+    the last ones in memory until the launch is told to quit (`kept_to`)."""
+    if iteration == EARLY_STEP:
+        controls.keep_parameters(".", model, iteration, _who())
+    _KEPT.append((iteration, controls.parameters(model)))
+    del _KEPT[:-LAST_STEPS]
+
+
+def _who():
+    rank = mpi_rank()
+    return "" if rank is None else f"-rank{rank}"
+
+
+def kept_to(folder):
+    """Write the last steps' parameters (in `folder`: the side's own)."""
+    import numpy
+    for iteration, params in _KEPT:
+        numpy.savez(str(Path(folder) / controls.snapshot_name(iteration, _who())), params=params, iteration=iteration)
+
+
+def install_hook(socket_path, token, seed):
+    """Trainer.run steps on command instead of training, on the data's split and order of a run of
+    `seed` (harness.controls); once told to quit, it keeps the parameters its steps trained (in the
+    working folder: the side's own), which the grader sets beside its replay of as many steps."""
     from chainer import training
 
     def run(trainer, *args, **kwargs):
+        rank = mpi_rank()
+        controls.fix_training_order(trainer.updater, seed, rank)
         control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         control.connect(socket_path)
         try:
             serve(trainer, control, token)
         finally:
             control.close()
+        kept_to(".")
         raise SystemExit(0)   # what the script does after training is not part of the timing
 
     training.Trainer.run = run
@@ -95,7 +130,9 @@ def main(argv=None):
         return 2
     _, socket_path, token, script, *args = argv
     sys.path.insert(0, str(Path(script).resolve().parent))
-    install_hook(socket_path, token)
+    seed = script_seed(args)
+    controls.install(seed)
+    install_hook(socket_path, token, seed)
     sys.argv = [script, *args]
     try:
         runpy.run_path(script, run_name="__main__")

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from handson_lib.launch.outside import (OutsideView, _descendants, _loopback_sent, busy_processes,  # noqa: F401
+from handson_lib.launch.outside import (OutsideView, _descendants, _loopback_sent,  # noqa: F401
                                         machine_busy_seconds, tree_cpu)
 from handson_lib.launch.progress import ProgressWatch, Ticker, read_small  # noqa: F401
 from handson_lib import settings
@@ -96,6 +96,7 @@ class MPIResult:
     waited: float = 0.0    # seconds spent waiting for the machine's timing slot
     stepped_aside: bool = False  # gave its shared slot back while it idled (see IdleWatch)
     contended: bool = False      # ran without the timing slot: another process held it past SLOT_PATIENCE
+    over_cpu: bool = False       # stopped early: its processes used more CPU than `cpu_limit` allowed
 
     @property
     def ok(self):
@@ -321,9 +322,12 @@ class Confinement:
     `role` "runs" (a student's run: no reference script readable) or "reference" (the reference's
     side of the paired timing: the reference scripts readable, no copy of the submission);
     `own_folder`: it writes its working folder only (a side of the paired timing), else the
-    folder of its run in the student's runs."""
+    folder of its run in the student's runs; `cores`: the CPU it may use at most (a side of the
+    paired timing: as many cores as its ranks or devices, the reference's and the student's alike;
+    0: no quota)."""
     role: str = "runs"
     own_folder: bool = False
+    cores: int = 0
 
 
 #: The Confinement of the launch being wrapped, while the wrapper runs (the wrapper keeps its
@@ -358,9 +362,11 @@ def wrapped_command(cmd, cwd=None, confinement=None):
 
 
 def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_000, progress=None,
-                timed=None, outside=None):
+                timed=None, outside=None, cpu_limit=None):
     """Run `cmd` in its own session; kill the whole tree after `timeout` seconds, or earlier when
-    `progress` (a ProgressWatch) sees no progress for its `stall` seconds.
+    `progress` (a ProgressWatch) sees no progress for its `stall` seconds, or when its processes
+    have used more than `cpu_limit` CPU-seconds (seen from outside: a machine's load slows a run's
+    clock, not the work it does).
 
     `timed`: None runs at once; True waits to hold the machine's timing slot alone (a run whose
     time is scored), False shares it with other untimed runs (see timing_slot). The time limit
@@ -368,7 +374,7 @@ def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_0
     with timing_slot(timed) as slot:
         if timed is not None:
             env = settings.child_env(env, changes={"slot_held": True})
-        result = _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot, outside)
+        result = _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot, outside, cpu_limit)
         result.waited, result.stepped_aside, result.contended = slot.waited, slot.stepped_aside, slot.contended
         return result
 
@@ -415,7 +421,7 @@ class Launched:
         return text
 
 
-def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, outside=None):
+def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, outside=None, cpu_limit=None):
     started = time.monotonic()
     if progress is not None:
         progress.start()
@@ -425,7 +431,7 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, 
         outside.start(proc.pid)
     # A shared run with a progress watch steps aside from the timing slot once it idles.
     idle = IdleWatch(proc.pid, progress) if progress is not None and slot is not None and slot.can_step_aside else None
-    timed_out, stalled = False, False
+    timed_out, stalled, over_cpu = False, False, False
     deadline = started + timeout
     try:
         while True:
@@ -435,6 +441,8 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, 
             except subprocess.TimeoutExpired:
                 if progress is not None and progress.poll():
                     stalled = True
+                elif cpu_limit and (tree_cpu(proc.pid) or 0.0) > cpu_limit:
+                    over_cpu = True
                 elif time.monotonic() < deadline:
                     if idle is not None and idle.idle():
                         slot.step_aside()
@@ -455,6 +463,11 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, 
             "stopped after {seconds:.0f} s: no training iteration for {stall:.0f} s (deadlock or infinite "
             "loop?); {killed} process(es) stopped", seconds=time.monotonic() - started, stall=progress.stall,
             killed=len(killed)) + "\n"
+    elif over_cpu:
+        output += "\n[watchdog] " + tr(
+            "stopped after {seconds:.0f} s: its processes used more than {cpu:.0f} CPU-seconds (an infinite loop?); "
+            "{killed} process(es) stopped", seconds=time.monotonic() - started, cpu=cpu_limit,
+            killed=len(killed)) + "\n"
     elif timed_out:
         output += "\n[watchdog] " + tr(
             "killed after {seconds:.0f} s: the run did not finish in time (deadlock or infinite loop?); "
@@ -462,15 +475,15 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, 
     if progress is not None:
         progress.poll()
     return MPIResult(list(cmd), proc.returncode if not timed_out else -9, output,
-                     time.monotonic() - started, timed_out, killed, stalled)
+                     time.monotonic() - started, timed_out, killed, stalled, over_cpu=over_cpu)
 
 
 def run_mpi(np, argv, timeout=300, env=None, cwd=None, echo=False, omp_threads=1, python=True,
-            extra_args=(), progress=None, timed=False, outside=None):
+            extra_args=(), progress=None, timed=False, outside=None, cpu_limit=None):
     """Launch `python ARGV` on `np` local ranks under a watchdog; returns an MPIResult.
 
     It shares the machine's timing slot (`timed=False`), so that it never runs beside a run whose
     time is scored; `timed=True` waits for the slot alone, None ignores it (see run_watched)."""
     cmd = mpiexec_command(np, argv, python=python, extra_args=extra_args)
     return run_watched(cmd, timeout, env=local_mpi_env(env, omp_threads=omp_threads), cwd=cwd,
-                       echo=echo, progress=progress, timed=timed, outside=outside)
+                       echo=echo, progress=progress, timed=timed, outside=outside, cpu_limit=cpu_limit)

@@ -119,21 +119,3 @@ class OutsideView:
         processes = [{"pid": pid, **seen} for pid, seen in sorted(self.processes.items())]
         return {"processes": processes, "cpu": round(sum(p["cpu"] for p in processes), 3),
                 "loopback_bytes": self.loopback}
-
-
-def busy_processes(outside, share=0.2, floor=0.1, of_busiest=0.05):
-    """The processes of an OutsideView result that computed: at least `floor` CPU-seconds and
-    `of_busiest` of the busiest process's (the grading sandbox's bwrap spends a tenth of a second
-    mounting the library file by file, more as the library grows: no worker), and a child at least
-    `share` of what its parent computed while they both lived (a worker forked after its parent's
-    start-up works beside it; the launcher, bwrap, mpiexec and an idle helper do not)."""
-    processes = (outside or {}).get("processes") or []
-    by_pid = {p["pid"]: p for p in processes}
-    floor = max([floor] + [of_busiest * p["cpu"] for p in processes])
-    busy = []
-    for p in processes:
-        parent, born = by_pid.get(p["ppid"]), p.get("parent_cpu_at_birth")
-        beside = parent["cpu"] - born if parent is not None and born is not None else 0.0
-        if p["cpu"] >= max(floor, share * beside):
-            busy.append(p)
-    return busy

@@ -88,6 +88,10 @@ class ProgressWatch:
             return tr("  ... {seconds:.0f} s: starting up (importing Chainer, loading the data)", seconds=seconds)
         return tr("  ... {seconds:.0f} s: {iterations} training iterations", seconds=seconds, iterations=iterations)
 
+    def since_last(self):
+        """Seconds since the last progress mark (since the start, before any)."""
+        return time.time() - self.last
+
     @property
     def longest(self):
         """The longest wait between progress marks, start-up included (None before the first)."""

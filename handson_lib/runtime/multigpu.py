@@ -115,11 +115,18 @@ class _Observer:
     """Hands the grader what each worker did (set by handson_lib.checking.checks when it runs a script)."""
 
     def __init__(self):
-        self.directory = settings.current().observe_dir
+        current = settings.current()
+        self.directory, self.snapshots = current.observe_dir, current.observe_snapshots
 
     def save(self, name, **arrays):
         if self.directory:
             numpy.savez(os.path.join(self.directory, name), **arrays)
+
+    def keep(self, index, updates, params):
+        """A worker's parameters after `updates` updates, where the grader asked for them
+        (HANDSON_OBSERVE_SNAPSHOTS): set beside its replay of the training."""
+        if self.directory and updates in self.snapshots:
+            self.save(f"snapshot-worker{index}-{updates}.npz", params=params.copy(), iteration=updates)
 
 
 def _worker_main(index, conn, model, iterator, converter, params, grads, layout, threads):
@@ -138,6 +145,7 @@ def _worker_main(index, conn, model, iterator, converter, params, grads, layout,
             if message == "update":
                 t0 = clock()
                 _params_from(model, params_np, layout)
+                observer.keep(index, len(served), params_np)
                 t1 = clock()
                 batch = next(iterator)
                 served.append(len(batch))
@@ -155,6 +163,7 @@ def _worker_main(index, conn, model, iterator, converter, params, grads, layout,
                                     "data": t2 - t1, "compute": t3 - t2}))
             elif message == "finalize":
                 _params_from(model, params_np, layout)
+                observer.keep(index, len(served), params_np)   # after the last update
                 observer.save(f"worker{index}.npz", pid=os.getpid(), index=index,
                               images=numpy.sum(served, dtype=numpy.int64),
                               params=params_np.copy())

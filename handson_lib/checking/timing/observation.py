@@ -27,6 +27,8 @@ class PairedObservation:
     progress: dict = None
     cpu: dict = field(default_factory=dict)   # {who: {"own": s, "waiting": s}} over the timed steps
     suspicions: list = field(default_factory=list)
+    kept: dict = field(default_factory=dict)      # the student's launch's parameters after its steps (snapshots)
+    trained: list = field(default_factory=list)   # [(width, their comparison with the grader's replay)]
 
     @property
     def finished(self):
@@ -64,6 +66,7 @@ class PairedObservation:
         """This timing's steps after `earlier`'s (a second timing of an undecided ratio)."""
         self.steps = {who: earlier.steps[who] + self.steps[who] for who in WHO}
         self.suspicions = earlier.suspicions + self.suspicions
+        self.trained = earlier.trained + self.trained
         return self
 
 

@@ -34,7 +34,8 @@ from pathlib import Path
 
 from handson_lib import launch
 from handson_lib import settings as course_settings
-from handson_lib.checking.runs import YIELD_WHEN_IDLE, defuse, log_part, run_folder, run_limit, transport
+from handson_lib.checking.runs import (YIELD_WHEN_IDLE, defuse, log_part, read_snapshots, run_folder, run_limit,
+                                       staged, transport)
 from handson_lib.checking.timing.observation import WHO, PairedObservation, step_order
 from handson_lib.checking.timing.settings import SCORED
 from handson_lib.messages import tr
@@ -70,7 +71,7 @@ class Side:
     """One launch of the stepper and the grader's end of its ranks' sockets: `ranks` MPI ranks,
     or one process (None: a script that starts its own workers, Task #1's)."""
 
-    def __init__(self, who, script, ranks, args, folder, env, isolated=None, name=None):
+    def __init__(self, who, script, ranks, args, folder, env, isolated=None, name=None, cores=None):
         self.who, self.np, self.token = who, ranks or 1, secrets.token_hex(16)
         self.name = name or side_name(who)
         self.ranks, self.batch, self._pending = {}, {}, {}
@@ -90,7 +91,8 @@ class Side:
         # The reference's interpreter isolated (-I): neither its working directory nor a variable
         # puts a folder on its sys.path (a module planted there would run with the reference's reads).
         isolated = ["-I", "-u"] if (who == "reference" if isolated is None else isolated) else []
-        argv = [*isolated, "-m", STEPPER_MODULE, who, SOCKET_NAME, self.token, str(Path(script).resolve()), *args,
+        # The script alone in the side's folder (only the assignment's files are graded: checking.runs.staged).
+        argv = [*isolated, "-m", STEPPER_MODULE, who, SOCKET_NAME, self.token, str(staged(script, folder)), *args,
                 "--out", str(folder / "result")]
         if ranks:
             cmd, env = launch.mpiexec_command(ranks, argv, extra_args=["--output", "tag"]), launch.local_mpi_env(env)
@@ -98,7 +100,8 @@ class Side:
             cmd, env = [sys.executable, *argv], {**env, "PYTHONUNBUFFERED": "1"}
         # What the sandbox gives it, stated here: the reference's side reads the reference scripts
         # and no submission; each side writes its own folder only.
-        confinement = launch.Confinement(role="reference" if who == "reference" else "runs", own_folder=True)
+        confinement = launch.Confinement(role="reference" if who == "reference" else "runs", own_folder=True,
+                                         cores=cores or self.np)
         self.launched = launch.Launched(cmd, env, cwd=str(folder), confinement=confinement)
 
     @property
@@ -378,7 +381,9 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=None, timeo
         env = course_settings.child_env(changes={"slot_held": True}, MPLBACKEND="Agg", **YIELD_WHEN_IDLE, **transport())
         try:
             for who, (path, side_ranks, side_args, isolated, name) in launches.items():
-                sides[who] = Side(who, path, side_ranks, side_args, Path(tmp) / who, env, isolated, name)
+                # Each side may use as many cores as its step keeps busy (its CPU quota in the sandbox).
+                sides[who] = Side(who, path, side_ranks, side_args, Path(tmp) / who, env, isolated, name,
+                                  cores=widths[who])
             _connect(sides, images_per_rank, started + min(timeout, settings.connect_limit), ticker, settings)
             times, cpu, others = _time_steps(sides, steps, stall or settings.step_limit, ticker, settings)
         except TimingError as exc:
@@ -388,6 +393,7 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=None, timeo
         finally:
             _stop(sides, error, settings)
         defuse(tmp)
+        kept = _kept(Path(tmp) / "student") if times and not error else {}
     seconds = time.monotonic() - started
     error = _with_last_lines(error, sides)
     found = suspicions(times, cpu, widths["student"], settings) if times and own_baseline is None else []
@@ -395,6 +401,14 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=None, timeo
         widths["student"], times, {who: (images_per_rank or 0) * widths[who] for who in WHO}, error, seconds,
         {"waited": round(slot.waited, 2), "contended": slot.contended, "stalled": False, "stall": stall,
          "others_cores": None if others is None else round(others, 2), "cores": os.cpu_count()},
-        cpu, found)
+        cpu, found, kept)
     log_part(part, seconds, waited=obs.progress["waited"], contended=slot.contended)
     return obs
+
+
+def _kept(folder):
+    """The parameters the student's launch kept after its steps (harness.stepper), read as untrusted."""
+    try:
+        return read_snapshots(folder)
+    except Exception:   # whatever a launch left: no parameters, so its steps are not credited
+        return {}

@@ -1,11 +1,19 @@
-"""Checks on what a run recorded (its shards, its accuracy, its throughput beside the reference's
-run), shared by the tasks. A record can fail a check, never pass one alone: checking.seen
-overrules what the grader's own view contradicts.
+"""Checks on what a run recorded of itself (its shards, its accuracy, its throughput beside the
+reference's run), shared by the tasks. A record is a claim: it can fail a check and name the fix,
+never pass one alone (verdicts.structure passes the structure from what the run trained,
+verdicts.seen overrules what the grader's own view contradicts).
 """
 
-from handson_lib.checking import evidence
-from handson_lib.checking.timing.scored import _contention
 from handson_lib.messages import tr
+from handson_lib.verdicts.speed import contention
+
+
+def agreement(recorded_images, measured_images):
+    """How far a run's own accuracy may lie from the grader's before it counts as a contradiction:
+    five standard deviations of the difference of two accuracies of that many images (at worst,
+    50 %), at least 0.15 and at most 0.35 (a record cannot buy a wider margin by its image count)."""
+    spread = 0.5 * ((1 / max(1, recorded_images)) + (1 / max(1, measured_images))) ** 0.5
+    return min(0.35, max(0.15, 5 * spread))
 
 
 def _equal_length_padding(shards, sizes, train):
@@ -89,8 +97,7 @@ def _accuracy_check(report, record, min_accuracy, seen=None):
     if measured is None:
         report.add("accuracy beats chance", False,
                    tr("the grader could not evaluate the trained model itself: {why}", why=seen.get("why")))
-    elif abs(measured - acc) > evidence.agreement(record.get("dataset", {}).get("n_test") or 1,
-                                                 seen.get("images") or 1):
+    elif abs(measured - acc) > agreement(record.get("dataset", {}).get("n_test") or 1, seen.get("images") or 1):
         report.add("accuracy beats chance", False,
                    tr("tampering suspected, for the instructor to review: ")   # TAMPERING, for the catalogue
                    + tr("the run recorded a test accuracy of {recorded:.3f}, the grader measured {measured:.3f} for "
@@ -104,7 +111,7 @@ def _accuracy_check(report, record, min_accuracy, seen=None):
                       needed=min_accuracy))
 
 
-def _throughput_check(report, student, reference, min_ratio):
+def _throughput_check(report, student, reference, min_ratio, rules):
     if reference is None or reference.throughput is None:
         report.add("throughput vs the reference", False,
                    tr("the reference solution could not be measured in this session"))
@@ -117,4 +124,4 @@ def _throughput_check(report, student, reference, min_ratio):
     report.add("throughput vs the reference", ratio >= min_ratio,
                tr("{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f} measured just before "
                   "(needed >= {needed:.2f})", rate=rate, ratio=ratio, reference=reference.throughput,
-                  needed=min_ratio) + _contention(student, reference), value=ratio)
+                  needed=min_ratio) + contention(rules, student, reference), value=ratio)

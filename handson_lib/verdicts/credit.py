@@ -1,25 +1,11 @@
-"""The site's grading thresholds, and the points of the speed checks in its bands (partial credit).
+"""The points of the speed checks in their report's bands (partial credit).
 """
 
-from handson_lib import settings
 from handson_lib.messages import tr
-from handson_lib.sites.table import get_site, site_key
 
 
 #: Marks the line that the course's grader reads back from the graded notebooks.
 RATIO_TAG = "handson-throughput-ratios:"
-
-
-def site_thresholds(site=None):
-    """The grading thresholds of a site (`--site`, else HANDSON_SITE, else local) from the site
-    table: min_throughput_ratio, min_accuracy, min_scaling_ratio, throughput_bands, speedup_bands.
-    ValueError naming the valid sites."""
-    return get_site(grading_site(site)).thresholds.as_dict()
-
-
-def grading_site(site=None):
-    """The key of the site whose thresholds apply: `site`, else HANDSON_SITE, else local."""
-    return site_key(site or settings.current().grader.site or "local")
 
 
 def band_share(ratio, bands):
@@ -30,19 +16,13 @@ def band_share(ratio, bands):
     return 0.0
 
 
-def credit_bands(against, site=None):
-    """(floor, share of the points) bands of the site: of the ratio to the reference, or of the
-    student's own speed-up in self mode."""
-    return site_thresholds(site)["throughput_bands" if against == "reference" else "speedup_bands"]
-
-
-def throughput_credit(report, points, site=None, print_fn=print):
-    """Points for the speed checks of a report, in the site's bands (partial credit) of the
-    report's mode: ratios to the reference, or the student's own speed-ups in self mode.
+def throughput_credit(report, points, print_fn=print):
+    """Points for the speed checks of a report, in the bands it was judged in (`report.bands`:
+    ratios to the reference, or the student's own speed-ups in self mode; partial credit).
 
     The grade cell's last value is this number: nbgrader gives it as the cell's score. With no
     credit at all it raises, so that the feedback shows why."""
-    bands = credit_bands(report.against, site)
+    bands = report.bands
     speed = report.speed_checks
     if not speed:
         raise AssertionError(tr("throughput not measured: the run did not finish"))

@@ -76,7 +76,8 @@ class Report:
     observed: dict = field(default_factory=dict)
     reference: dict = field(default_factory=dict)
     output_tail: str = ""
-    against: str = "reference"   # how throughput was judged: see AGAINST
+    against: str = "reference"   # how throughput was judged: "reference" or "self"
+    bands: tuple = ()            # ((floor, share of the points), ...) the speed checks are scored in
 
     @property
     def speed_checks(self):
@@ -96,6 +97,12 @@ class Report:
     def passed(self, name):
         """Whether the check `name` is there and passed."""
         return any(c.passed for c in self.checks if c.name == name)
+
+    def extend(self, name, words):
+        """Add `words` to the message of the check `name` (what else showed it)."""
+        for check in self.checks:
+            if check.name == name:
+                check.message += words
 
     def overrule(self, name, message):
         """What the grader saw itself fails the check `name` (one the run's records may have passed)."""
