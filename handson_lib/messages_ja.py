@@ -51,6 +51,88 @@ MESSAGES = {
     # ---- handson_lib/runtime/mpi.py
     'uncaught {error}; aborting all {size} ranks (MPI_Abort) so that none waits forever:':
         '捕捉されない {error} が発生しました。どのランクも待ち続けないよう、全 {size} ランクを中止します（MPI_Abort）:',
+    # ---- handson_lib/verdicts/ and the grader's replay (what the run trained, set beside the grader's)
+    "Replaying the training on the grader's side (the same data, seed and {n} workers) ...":
+        '採点側で学習を再現しています（同じデータ、同じシード、ワーカー {n} 個）...',
+    "Replaying the training on the grader's side (the same data, seed and {np} ranks) ...":
+        '採点側で学習を再現しています（同じデータ、同じシード、{np} ランク）...',
+    "{script} imports {modules}, which lie(s) beside it: only the assignment's files are graded, and the grader "
+    "runs {script} alone. Put that code into the script itself":
+        '{script} は同じフォルダーにある {modules} を import しています: 採点されるのは課題のファイルだけで、採点では {script} '
+        'だけを実行します。そのコードをスクリプト自体に入れてください',
+    'stopped after {seconds:.0f} s: its processes used more than {cpu:.0f} CPU-seconds (an infinite loop?); '
+    '{killed} process(es) stopped':
+        '{seconds:.0f} 秒で停止しました: プロセスが CPU 時間を {cpu:.0f} 秒より多く使いました（無限ループではありませんか？）。'
+        '{killed} 個のプロセスを停止しました',
+    "the run says it ran Chainer's updater, which needs GPUs and NCCL that this machine does not have":
+        '実行の記録では Chainer のアップデーターを使ったことになっていますが、それに必要な GPU と NCCL はこのマシンにありません',
+    "every rank reported the whole test set's {key} ({value:.4f}): give each rank its part of the test set "
+    "(chainermn.scatter_dataset) and wrap the Evaluator with chainermn.create_multi_node_evaluator":
+        'どのランクもテストセット全体の {key}（{value:.4f}）を報告しました: 各ランクにテストセットの担当分を渡し'
+        '（chainermn.scatter_dataset）、Evaluator を chainermn.create_multi_node_evaluator でラップしてください',
+    'not shown by what the evaluators reported: {why}':
+        'Evaluator の報告からは確かめられません: {why}',
+    "each rank reported its own part's {key} ({values}), not their mean: wrap the Evaluator with "
+    "chainermn.create_multi_node_evaluator":
+        '各ランクが自分の担当分の {key}（{values}）を報告していて、その平均ではありません: Evaluator を '
+        'chainermn.create_multi_node_evaluator でラップしてください',
+    "the ranks reported {key} {reported} after the first epoch; the mean over the ranks' own parts of the test "
+    "set is {value:.4f} (computed by the grader with the ranks' parameters)":
+        '最初のエポックの後、ランクが報告した {key} は {reported} です。各ランクの担当分にわたる平均は {value:.4f} '
+        'です（ランクのパラメータを使って採点側で計算）',
+    "rank 0 printed no report (PrintReport's header is not in its output): extend the trainer with "
+    "extensions.PrintReport([...]) under `if comm.rank == 0:`":
+        'ランク 0 がレポートを出力していません（出力に PrintReport の見出しがありません）: `if comm.rank == 0:` の中で '
+        'trainer に extensions.PrintReport([...]) を追加してください',
+    'not credited: the timed training steps did not train what the graded run trained: {why}':
+        '評価しません: 時間を測った学習ステップが、採点した実行と同じ学習をしていません: {why}',
+    'was stopped by the watchdog after {seconds:.0f} s: its processes had used more CPU than five times the '
+    'same training takes the reference (an infinite loop, or training far more than asked?)':
+        '{seconds:.0f} 秒でウォッチドッグに停止されました: 同じ学習で模範解答が使う CPU 時間の 5 倍より多く使いました'
+        '（無限ループか、指定よりはるかに多く学習していませんか？）',
+    'was still training when the watchdog stopped it at its limit of {limit:.0f} s ({iterations} iterations '
+    'done): too slow for the grader, not an infinite loop':
+        '制限時間 {limit:.0f} 秒でウォッチドッグに停止されたとき、まだ学習中でした（{iterations} イテレーション済み）: '
+        '採点には遅すぎますが、無限ループではありません',
+    "the update of {name} to iteration {iteration} is not the update of {together} on the grader's minibatches "
+    "there (off by {worst:.2g} of that update)":
+        '{name} のイテレーション {iteration} への更新が、採点側のミニバッチでの{together}の更新と違います'
+        '（その更新量の {worst:.2g} 倍ずれています）',
+    "the trained parameters match the grader's replay of {what} on its split of the data ({n} comparisons: the "
+    "path from the start, and {steps} updates)":
+        '学習したパラメータが、採点側のデータ分割での{what}の再現と一致します（比較 {n} 回: 最初からの経過と、更新 {steps} 回）',
+    '{name} kept no parameters at iteration {iteration}: nothing shows what it trained':
+        '{name} がイテレーション {iteration} のパラメータを残していません: 何を学習したのか確かめられません',
+    'the run kept no parameters at the iterations the grader asked for: nothing shows what it trained':
+        '採点側が指定したイテレーションのパラメータを、実行が残していません: 何を学習したのか確かめられません',
+    '{width} ranks training together':
+        '{width} ランクでの共同学習',
+    '{width} workers, each on its own shard':
+        '{width} 個のワーカーがそれぞれ自分のシャードで行う学習',
+    'at iteration {iteration} {name} holds other parameters than {first} (by up to {worst:.2g} of the largest): '
+    'the {unit} did not train together':
+        'イテレーション {iteration} で {name} のパラメータが {first} と違います（最大値の {worst:.2g} 倍まで）: '
+        '{unit}が一緒に学習していません',
+    'at iteration {iteration} the parameters of {name} are not those of the grader\'s replay of {together} from the '
+    'start (off by {worst:.2g} of the largest)':
+        'イテレーション {iteration} での {name} のパラメータが、最初から再現した採点側の{together}のものと違います'
+        '（最大値の {worst:.2g} 倍ずれています）',
+    '{width} ranks':
+        '{width} ランク',
+    '{width} workers':
+        'ワーカー {width} 個',
+    'ranks':
+        'ランク',
+    'workers':
+        'ワーカー',
+    'not shown by what the run trained: {why}; see "{cause}" for the cause':
+        '学習の結果からは確かめられません: {why}。原因は「{cause}」を見てください',
+    'not shown by what the run trained (see "{cause}")':
+        '学習の結果からは確かめられません（「{cause}」を見てください）',
+    'not shown by what the run trained: {why}':
+        '学習の結果からは確かめられません: {why}',
+    'not shown by what the run trained (see above)':
+        '学習の結果からは確かめられません（上を見てください）',
     # ---- handson_lib/checking/ (the checks)
     'unknown mode against={against!r}; choose one of {choices}':
         '不明なモード against={against!r} です。{choices} のいずれかを選んでください',

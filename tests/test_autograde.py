@@ -235,7 +235,8 @@ TASK2_CLASS_TIMEOUT = 1800
 TASK2_TIER = {"correct": pytest.mark.timed, "skeleton": pytest.mark.slow, "deadlock": pytest.mark.slow,
               "crash_on_one_rank": pytest.mark.whole_class, "missing_script": pytest.mark.whole_class,
               "no_multi_node_optimizer": pytest.mark.whole_class, "tampered_test": pytest.mark.whole_class,
-              "forged_alone": pytest.mark.whole_class}
+              "forged_alone": pytest.mark.whole_class, "alone_described": pytest.mark.whole_class,
+              "stretch_from_the_course": pytest.mark.whole_class}
 
 
 def for_students(*students):

@@ -58,6 +58,20 @@ def test_the_checks_import_nothing_instructor_only_but_the_command_finds_the_ref
     assert {str(f) for f in named} == {"handson_lib/checking/command.py"}
 
 
+def test_what_decides_imports_nothing_of_the_course_but_its_messages_and_reads_no_setting():
+    """Issue 47: the verdicts take what the grader observed and its rules as arguments; they import
+    nothing that runs in a kernel or a run (the runtime, the harness, the launcher), nothing that
+    observes (the checks), and read no setting (the course's settings, the environment)."""
+    imports = imports_of("verdicts")
+    assert imports, "no handson_lib.verdicts package"
+    allowed = ("handson_lib.verdicts", "handson_lib.messages.tr")
+    assert {str(f): [n for n in names if not n.startswith(allowed)] for f, names in imports.items()
+            if any(not n.startswith(allowed) for n in names)} == {}
+    for path in sorted((LIBRARY / "verdicts").glob("*.py")):
+        text = path.read_text()
+        assert "settings.current" not in text and "os.environ" not in text and "import os" not in text, path
+
+
 def test_the_old_grading_folder_is_gone():
     assert not (LIBRARY / "grading").exists()
 

@@ -125,7 +125,7 @@ def test_the_self_checks_speed_up_is_judged_per_core_where_the_load_held_it_back
         return _timing(speedup, cores_ratio, others)
     monkeypatch.setattr(scored, "run_paired", fake_run_paired)
     # What the timed steps trained matches the grader's replay (tested in test_structure.py).
-    monkeypatch.setattr(scored, "_trained", lambda *a: [(2, structure.Comparison(compared=1))])
+    monkeypatch.setattr(scored, "_trained", lambda *a: [(2, structure.Comparison(compared=2, steps=1))])
     report = checks.Report("multi-gpu", "train.py", against="self")
     scored._self_speed_check(report, "throughput: 2 devices vs your 1-device run", "train.py", 2, ["--epoch", "1"],
                              60, 30, checks.rules_for("self", "local"), lambda *_: None, "multi-gpu", devices=True)

@@ -180,7 +180,7 @@ def test_mnist_skeleton_is_the_single_process_script():
 def test_mnist_skeleton_fails_with_a_reason_per_missing_step(skeleton_reports):
     report = skeleton_reports["mnist-multi-node"]
     failed = failed_checks(report)
-    assert set(failed) == {"shards are disjoint", "parameters identical on every rank",
+    assert set(failed) == {"shards are disjoint", "shards cover the training set", "parameters identical on every rank",
                            "evaluator aggregated over ranks", "reports only on rank 0"}, report.text()
     assert "chainermn.scatter_dataset" in failed["shards are disjoint"]
     assert "plain MomentumSGD" in failed["parameters identical on every rank"]

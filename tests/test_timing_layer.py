@@ -40,7 +40,8 @@ def test_each_side_of_the_paired_timing_states_its_confinement(recorded, tmp_pat
     finally:
         side.close()
     ((confinement, cmd),) = recorded
-    assert confinement == launch.Confinement(role, own_folder=True)
+    # One process (Task #1's kind of launch, `ranks` None) keeps one core busy: its CPU quota.
+    assert confinement == launch.Confinement(role, own_folder=True, cores=1)
     assert paired.STEPPER_MODULE in cmd
 
 
@@ -54,10 +55,11 @@ def test_the_sandbox_follows_the_stated_confinement_not_the_commands_words(tmp_p
                                              launch.Confinement())
     assert cmd[cmd.index("run") + 1:cmd.index("run") + 4] == [spec["settings"], spec["own"], "runs"]
     cmd = nbgrader_ext.judge_sandbox_command(spec, ["python", "train.py"], side,
-                                             launch.Confinement("reference", own_folder=True))
+                                             launch.Confinement("reference", own_folder=True, cores=2))
     assert cmd[cmd.index("run") + 1:cmd.index("run") + 6] == [
         str(sandbox.paired_settings_path(spec["settings"])), spec["own"], "reference", str(side.resolve()),
         sandbox.NO_FOLDER]
+    assert cmd[cmd.index("--") - 1] == "2"   # its CPU quota: two cores
 
 
 def test_the_timings_settings_are_passed_not_read_from_constants():

@@ -5,7 +5,7 @@ test_autograde.py so that the parallel pass spreads the two classes over its wor
 
 import pytest
 
-from test_autograde import errors_in_autograded, grade_class
+from test_autograde import UNSAFE, errors_in_autograded, grade_class
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +28,32 @@ def test_task1_skeleton_scores_nothing(graded_task1_hostile):
 @pytest.mark.students("forged_structure")
 def test_task1_a_record_that_tells_of_two_workers_earns_nothing(graded_task1_hostile):
     """One process trains the whole set; at exit the record is rewritten to tell of the stand-in's two
-    workers on two shards, with two workers' arrays: the grader, outside the run, sees one process
-    compute. q1 and the job script: 2."""
+    workers on two shards, with two workers' arrays: no worker kept the parameters the grader asked
+    for, and the main process's are not two workers' training. q1 and the job script: 2."""
     course_dir, rows, _ = graded_task1_hostile
-    assert (rows["forged_structure"]["score"], rows["forged_structure"]["status"]) == (
-        2.0, "graded; tampering suspected, for the instructor to review: task1_report"), rows["forged_structure"]
+    assert rows["forged_structure"]["score"] == 2.0, rows["forged_structure"]
     errors = errors_in_autograded(course_dir, "task1", "forged_structure")
-    assert any("one worker process per device: tampering suspected, for the instructor to review: the grader saw 1 "
-               "process(es) computing" in e for e in errors), errors
+    assert any("not shown by what the run trained" in e for e in errors), errors
+
+
+@pytest.mark.slow
+@pytest.mark.students("described_as_parallel", "imports_its_helper")
+def test_task1_a_run_that_describes_itself_as_parallel_earns_its_honest_work_only(graded_task1_hostile):
+    """Issue 47's first two wins, 7/7 before: one process training (a StandardUpdater named like
+    Chainer's, Chainer's module, the shards' iterators kept on it, the runtime's backend set to
+    Chainer's, a helper burning a core beside it); and a module of the student's own beside the
+    script that rewrites the records at exit. The grader judges what the runs trained and grades the
+    assignment's files only: q1 and the job script, 2 each."""
+    course_dir, rows, _ = graded_task1_hostile
+    assert (rows["described_as_parallel"]["score"], rows["described_as_parallel"]["status"]) == (2.0, "graded"), rows
+    described = errors_in_autograded(course_dir, "task1", "described_as_parallel")
+    assert any("the run says it ran Chainer's updater" in e for e in described), described
+    helper = rows["imports_its_helper"]
+    assert helper["score"] == 2.0, helper
+    assert helper["status"].startswith("graded" if UNSAFE else
+                                       "graded; not graded (not the assignment's files): cifar_utils.py"), helper
+    errors = errors_in_autograded(course_dir, "task1", "imports_its_helper")
+    assert any("imports cifar_utils, which lie(s) beside it" in e for e in errors), errors
 
 
 @pytest.mark.slow

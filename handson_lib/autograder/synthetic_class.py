@@ -337,10 +337,11 @@ MISTAKES = {
     "infinite_loop": Mistake(_MULTI_GPU, _RUN, "    while True:\n        pass\n", frozenset(), "by the watchdog"),
     "twice_the_work": Mistake(_MULTI_GPU, _RUN, _TWICE_THE_WORK, frozenset(), ""),
     "twice_the_work_2": Mistake(_MULTI_NODE, _RUN, _TWICE_THE_WORK, frozenset(), ""),
-    # The review of the script (atexit) fails the run; the grader's own evaluation, the accuracy; its
-    # five iterations kept no parameters where the grader asked.
-    "forged_records": Mistake(_MULTI_GPU, _TRAINER, _FORGED_RECORDS,
-                              frozenset(_STRUCTURE_1) | {"runs to the end", "accuracy beats chance"},
+    # The review of the script (atexit) fails the run; the grader's own evaluation, the accuracy. (Its
+    # five iterations trained as two workers do: in the smallest run they hold every iteration the
+    # grader asks for; in the graded run they miss the later ones, and the structure fails too.)
+    "forged_records": Mistake(_MULTI_GPU, _TRAINER, _FORGED_RECORDS, frozenset({"runs to the end",
+                                                                              "accuracy beats chance"}),
                               "tampering suspected"),
     # A StandardUpdater of the script's own named alike: neither the stand-in nor Chainer's.
     "updater_named_alike": Mistake(
