@@ -397,9 +397,11 @@ def _measure_references(assignment, cache, print_fn):
     """The assignment's reference runs (PRE_MEASURED), measured before any student, outside the
     sandbox; the students' sandboxes read them."""
     from handson_lib.checking import reference  # instructor-only: the autograder has it
+    from handson_lib.checking.scripts import session_seed
+    seed = session_seed(cache)   # the students' runs have the same seed: the same training
     for name, args, np in PRE_MEASURED.get(assignment, []):
         print_fn(f"  the reference {name} on {np or 1} {'rank(s)' if np else 'process'} ...")
-        reference.measure_reference(name, list(args), RUN_TIMEOUT, np=np, cache=cache)
+        reference.measure_reference(name, [*args, "--seed", str(seed)], RUN_TIMEOUT, np=np, cache=cache)
 
 
 @contextlib.contextmanager

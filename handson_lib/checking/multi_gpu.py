@@ -40,15 +40,16 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
                                      unset_first=against == "self")
     if refused:
         return refused
+    seed = grader_seed()
     if against == "reference" and reference is None:
         say(tr("Measuring the reference solution in this session ..."))
-        reference = modes.measure_reference(SCRIPT_NAME, run_args, timeout)
+        reference = modes.measure_reference(SCRIPT_NAME, [*run_args, "--seed", str(seed)], timeout)
     # The speed-up is timed apart, step by step (against the reference's steps, or the script's own
     # 1-device steps): this run decides correctness only.
     baseline = reference if against == "reference" else None
     limit, stall = student_limit(baseline, timeout), student_stall(baseline) or SELF_STALL
     flags = _review(script)
-    seed = grader_seed()
+    rules = rules.but(reference_accuracy=(getattr(baseline, "evidence", None) or {}).get("accuracy"))
     plan = replay.snapshot_plan("multi-gpu", args, gpus, seed)
     say(tr("Running {script} on {n} devices under the grader's launcher ...", script=script, n=gpus))
     obs = run_observed(script, [*run_args, "--seed", str(seed)], limit, stall=stall,

@@ -44,10 +44,11 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     refused = refused_before_running(task, script, names, against, unset_first=against == "self")
     if refused:
         return refused
+    seed = grader_seed()
     if against == "reference" and np not in reference:
         # Its run on `np` ranks sets the watchdog; speed and scaling are timed step by step beside it.
         say(tr("Measuring the reference solution on {np} rank(s) in this session ...", np=np))
-        reference[np] = modes.measure_reference(reference_name, args, timeout, np=np)
+        reference[np] = modes.measure_reference(reference_name, [*args, "--seed", str(seed)], timeout, np=np)
     baseline = reference.get(np) if against == "reference" else None
     limit = student_limit(baseline, timeout) if against == "reference" else timeout
     stall = student_stall(baseline) if against == "reference" else SELF_STALL
@@ -56,7 +57,7 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     # it shares the machine with other students' runs.
     paired = against == "reference" and timed
     flags = _review(script)
-    seed = grader_seed()
+    rules = rules.but(reference_accuracy=(getattr(baseline, "evidence", None) or {}).get("accuracy"))
     plan = replay.snapshot_plan(task, args, np, seed)
     obs = run_observed_mpi(script, np, [*args, "--seed", str(seed)], limit,
                            timed=timed and not paired and against == "reference", stall=stall,

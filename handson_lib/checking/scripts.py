@@ -26,6 +26,11 @@ def grader_seed():
     cache = settings.current().grader.reference_cache
     if not cache or not os.access(cache, os.W_OK):
         return _drawn_seed()
+    return session_seed(cache)
+
+
+def session_seed(cache):
+    """The grading session's seed, kept in its reference cache `cache` (drawn by the first who asks)."""
     import fcntl
     path = Path(cache) / SESSION_SEED
     with open(path.with_suffix(".lock"), "w") as lock:

@@ -94,7 +94,7 @@ def correctness(report, run, replayed, gpus, rules, flags=(), expected_cpu=None)
     _workers_said(report, run, gpus, rules)
     _shard_checks(report, record)
     _parameters_said(report, run, rules)
-    _accuracy_check(report, record, rules.min_accuracy, run.evidence)
+    _accuracy_check(report, record, rules.needed_accuracy, run.evidence)
     comparison = structure.compare(run.snapshots, replayed, kept_by(run, gpus, rules))
     if structure.shown_by_training(report, STRUCTURE, comparison, rules, gpus, "devices"):
         report.extend("uses MultiprocessParallelUpdater", "; " + structure.matched_line(comparison, gpus, "devices"))

@@ -151,7 +151,7 @@ def correctness(report, run, replayed, rules, flags=(), expected_cpu=None, avera
     _evaluator_said(report, run)
     _reporting_said(report, run)
     seen.reports_seen(report, run.output)
-    _accuracy_check(report, run.ranks[0], rules.min_accuracy, run.evidence)
+    _accuracy_check(report, run.ranks[0], rules.needed_accuracy, run.evidence)
     comparison = structure.compare(run.snapshots, replayed, [f"rank{r}" for r in range(np)])
     if structure.shown_by_training(report, STRUCTURE, comparison, rules, np, "ranks"):
         report.extend("parameters identical on every rank", "; " + structure.matched_line(comparison, np, "ranks"))

@@ -31,6 +31,11 @@ class Rules:
     step_tolerance: float = 1e-2
     #: The largest difference between an evaluator's report and the grader's computation of it.
     evaluation_tolerance: float = 1e-4
+    #: The accuracy the grader measured of the reference's run in this session (the same seed: the
+    #: same training), or None: a seed whose data trains slowly lowers the accuracy needed, to
+    #: `accuracy_share` of it at most (never raises it).
+    reference_accuracy: float = None
+    accuracy_share: float = 0.8
     #: Whether Chainer's MultiprocessParallelUpdater can run where the run ran (GPUs and NCCL): only
     #: there do the workers' own parameters stay out of the grader's view.
     chainer_updater_possible: bool = False
@@ -45,6 +50,13 @@ class Rules:
     #: Self mode: steps on n workers that got less than this share of n times the CPU of the steps
     #: on 1 were held back by the load, and are judged per core they got.
     load_limited_share: float = 0.85
+
+    @property
+    def needed_accuracy(self):
+        """The accuracy a run needs: the site's, or less where the reference reached less in this session."""
+        if self.reference_accuracy is None:
+            return self.min_accuracy
+        return min(self.min_accuracy, self.accuracy_share * self.reference_accuracy)
 
     @property
     def bands(self):
