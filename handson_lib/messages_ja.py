@@ -278,20 +278,20 @@ MESSAGES = {
         '計測されたイテレーションがありません（実行が短すぎませんか？）',
     "{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f} measured just before (needed >= {needed:.2f})":
         '{rate:.1f} images/s = 直前に計測した模範解答の {reference:.1f} の {ratio:.2f} 倍（必要: {needed:.2f} 以上）',
-    '{what}: {speedup:.2f}x your own {baseline} (the median over pairs of training steps timed in turn, spread '
-    '{low:.2f}-{high:.2f}; their median steps: {fast:.1f} vs {slow:.1f} images/s; needed >= {needed:.2f} on site {site})':
-        '{what}: あなた自身の {baseline} の {speedup:.2f} 倍（交互に計測した学習ステップの組ごとの比の中央値、ばらつき '
-        '{low:.2f}-{high:.2f}。ステップ時間の中央値では {fast:.1f} 対 {slow:.1f} images/s。サイト {site} では {needed:.2f} 以上が必要）',
-    '; meanwhile the rest of the machine kept {others:.1f} of its {cores} cores busy':
-        '。計測中、マシンのほかの処理が {cores} コアのうち {others:.1f} コアを使っていました',
-    ': a busy machine slows the run on more workers most. Check again when it is quieter (`uptime` shows the '
-    'load); the grader times your steps in turn with the reference\'s, so there a load weighs on both alike':
-        ': マシンが混んでいると、ワーカーの多い実行ほど遅くなります。マシンが空いているときにもう一度確認してください'
-        '（負荷は `uptime` で分かります）。採点ではあなたのステップと模範解答のステップを交互に計測するので、負荷は両方に等しくかかります',
-    ', and gave your steps on {n} only {got:.2f} times the CPU of your steps on 1: per core they got, {judged:.2f}x '
-    '(judged so: the load, not your script, held them back)':
-        '。そのため {n} でのステップが得た CPU は 1 でのステップの {got:.2f} 倍だけでした: 得たコアあたりでは {judged:.2f} 倍'
-        '（この値で判定します: 遅らせたのはあなたのスクリプトではなく負荷です）',
+    '{what}: {speedup:.2f}x your own {baseline}, your own steps on 1 timed in turn with those on {n}: in the median '
+    'pair, {fast:.1f} vs {slow:.1f} images/s (spread {low:.2f}-{high:.2f}; needed >= {needed:.2f} on site {site})':
+        '{what}: あなた自身の{baseline}の {speedup:.2f} 倍。1 でのステップと {n} でのステップを交互に計測し、比が中央値の組では '
+        '{fast:.1f} 対 {slow:.1f} images/s（ばらつき {low:.2f}-{high:.2f}。サイト {site} では {needed:.2f} 以上が必要）',
+    "; the machine's load meanwhile: {load:.1f} on {cores} cores (`uptime`)":
+        '。計測中のマシンの負荷は {cores} コアに対して {load:.1f}（`uptime`）',
+    ': your steps on {n} got only {got:.2f} times the CPU of your steps on 1, so per CPU they used they train '
+    '{judged:.2f}x as fast (judged so: the load, not your script, held them back)':
+        ': {n} でのステップが得た CPU は 1 でのステップの {got:.2f} 倍だけでした。使った CPU あたりでは {judged:.2f} 倍の速さで'
+        '学習しています（この値で判定します: 遅らせたのはあなたのスクリプトではなく負荷です）',
+    '. A busy machine slows the run on more workers most: check again when it is quieter (`uptime` below {cores}); '
+    "the grader times your steps in turn with the reference's, so there a load weighs on both alike":
+        '。マシンが混んでいると、ワーカーの多い実行ほど遅くなります。マシンが空いているとき（`uptime` が {cores} 未満）に'
+        'もう一度確認してください。採点ではあなたのステップと模範解答のステップを交互に計測するので、負荷は両方に等しくかかります',
     "the run's records say rank 0 alone reports, but rank(s) {ranks} printed the trainer's reports (seen in the "
     "launcher's output, where each line carries its rank)":
         '実行の記録ではランク 0 だけがレポートを出していますが、ランク {ranks} もトレーナーのレポートを表示していました'
@@ -440,10 +440,16 @@ MESSAGES = {
         '計測できませんでした: {why}',
     " (the spread crosses a band's floor even after a second timing: scored by the median)":
         '（2 回目の計測の後もばらつきが配点区分の下限をまたいでいるため、中央値で採点しました）',
-    "{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f}, training steps timed in turn (spread {low:.2f}-{high:.2f} over {blocks} blocks of steps; needed >= {needed:.2f})":
-        '{rate:.1f} images/s = 模範解答の {reference:.1f} の {ratio:.2f} 倍、学習ステップを交互に計測（{blocks} ブロックでのばらつき {low:.2f}-{high:.2f}。必要: {needed:.2f} 以上）',
-    "{mine:.2f}x from 1 to {np} ranks, the reference {theirs:.2f}x beside it; your step is {ratio:.2f}x the reference's on {np} ranks and {ratio_one:.2f}x on 1: {share:.2f} of its scaling (spread {low:.2f}-{high:.2f}; needed >= {needed:.2f})":
-        '1 から {np} ランクで {mine:.2f} 倍（並べて計測した模範解答は {theirs:.2f} 倍）。あなたのステップは模範解答の {np} ランクで {ratio:.2f} 倍、1 ランクで {ratio_one:.2f} 倍なので、模範解答のスケーリングの {share:.2f}（ばらつき {low:.2f}-{high:.2f}。必要: {needed:.2f} 以上）',
+    "{ratio:.2f} x the reference's speed: in the median pair of training steps timed in turn, yours {rate:.1f} "
+    "images/s, the reference's {reference:.1f} (spread {low:.2f}-{high:.2f} over {blocks} blocks of steps; needed "
+    ">= {needed:.2f})":
+        '模範解答の速さの {ratio:.2f} 倍: 学習ステップを交互に計測し、比が中央値の組では、あなたが {rate:.1f} images/s、'
+        '模範解答が {reference:.1f}（{blocks} ブロックでのばらつき {low:.2f}-{high:.2f}。必要: {needed:.2f} 以上）',
+    "your step is {ratio:.2f}x the reference's on {np} ranks and {ratio_one:.2f}x on 1: {share:.2f} of the reference's "
+    "scaling from 1 to {np} ranks ({ratio:.2f} / {ratio_one:.2f}; spread {low:.2f}-{high:.2f}; needed >= "
+    "{needed:.2f})":
+        'あなたのステップは模範解答の {np} ランクで {ratio:.2f} 倍、1 ランクで {ratio_one:.2f} 倍なので、1 から {np} ランクへの'
+        '模範解答のスケーリングの {share:.2f}（{ratio:.2f} / {ratio_one:.2f}。ばらつき {low:.2f}-{high:.2f}。必要: {needed:.2f} 以上）',
     '{name} was not handed in':
         '{name} が提出されていません',
     'the course grades job scripts for {sites}; {site} is not one of them: name your site in the '

@@ -133,7 +133,7 @@ def test_the_self_checks_speed_up_is_judged_per_core_where_the_load_held_it_back
     assert check.passed is passed, check.message
     assert check.value == pytest.approx(judged, rel=0.02)
     assert ("busy machine" in check.message) is (says_load and not passed), check.message
-    assert ("per core they got" in check.message) is (says_load and cores_ratio < 1.7), check.message
+    assert ("per CPU they used" in check.message) is (says_load and cores_ratio < 1.7), check.message
     # The student's own script on both sides: 2 devices against 1, the same arguments otherwise.
     reference, script, args, kwargs = calls[0]
     assert reference == script == "train.py" and args[:3] == ["--gpus", "0", "1"]

@@ -57,7 +57,8 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
                        cpu_limit=student_cpu_limit(baseline))
     report = Report("multi-gpu", str(script), observed=obs.record,
                     reference=reference.record if against == "reference" else {},
-                    output_tail=_tail(obs.output), against=against, bands=rules.bands)
+                    output_tail=_tail(obs.output), against=against, bands=rules.bands,
+                    tag_ratios=rules.autograding)
     if not obs.finished:
         report.add("runs to the end", False, why_it_stopped(obs, timeout))
         for name in (*CORRECTNESS[1:], speed_name):

@@ -65,7 +65,8 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
                            cpu_limit=student_cpu_limit(baseline))
     report = Report(task, str(script), observed=obs.ranks.get(0, {}),
                     reference=baseline.ranks.get(0, {}) if baseline is not None else {},
-                    output_tail=_tail(obs.output), against=against, bands=rules.bands)
+                    output_tail=_tail(obs.output), against=against, bands=rules.bands,
+                    tag_ratios=rules.autograding)
     if not obs.finished:
         report.add("runs to the end", False, why_ranks_stopped(obs, timeout))
         for name in names[1:]:

@@ -32,8 +32,9 @@ def throughput_credit(report, points, print_fn=print):
                              + "\n".join(c.line() for c in wrong))
     shares = [band_share(c.value, bands) for c in speed]
     credit = round(points * sum(shares) / len(shares), 2)
-    print_fn(RATIO_TAG + " " + " ".join(f"{c.name.split()[0]}={c.value if c.value is not None else 'nan'}"
-                                        for c in speed))
+    if report.tag_ratios:   # read back from the graded notebook by the grader's report; no student's line
+        print_fn(RATIO_TAG + " " + " ".join(f"{c.name.split()[0]}={c.value if c.value is not None else 'nan'}"
+                                            for c in speed))
     measure = tr("ratio to the reference") if report.against == "reference" else tr("speed-up over your own run")
     bands_text = f"{measure} " + ", ".join(f">= {floor:.2f}: {share:.0%}" for floor, share in bands)
     for check, share in zip(speed, shares):

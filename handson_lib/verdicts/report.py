@@ -78,6 +78,7 @@ class Report:
     output_tail: str = ""
     against: str = "reference"   # how throughput was judged: "reference" or "self"
     bands: tuple = ()            # ((floor, share of the points), ...) the speed checks are scored in
+    tag_ratios: bool = False     # under the course's grader: the credit's line of ratios for its report
 
     @property
     def speed_checks(self):

@@ -48,7 +48,7 @@ class Rules:
     #: Self mode: the rest of the machine keeping this many cores busy is a load worth naming.
     busy_cores: float = 0.5
     #: Self mode: steps on n workers that got less than this share of n times the CPU of the steps
-    #: on 1 were held back by the load, and are judged per core they got.
+    #: on 1 were held back by the load, and are judged per CPU they used.
     load_limited_share: float = 0.85
 
     @property

@@ -92,51 +92,61 @@ def paired_verdicts(report, names, timed, np, scaling, rules):
     t = timed[np]
     still = tr(" (the spread crosses a band's floor even after a second timing: scored by the median)")
     ratio = t.ratio
+    mine, theirs = t.median_pair_rates()
     report.add(names[0], ratio >= rules.min_throughput_ratio,
-               tr("{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f}, training steps timed in "
-                  "turn (spread {low:.2f}-{high:.2f} over {blocks} blocks of steps; needed >= {needed:.2f})",
-                  rate=t.rate("student"), ratio=ratio, reference=t.rate("reference"), low=min(ratio_blocks),
-                  high=max(ratio_blocks), blocks=len(ratio_blocks), needed=rules.min_throughput_ratio)
+               tr("{ratio:.2f} x the reference's speed: in the median pair of training steps timed in turn, yours "
+                  "{rate:.1f} images/s, the reference's {reference:.1f} (spread {low:.2f}-{high:.2f} over {blocks} "
+                  "blocks of steps; needed >= {needed:.2f})", rate=mine, ratio=ratio, reference=theirs,
+                  low=min(ratio_blocks), high=max(ratio_blocks), blocks=len(ratio_blocks),
+                  needed=rules.min_throughput_ratio)
                + (still if undecided(ratio_blocks, bands) else "") + contention(rules, *timed.values()), value=ratio)
     if scaling:
         share = ratio / timed[1].ratio
-        mine = t.rate("student") / timed[1].rate("student")
-        theirs = t.rate("reference") / timed[1].rate("reference")
         report.add(names[1], share >= rules.min_scaling_ratio,
-                   tr("{mine:.2f}x from 1 to {np} ranks, the reference {theirs:.2f}x beside it; your step is "
-                      "{ratio:.2f}x the reference's on {np} ranks and {ratio_one:.2f}x on 1: {share:.2f} of its "
-                      "scaling (spread {low:.2f}-{high:.2f}; needed >= {needed:.2f})", mine=mine, np=np,
-                      theirs=theirs, ratio=ratio, ratio_one=timed[1].ratio, share=share,
-                      low=min(scaling_blocks), high=max(scaling_blocks), needed=rules.min_scaling_ratio)
+                   tr("your step is {ratio:.2f}x the reference's on {np} ranks and {ratio_one:.2f}x on 1: {share:.2f} "
+                      "of the reference's scaling from 1 to {np} ranks ({ratio:.2f} / {ratio_one:.2f}; spread "
+                      "{low:.2f}-{high:.2f}; needed >= {needed:.2f})", np=np, ratio=ratio, ratio_one=timed[1].ratio,
+                      share=share, low=min(scaling_blocks), high=max(scaling_blocks), needed=rules.min_scaling_ratio)
                    + (still if undecided(scaling_blocks, bands) else "") + over_tcp(rules), value=share)
+
+
+def _busy(timed, rules):
+    """Whether the rest of the machine was busy while the steps were timed: its load (`uptime`'s
+    average) at least its cores, or the cores it kept busy at least `rules.busy_cores`."""
+    progress = timed.progress or {}
+    load, cores, others = progress.get("load"), progress.get("cores"), progress.get("others_cores")
+    return (load is not None and cores and load >= cores) or (others is not None and others >= rules.busy_cores)
 
 
 def self_speed_verdict(report, name, timed, n, devices, rules):
     """Self mode: the student's steps on `n` devices (or ranks) timed in turn with their own on 1,
-    against the first of the site's speed-up bands; the rest of the machine's load said beside it,
-    and the speed-up judged per core the steps got where the load held them back."""
+    against the first of the site's speed-up bands. On a busy machine (its load said as `uptime`
+    shows it) the steps on n get fewer cores than n: the speed-up is then judged per CPU the steps
+    used (n times the CPU of a step on 1 over the CPU of a step on n, per image), which the load does
+    not change, and said so."""
     needed = rules.speedup_bands[0][0]
     what = tr("{n} workers", n=n) if devices else tr("{np} ranks", np=n)
     baseline_name = tr("1-device run") if devices else tr("1-rank run")
     speedup, blocks = timed.ratio, timed.block_ratios()
-    line = tr("{what}: {speedup:.2f}x your own {baseline} (the median over pairs of training steps timed in turn, "
-              "spread {low:.2f}-{high:.2f}; their median steps: {fast:.1f} vs {slow:.1f} images/s; needed >= "
-              "{needed:.2f} on site {site})", what=what,
-              speedup=speedup, baseline=baseline_name, fast=timed.rate("student"), slow=timed.rate("reference"),
+    fast, slow = timed.median_pair_rates()
+    line = tr("{what}: {speedup:.2f}x your own {baseline}, your own steps on 1 timed in turn with those on {n}: in the "
+              "median pair, {fast:.1f} vs {slow:.1f} images/s (spread {low:.2f}-{high:.2f}; needed >= {needed:.2f} on "
+              "site {site})", what=what, speedup=speedup, baseline=baseline_name, n=n, fast=fast, slow=slow,
               low=min(blocks), high=max(blocks), needed=needed, site=rules.site)
-    others, cores = timed.progress.get("others_cores"), timed.progress.get("cores")
+    progress = timed.progress or {}
+    load, cores = progress.get("load"), progress.get("cores")
     got = timed.cores("student") / timed.cores("reference") if timed.cores("reference") else None
     judged = speedup
-    if others is not None:
-        line += tr("; meanwhile the rest of the machine kept {others:.1f} of its {cores} cores busy",
-                   others=others, cores=cores)
-        if got is not None and got < rules.load_limited_share * n and others >= rules.busy_cores:
-            judged = min(float(n), speedup * n / max(1.0, got))   # never past n workers' worth
-            line += tr(", and gave your steps on {n} only {got:.2f} times the CPU of your steps on 1: per core they "
-                       "got, {judged:.2f}x (judged so: the load, not your script, held them back)", n=n, got=got,
-                       judged=judged)
-        if judged < needed and others >= rules.busy_cores:
-            line += tr(": a busy machine slows the run on more workers most. Check again when it is quieter "
-                       "(`uptime` shows the load); the grader times your steps in turn with the reference's, so "
-                       "there a load weighs on both alike")
+    if load is not None:
+        line += tr("; the machine's load meanwhile: {load:.1f} on {cores} cores (`uptime`)", load=load, cores=cores)
+    busy = _busy(timed, rules)
+    if busy and got and got < rules.load_limited_share * n:
+        judged = min(float(n), speedup * n / got)   # never past n workers' worth
+        line += tr(": your steps on {n} got only {got:.2f} times the CPU of your steps on 1, so per CPU they used "
+                   "they train {judged:.2f}x as fast (judged so: the load, not your script, held them back)",
+                   n=n, got=got, judged=judged)
+    if judged < needed and busy:
+        line += tr(". A busy machine slows the run on more workers most: check again when it is quieter (`uptime` "
+                   "below {cores}); the grader times your steps in turn with the reference's, so there a load weighs "
+                   "on both alike", cores=cores or 2)
     report.add(name, judged >= needed, line + contention(rules, timed), value=judged)

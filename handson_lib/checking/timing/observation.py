@@ -49,11 +49,24 @@ class PairedObservation:
         scale = self.images_per_step["student"] / self.images_per_step["reference"]
         return [scale * ref / mine for ref, mine in zip(self.steps["reference"], self.steps["student"])]
 
+    def _median_pair(self):
+        """The index of the pair whose ratio is the median (the lower of the middle two)."""
+        ratios = self.pair_ratios()
+        middle = statistics.median_low(ratios)
+        return ratios.index(middle)
+
     @property
     def ratio(self):
         """The student's rate over the reference's: the median over the pairs of steps (a pair
-        shares the machine's state of the moment)."""
-        return statistics.median(self.pair_ratios())
+        shares the machine's state of the moment); a pair's own ratio, so that its two rates
+        (`median_pair_rates`) give it."""
+        return self.pair_ratios()[self._median_pair()]
+
+    def median_pair_rates(self):
+        """(the student's rate, the reference's) in images/s of the median pair: their ratio is `ratio`."""
+        i = self._median_pair()
+        return (self.images_per_step["student"] / self.steps["student"][i],
+                self.images_per_step["reference"] / self.steps["reference"][i])
 
     def block_ratios(self, blocks=4):
         """The same median in `blocks` consecutive blocks of pairs: its spread within the launch."""

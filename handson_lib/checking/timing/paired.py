@@ -265,7 +265,7 @@ def _time_steps(sides, steps, step_limit, ticker=None, settings=SCORED):
             ticker.tick(lambda seconds: tr("  ... {seconds:.0f} s: {done} of {steps} steps of each launch timed",
                                            seconds=seconds, done=max(0, step - settings.warmup_steps), steps=steps))
         if step == settings.warmup_steps:
-            machine = {"busy": launch.machine_busy_seconds(), "at": time.perf_counter()}
+            machine = {"busy": launch.machine_busy_seconds(), "at": time.perf_counter(), "load": _load()}
         for who in step_order(step):
             other = WHO[1 - WHO.index(who)]
             limit, total = step_limit, float("inf")
@@ -295,7 +295,16 @@ def _time_steps(sides, steps, step_limit, ticker=None, settings=SCORED):
         # The cores that everything else on the machine kept busy over the timed steps: its load.
         ours = sum(c["own"] + c["waiting"] for c in cpu.values())
         others = max(0.0, busy - machine["busy"] - ours) / max(1e-6, time.perf_counter() - machine["at"])
-    return times, cpu, others
+    load = [v for v in (machine.get("load"), _load()) if v is not None]
+    return times, cpu, others, (max(load) if load else None)
+
+
+def _load():
+    """The machine's 1-minute load average, as `uptime` shows it (None where the system says none)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
 
 
 def suspicions(times, cpu, np, settings=SCORED):
@@ -373,7 +382,7 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=None, timeo
     timeout, steps = run_limit(timeout), settings.steps if steps is None else steps
     images_per_rank = batch_size_of(args)
     launches, widths = _launches(reference, script, args, ranks, devices, own_baseline)
-    error, times, cpu, sides, others = "", {}, {}, {}, None
+    error, times, cpu, sides, others, load = "", {}, {}, {}, None, None
     with run_folder("handson-paired-") as tmp, launch.timing_slot(True) as slot:
         # Its limits start now that the slot is held, not while it waited for it.
         started = time.monotonic()
@@ -385,7 +394,7 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=None, timeo
                 sides[who] = Side(who, path, side_ranks, side_args, Path(tmp) / who, env, isolated, name,
                                   cores=widths[who])
             _connect(sides, images_per_rank, started + min(timeout, settings.connect_limit), ticker, settings)
-            times, cpu, others = _time_steps(sides, steps, stall or settings.step_limit, ticker, settings)
+            times, cpu, others, load = _time_steps(sides, steps, stall or settings.step_limit, ticker, settings)
         except TimingError as exc:
             error = str(exc)
         except OSError as exc:
@@ -400,7 +409,8 @@ def run_paired(reference, script, args, ranks=None, devices=1, steps=None, timeo
     obs = PairedObservation(
         widths["student"], times, {who: (images_per_rank or 0) * widths[who] for who in WHO}, error, seconds,
         {"waited": round(slot.waited, 2), "contended": slot.contended, "stalled": False, "stall": stall,
-         "others_cores": None if others is None else round(others, 2), "cores": os.cpu_count()},
+         "others_cores": None if others is None else round(others, 2), "cores": os.cpu_count(),
+         "load": None if load is None else round(load, 1)},
         cpu, found, kept)
     log_part(part, seconds, waited=obs.progress["waited"], contended=slot.contended)
     return obs
