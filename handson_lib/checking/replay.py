@@ -281,9 +281,12 @@ class _Training:
         return controls.parameters(self.model)
 
 
-def _reference_kept(kept, width, devices):
-    """The process whose kept parameters the one-step replay starts from: the main one, or rank 0."""
-    return (kept or {}).get("main" if devices else "rank0") or {}
+def _reference_kept(kept, devices, size):
+    """{iteration: parameters} the one-step replay starts from, as the main process or rank 0 kept
+    them (a claim: only flat arrays of numbers of the model's size are taken)."""
+    own = (kept or {}).get("main" if devices else "rank0") or {}
+    return {k: a for k, a in own.items() if isinstance(a, numpy.ndarray) and a.shape == (size,)
+            and numpy.issubdtype(a.dtype, numpy.floating) and numpy.all(numpy.isfinite(a))}
 
 
 def replay(task, args, width, seed, plan, kept=None):
@@ -295,7 +298,7 @@ def replay(task, args, width, seed, plan, kept=None):
 
     with threadpool_limits(limits=1), chainer.using_config("train", True):
         training = _Training(task, args, width, seed)
-        own = _reference_kept(kept, width, training.devices)
+        own = _reference_kept(kept, training.devices, controls.parameters(training.model).size)
         parameters, stepped, first_epoch, evaluation = {}, {}, None, None
         for iteration in range(1, max(plan.iterations) + 1):
             batches = training.batches()
@@ -326,12 +329,6 @@ def _epoch(task, args, width):
         n_train = len(data.get_dataset(flags.dataset, announce=False)[0])
     shard = n_train // width if recipe.combine == DEVICES else -(-n_train // width)
     return -(-shard // flags.batchsize), -(-flags.epoch * shard // flags.batchsize)
-
-
-def first_epoch_length(task, args, width):
-    """The iterations of the first epoch of a run of `task` (each worker or rank's shard in
-    minibatches): the grader keeps parameters just after it, once every example has been trained."""
-    return _epoch(task, args, width)[0]
 
 
 def snapshot_plan(task, args, width, seed):

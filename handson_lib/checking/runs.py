@@ -283,19 +283,6 @@ class MPIObservation:
         return "\n".join(mine[-lines:])
 
 
-def without_out(args):
-    """The arguments that define a run (the launcher replaces --out with a folder of its own)."""
-    kept, skip = [], False
-    for a in map(str, args):
-        if skip:
-            skip = False
-        elif a == "--out":
-            skip = True
-        else:
-            kept.append(a)
-    return kept
-
-
 def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None, say=None, snapshots=(),
                      cpu_limit=None):
     """Run SCRIPT on `np` local ranks under the launcher (each rank observed) and a watchdog;
