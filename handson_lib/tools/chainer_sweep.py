@@ -228,18 +228,19 @@ def kernel_findings(calls, arch="90"):
     return findings
 
 
-def sweep(root=None, packages=PACKAGES, kernels=False, only=None, arch="90"):
+def sweep(root=None, packages=PACKAGES, kernels=False, only=None, arch="90", names=True):
     """{'numpy': [Finding], 'cupy': [...], 'kernels': [...], 'compiled': n, 'dynamic': [...], 'versions': {...}}:
-    the sweep of the installed Chainer (or the tree at `root`). `only`: kernel names to compile."""
+    the sweep of the installed Chainer (or the tree at `root`). `only`: kernel names to compile;
+    names=False: the kernels alone."""
     import numpy
-    report = {"numpy": numpy_findings(root, packages), "versions": {"numpy": numpy.__version__}}
+    report = {"numpy": numpy_findings(root, packages) if names else [], "versions": {"numpy": numpy.__version__}}
     try:
         import cupy
     except ImportError as error:
         report["cupy_missing"] = str(error)
         return report
     report["versions"]["cupy"] = cupy.__version__
-    report["cupy"] = cupy_findings(root, packages)
+    report["cupy"] = cupy_findings(root, packages) if names else []
     if kernels:
         calls, report["dynamic"] = kernel_calls(root, packages)
         calls = [c for c in calls if only is None or c.name in only]
@@ -271,13 +272,14 @@ def main(argv=None):
     parser.add_argument("--kernels", action="store_true", help="also compile the CUDA sources with NVRTC")
     parser.add_argument("--kit-kernels", action="store_true",
                         help="compile only the kernels the GPU kit's steps launch (implies --kernels)")
+    parser.add_argument("--no-names", action="store_true", help="compile the kernels only (no numpy/cupy names)")
     parser.add_argument("--arch", default="90", help="compute capability to compile for (default 90: H100, H200)")
     parser.add_argument("--root", help="a tree holding chainer/ and chainermn/ (default: the installed ones)")
     parser.add_argument("--package", action="append", choices=PACKAGES, help="only this package (repeatable)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     report = sweep(args.root, tuple(args.package or PACKAGES), kernels=args.kernels or args.kit_kernels,
-                   only=KIT_KERNELS if args.kit_kernels else None, arch=args.arch)
+                   only=KIT_KERNELS if args.kit_kernels else None, arch=args.arch, names=not args.no_names)
     if args.json:
         print(json.dumps({**report, **{k: [f._asdict() for f in report.get(k, [])]
                                         for k in ("numpy", "cupy", "kernels")}}))
