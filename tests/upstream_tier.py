@@ -44,13 +44,12 @@ GROUPS = {
 }
 #: What the course, its notebooks and a student's plausible code use (Task #1 and #2's CNNs, the
 #: MNIST MLP, batch normalisation, resize_images, as_strided, the optimizers, save/load, the
-#: iterators, the trainer's extensions, ChainerMN's naive communicator): chosen to run in CI.
+#: iterators, the trainer's extensions, ChainerMN's naive communicator), small enough for CI (about
+#: 20 s a stack here); softmax_cross_entropy's and accuracy's 7,000 cases (30 s) run in the whole suite.
 CI_SUBSET = (
     "tests/chainer_tests/functions_tests/array_tests/test_as_strided.py",
     "tests/chainer_tests/functions_tests/array_tests/test_resize_images.py",
     "tests/chainer_tests/functions_tests/activation_tests/test_relu.py",
-    "tests/chainer_tests/functions_tests/loss_tests/test_softmax_cross_entropy.py",
-    "tests/chainer_tests/functions_tests/evaluation_tests/test_accuracy.py",
     "tests/chainer_tests/functions_tests/pooling_tests/test_max_pooling_2d.py",
     "tests/chainer_tests/links_tests/connection_tests/test_linear.py",
     "tests/chainer_tests/links_tests/normalization_tests/test_batch_normalization.py",
@@ -63,8 +62,18 @@ CI_SUBSET = (
     "tests/chainermn_tests/optimizer_tests/test_multi_node_optimizer.py",
     "tests/chainermn_tests/links_tests/test_batch_normalization.py",
 )
-#: Failures on NumPy 2 that no patch of Chainer fixes: test id pattern (fnmatch) -> the reason.
-KNOWN = {}
+#: Failures on NumPy 2 that no patch of Chainer fixes (the test itself fails, Chainer's result is
+#: right): test id pattern (fnmatch) -> the reason.
+KNOWN = {
+    "tests.chainer_tests.functions_tests.loss_tests.test_softmax_cross_entropy.TestSoftmaxCrossEntropy_*"
+    "dtype=float16*shape_ignore=((300000, 2), None)*::test_forward":
+        "the test's expected value sums 300000 float16 terms into a Python float: under NumPy 2's "
+        "promotion (NEP 50) the sum stays float16, overflows and gives nan; Chainer's loss (2.402 on "
+        "the same data, 2.403 in float64) is right",
+    "tests.chainer_tests.serializers_tests.test_npz.TestDictionarySerializer::test_serialize_none":
+        "the test itself reads numpy.object (removed in NumPy 1.24) to check the dtype Chainer "
+        "wrote, which is `object` on both stacks",
+}
 
 
 def tarball():
