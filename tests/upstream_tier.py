@@ -73,6 +73,15 @@ KNOWN = {
     "tests.chainer_tests.serializers_tests.test_npz.TestDictionarySerializer::test_serialize_none":
         "the test itself reads numpy.object (removed in NumPy 1.24) to check the dtype Chainer "
         "wrote, which is `object` on both stacks",
+    "tests.chainer_tests.functions_tests.math_tests.test_det.DetFunctionTest*":
+        "the test itself calls float() on a 1-element 1-d array (test_det.py:92), which NumPy 2.5 refuses",
+    "tests.chainer_tests.functions_tests.math_tests.test_sparse_matmul*float16*":
+        "SciPy >= 1.14 (the only SciPy with wheels for NumPy 2 and Python 3.13) refuses float16 sparse "
+        "matrices: F.sparse_matmul in float16 on the CPU fails there; float32 and float64 pass. Not "
+        "patched: nothing in the course or a student's plausible code multiplies float16 sparse matrices",
+    "tests.chainer_tests.functions_tests.array_tests.test_pad_sequence*dtype=uint*pad=-1*":
+        "F.pad_sequence(padding=-1) for uint8 and uint16: NumPy 2 (NEP 50) refuses an out-of-range Python int where "
+        "NumPy 1 silently wrapped it to 255; left to NumPy 2, an error being better than a silent wrap",
 }
 
 
@@ -104,12 +113,21 @@ def extract(dest):
     return Path(dest) / "chainer-7.8.1-tests"
 
 
+def stable_id(test_id):
+    """A test id that names the same test on NumPy 1 and 2 and in every run: no lambda's address,
+    no random array's values, NumPy 2's scalar repr (`np.float32(1.5)`) and `bool` as NumPy 1's."""
+    test_id = re.sub(r" at 0x[0-9a-f]+>", " at 0x>", test_id)
+    test_id = re.sub(r"array\((?:.|\n)*?\)(?=[,}])", "array(...)", test_id)
+    test_id = re.sub(r"np\.(?:float|int|uint|complex|bool)\w*\(([^()]*)\)", r"\1", test_id)
+    return re.sub(r"\bbool_\b", "bool", test_id)
+
+
 def outcomes_of(junit):
     """{test id: 'passed' | 'failed' | 'skipped'} from pytest's JUnit XML (an error counts as failed).
     Ids that name a lambda lose its address (`<function <lambda> at 0x...>` differs between runs)."""
     found = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
-        key = re.sub(r" at 0x[0-9a-f]+>", " at 0x>", f"{case.get('classname')}::{case.get('name')}")
+        key = stable_id(f"{case.get('classname')}::{case.get('name')}")
         tags = {child.tag for child in case}
         found[key] = ("failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags
                       else "passed")
@@ -248,7 +266,14 @@ def main(argv=None):
                         help="with --subset all: only these groups (repeatable)")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers per stack")
     parser.add_argument("--out", default=str(ROOT / "results" / "upstream"))
+    parser.add_argument("--report", metavar="DIR", help="report the results an earlier run wrote into DIR (no run)")
     args = parser.parse_args(argv)
+    if args.report:
+        names = [p.stem for p in sorted(Path(args.report).glob("*.json"))]
+        results = {n: json.loads((Path(args.report) / f"{n}.json").read_text()) for n in names}
+        for r in results.values():
+            r["outcomes"] = {stable_id(k): v for k, v in r["outcomes"].items()}
+        return 1 if any(report(results).values()) else 0
     stacks = dict(s.split("=", 1) for s in args.stack) if args.stack else default_stacks()
     paths = list(CI_SUBSET) if args.subset == "ci" else [GROUPS[g] for g in (args.group or GROUPS)]
     started = time.monotonic()
