@@ -55,8 +55,15 @@ def first_error(call):
     """'' when `call` (a chainer_sweep.KernelCall) compiles for one candidate binding, else the
     first error line NVRTC gave (or why the source could not be made)."""
     from cupy.cuda import compiler
-    errors = []
-    for code, options in _sources(call):
+    errors, candidates = [], _sources(call)
+    while True:
+        try:
+            code, options = next(candidates)
+        except StopIteration:
+            break
+        except Exception as error:  # noqa: BLE001 - CuPy's private code generation changed
+            errors.append(f"source not made: {type(error).__name__}: {error}")
+            break
         try:
             _compile(code, options) if call.kind != "raw" else compiler.compile_using_nvrtc(
                 code, options=_raw_options(), arch="90")
@@ -64,8 +71,9 @@ def first_error(call):
         except compiler.CompileException as error:
             errors.append(next((line.strip() for line in str(error).splitlines() if "error" in line),
                                str(error)[:200]))
-        except Exception as error:  # noqa: BLE001 - CuPy's private code generation changed
-            errors.append(f"source not made: {type(error).__name__}: {error}")
+        except Exception as error:  # noqa: BLE001 - NVRTC or its headers missing
+            errors.append(f"not compiled: {type(error).__name__}: {error}")
+            break
     return errors[0] if errors else "no source made"
 
 
@@ -108,7 +116,7 @@ def _arg_infos(params, types, raw_ndim, scalars=()):
         if p.ctype is None:                       # CuPy's indexers (_ind, _in_ind, _out_ind)
             infos.append(_kernel._ArgInfo(_INDEXER, _carray.Indexer, None, 1, True, True))
         elif p.name == "_block_stride" or p.name in scalars:
-            dtype = p.dtype if p.dtype is not None else types[p.ctype]
+            dtype = numpy.dtype(p.dtype if p.dtype is not None else types[p.ctype])
             infos.append(_kernel._ArgInfo(_SCALAR, dtype.type, dtype, 0, True, True))
         else:
             dtype = p.dtype if p.dtype is not None else types[p.ctype]
