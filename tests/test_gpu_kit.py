@@ -121,3 +121,16 @@ def test_out_holds_a_few_flat_files_and_not_the_install(kit_run):
     results = json.loads((out / "results.json").read_text())
     assert not results["facts"]["chainer"].startswith(str(out)) and results["facts"]["chainer"].endswith("/site/chainer")
     assert shutil.disk_usage(out) and sum(p.stat().st_size for p in out.iterdir()) < 8 * 2**20
+
+
+def test_an_nsys_export_is_summarised_without_the_instructors_commands(tmp_path):
+    """The profile summary runs the profiling module itself: `python -m handson_lib.cli` imports every
+    command module, the classroom's jupyterhub among them, which the kit does not carry."""
+    import sys
+    from handson_lib.profiling.read import sample_profile
+    proc = subprocess.run([sys.executable, "-m", "handson_lib.tools.gpu_kit", "summarize-profile", "nsys",
+                           str(sample_profile("saxpy")), "--out", str(tmp_path / "profile.txt")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "5 kernel launches" in (tmp_path / "profile.txt").read_text()
+    assert "handson_lib.cli" not in open(gpu_kit.__file__).read()

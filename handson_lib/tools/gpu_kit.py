@@ -334,16 +334,25 @@ def summarize_profile(kind, path, out, plot=None):
         summary = summarize(path)
         text = summary.text()
         if plot:
-            from handson_lib.plotting import pyplot
-            from handson_lib.profiling.timeline import timeline_figure
-            plt = pyplot("Agg")
-            fig = timeline_figure(summary)
-            fig.savefig(plot, dpi=120, bbox_inches="tight")
-            plt.close(fig)
+            _timeline_png(summary, plot)
     else:
         text = ncu_kernel_table(Path(path).read_text(errors="replace"))
     Path(out).write_text(text + "\n")
     print(text)
+
+
+def _timeline_png(summary, plot):
+    """The timeline figure, where matplotlib is installed (the kit does not carry it)."""
+    try:
+        from handson_lib.plotting import pyplot
+        from handson_lib.profiling.timeline import timeline_figure
+    except ImportError as error:
+        print(f"no timeline figure: {error}")
+        return
+    plt = pyplot("Agg")
+    fig = timeline_figure(summary)
+    fig.savefig(plot, dpi=120, bbox_inches="tight")
+    plt.close(fig)
 
 
 #: ncu's time units -> nanoseconds.
