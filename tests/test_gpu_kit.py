@@ -11,7 +11,6 @@ call that needs a device, with CUDA's error. The CPU half passes as on any machi
 
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
@@ -120,7 +119,7 @@ def test_out_holds_a_few_flat_files_and_not_the_install(kit_run):
     assert {"results.json", "summary.txt", "logs.txt", "steps.tar.gz"} <= set(entries)
     results = json.loads((out / "results.json").read_text())
     assert not results["facts"]["chainer"].startswith(str(out)) and results["facts"]["chainer"].endswith("/site/chainer")
-    assert shutil.disk_usage(out) and sum(p.stat().st_size for p in out.iterdir()) < 8 * 2**20
+    assert sum(p.stat().st_size for p in out.iterdir()) < 8 * 2**20
 
 
 def test_an_nsys_export_is_summarised_without_the_instructors_commands(tmp_path):
