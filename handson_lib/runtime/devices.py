@@ -8,6 +8,8 @@ before MultiprocessParallelUpdater forks its workers breaks them (Chainer issue 
 """
 
 import importlib
+import subprocess
+import sys
 from typing import NamedTuple
 
 #: What `nccl_library()` says when cupy.cuda.nccl imports without its library (BRIEF section 5).
@@ -56,6 +58,37 @@ def gpu_count():
     return GpuCount(count, "")
 
 
+#: Run in a child process by `gpu_count_apart`: prints the device count, or the error.
+_COUNT_IN_CHILD = """
+try:
+    import cupy.cuda.runtime as runtime
+    print(int(runtime.getDeviceCount()))
+except Exception as err:
+    print("error", type(err).__name__ + ": " + (str(err).strip().splitlines() or [""])[0])
+"""
+
+
+def gpu_count_apart(timeout=120):
+    """GpuCount as gpu_count(), counted in a child process, so that CUDA stays uninitialised here.
+
+    cudaGetDeviceCount initialises the driver, after which Chainer's MultiprocessParallelUpdater
+    (multiprocess_parallel_updater.py:130-137: ctxGetCurrent no longer raises) refuses to fork its
+    workers. Never raises."""
+    cupy, error = import_cupy()     # importing CuPy initialises nothing
+    if cupy is None:
+        return GpuCount(0, f"CuPy is not available ({error})")
+    try:
+        out = subprocess.run([sys.executable, "-c", _COUNT_IN_CHILD], capture_output=True, text=True,
+                             timeout=timeout, stdin=subprocess.DEVNULL).stdout.strip().splitlines()
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return GpuCount(0, f"CUDA fails (counting GPUs: {describe_error(err)})")
+    last = out[-1] if out else "error no answer"
+    if last.startswith("error"):
+        return GpuCount(0, f"CUDA fails ({last[len('error '):]})")
+    count = int(last)
+    return GpuCount(count, "") if count > 0 else GpuCount(0, "no CUDA device (getDeviceCount() == 0)")
+
+
 def nccl_library():
     """NcclLibrary: whether CuPy's NCCL binding has its library. Never raises.
 
@@ -76,12 +109,13 @@ def nccl_library():
         return NcclLibrary(True, "", version_error=describe_error(err))
 
 
-def nccl_status():
-    """(usable, reason): what Chainer's MultiprocessParallelUpdater needs: a GPU and NCCL."""
+def nccl_status(count=gpu_count):
+    """(usable, reason): what Chainer's MultiprocessParallelUpdater needs: a GPU and NCCL. `count`:
+    how the GPUs are counted (`gpu_count_apart` where CUDA must stay uninitialised)."""
     nccl = nccl_library()
     if not nccl.available:
         return False, nccl.reason
-    gpus = gpu_count()
+    gpus = count()
     if gpus.count < 1:
         return False, gpus.reason
     return True, f"{gpus.count} GPU(s), NCCL available"

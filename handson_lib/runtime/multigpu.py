@@ -24,7 +24,7 @@ from chainer.training import updaters as _chainer_updaters
 from handson_lib import settings
 from handson_lib.messages import tr
 # nccl_status is also what notebooks 01 and 04 ask (`multigpu.nccl_status()`).
-from handson_lib.runtime.devices import gpu_count, nccl_status
+from handson_lib.runtime.devices import gpu_count, gpu_count_apart, nccl_status
 
 CHAINER_MPU = _chainer_updaters.MultiprocessParallelUpdater
 
@@ -349,7 +349,7 @@ class MultiprocessParallelUpdater:
     """Chooses the backend when the student's code calls MultiprocessParallelUpdater(...)."""
 
     def __new__(cls, iterators, optimizer, devices, *args, **kwargs):
-        usable, reason = nccl_status()
+        usable, reason = nccl_status(count=gpu_count_apart)   # CUDA stays uninitialised for the fork
         if usable:
             refuse_cuda_before_fork()
             BACKEND.update(name="chainer", reason=reason)
