@@ -125,8 +125,8 @@ MESSAGES = {
         'ランク',
     'workers':
         'ワーカー',
-    'not shown by what the run trained: {why}; see "{cause}" for the cause':
-        '学習の結果からは確かめられません: {why}。原因は「{cause}」を見てください',
+    'not shown by what the run trained ({why}); "{cause}" says why: {fix}':
+        '学習の結果からは確かめられません（{why}）。「{cause}」が理由を示しています: {fix}',
     'not shown by what the run trained (see "{cause}")':
         '学習の結果からは確かめられません（「{cause}」を見てください）',
     'not shown by what the run trained: {why}':

@@ -144,15 +144,15 @@ def shown_by_training(report, names, comparison, rules, width, unit):
     if comparison.matched(rules):
         return True
     why = not_shown(comparison, width, unit, rules)
-    cause = next((c.title for c in report.checks if c.name in names and not c.passed), None)
+    cause = next((c for c in report.checks if c.name in names and not c.passed), None)
     first = True
     for name in names:
         if not report.passed(name):
             continue
-        if cause is not None:   # a failed check's own words already name the fix
-            report.overrule(name, tr("not shown by what the run trained: {why}; see \"{cause}\" for the cause",
-                                     why=why, cause=cause) if first else
-                            tr("not shown by what the run trained (see \"{cause}\")", cause=cause))
+        if cause is not None:   # a failed check's own words already name the fix: the first says it again
+            report.overrule(name, tr("not shown by what the run trained ({why}); \"{cause}\" says why: {fix}",
+                                     why=why, cause=cause.title, fix=cause.message) if first else
+                            tr("not shown by what the run trained (see \"{cause}\")", cause=cause.title))
         else:
             report.overrule(name, tr("not shown by what the run trained: {why}", why=why) if first else
                             tr("not shown by what the run trained (see above)"))
