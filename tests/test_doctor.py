@@ -44,12 +44,9 @@ def by_name(checks):
 # --------------------------------------------------------------------------- the CLI on this host
 
 def test_doctor_cli_table(run_handson):
-    start = time.monotonic()
     proc = run_handson("doctor", timeout=120)
-    elapsed = time.monotonic() - start
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
-    assert elapsed < 15, f"doctor took {elapsed:.1f} s (must stay fast)"
     assert "Traceback" not in out + proc.stderr
     for name in COMPONENTS:
         row(out, name)
@@ -242,6 +239,17 @@ def test_shadowing_mpiexec_on_path_is_a_warning(tmp_path, monkeypatch):
     assert doctor.verdict(checks).cpu_ready   # the course's launcher uses the venv's mpiexec
 
 
+@pytest.mark.timed
+def test_doctor_stays_fast(run_handson):
+    """A student runs `handson doctor` first: it answers within seconds. Timed, so it runs alone
+    on an idle machine (the timed tier): on a busy laptop the same command took 30 s."""
+    start = time.monotonic()
+    proc = run_handson("doctor", timeout=120)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert elapsed < 15, f"doctor took {elapsed:.1f} s (must stay fast)"
+
+
 def test_hanging_mpi4py_import_times_out(tmp_path, monkeypatch):
     pkg = tmp_path / "mpi4py"
     pkg.mkdir()
@@ -249,9 +257,8 @@ def test_hanging_mpi4py_import_times_out(tmp_path, monkeypatch):
     (pkg / "MPI.py").write_text("import time\ntime.sleep(60)\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.setattr(doctor_mpi, "MPI_IMPORT_TIMEOUT", 2)
-    start = time.monotonic()
+    # (without the timeout the import ends after its 60 s and nothing says "timed out")
     checks = doctor.run_checks(isolate_cuda=False)
-    assert time.monotonic() - start < 30
     rows = by_name(checks)
     assert rows["mpi4py"].status == "error"
     assert rows["mpi4py"].found.startswith("9.9.9;") and "timed out after 2 s" in rows["mpi4py"].found

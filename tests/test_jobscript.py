@@ -440,9 +440,8 @@ def test_run_kills_a_job_past_its_walltime(run_handson, tmp_path):
         "#PBS -l walltime=00:00:03\n#PBS -N sleeper\n"
         'cd "$PBS_O_WORKDIR"\necho $$ > shell.pid\nsleep 60.5 &\necho $! > child.pid\n'
         "echo started\nwait\n")
-    started = time.monotonic()
+    # (the job sleeps 60.5 s: past the 60 s given here unless its 3-s walltime killed it)
     result = run_handson("jobscript", "run", script, timeout=60)
-    assert time.monotonic() - started < 30
     assert result.returncode == 124
     assert "walltime exceeded: killed" in result.stdout
     output = _output_file(tmp_path, "sleeper").read_text()
