@@ -387,3 +387,20 @@ def test_the_students_doctor_lists_no_instructor_tools(monkeypatch):
     monkeypatch.setattr(doctor_packages, "instructors_copy", lambda: False)
     names = [c.name for c in doctor.run_checks(isolate_cuda=False)]
     assert "nbgrader" not in names and "Chromium" not in names and "JupyterLab" in names
+
+
+def test_the_japanese_edition_is_told_when_its_figures_have_no_japanese_font(tmp_path, monkeypatch):
+    """Issue 49: without a Japanese font the Japanese notebooks' figures showed empty boxes, and
+    matplotlib's warnings filled the cells; doctor says so in Japanese, and only there."""
+    fonts = tmp_path / "fonts"
+    fonts.mkdir()
+    monkeypatch.setattr(doctor_packages, "FONT_FOLDERS", (str(fonts), str(tmp_path / "no-such-folder")))
+    monkeypatch.setenv("HANDSON_LANG", "ja")
+    missing = by_name(doctor.run_checks(isolate_cuda=False))["Japanese font"]
+    assert missing.status == "missing" and "fonts-noto-cjk" in missing.disables, missing
+    (fonts / "opentype" / "noto").mkdir(parents=True)
+    (fonts / "opentype" / "noto" / "NotoSansCJK-Regular.ttc").write_bytes(b"")
+    found = by_name(doctor.run_checks(isolate_cuda=False))["Japanese font"]
+    assert found.status == "ok" and found.found.endswith("NotoSansCJK-Regular.ttc"), found
+    monkeypatch.setenv("HANDSON_LANG", "en")
+    assert "Japanese font" not in by_name(doctor.run_checks(isolate_cuda=False))

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import tempfile
+import unicodedata
 from pathlib import Path
 
 from handson_lib import launch
@@ -57,12 +58,20 @@ def throughput_rows(observations, reference_label=None):
     return [(label, rate, (rate / base) if rate and base else None) for label, rate in rates.items()]
 
 
-def print_table(rows, headers=("run", "images/s", "ratio")):
-    print(f"{headers[0]:40s} {headers[1]:>10s} {headers[2]:>8s}")
+def _padded(text, width, right=False):
+    """`text` padded to `width` terminal columns: a Japanese character takes two."""
+    pad = " " * max(width - sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text), 0)
+    return pad + text if right else text + pad
+
+
+def print_table(rows, headers=None):
+    """The rows of throughput_rows as a table, its headers in the reader's language."""
+    headers = headers or (tr("run"), "images/s", tr("ratio"))
+    print(f"{_padded(headers[0], 40)} {_padded(headers[1], 10, right=True)} {_padded(headers[2], 8, right=True)}")
     for label, rate, ratio in rows:
         rate_s = f"{rate:10.1f}" if rate else f"{'-':>10s}"
         ratio_s = f"{ratio:7.2f}x" if ratio else f"{'-':>8s}"
-        print(f"{label:40s} {rate_s} {ratio_s}")
+        print(f"{_padded(label, 40)} {rate_s} {ratio_s}")
     # A run's two figures differ in the last digits (01: 502.93 above, 503.0 here): say why.
     print(tr("images/s as the course's observer timed each run; the script's own `Throughput:` line "
              "keeps a clock of its own, so the last digits may differ"))

@@ -265,7 +265,12 @@ def rule_select_limits(ctx):
                        "(mpiprocs={most}, and more nodes for more ranks)", mpiprocs=chunk.mpiprocs, node=node,
                        gpus=_gpus(gpus), most=gpus))
         ngpus = chunk.resources.get("ngpus")
-        if ngpus is not None and int(ngpus) > gpus:
+        if ngpus is not None and not site.ngpus_resource:
+            ctx.add(line, "error", "ngpus",
+                    tr("`ngpus={ngpus}`: on {site} a chunk of `select` is a node, and its {gpus} come with it; "
+                       "leave `ngpus` out (`select=N:mpiprocs=M` asks for N nodes)", ngpus=ngpus, site=site.title,
+                       gpus=_gpus(gpus)))
+        elif ngpus is not None and int(ngpus) > gpus:
             ctx.add(line, "error", "ngpus",
                     tr("ngpus={ngpus} but a {site} node has {gpus}", ngpus=ngpus, site=site.title, gpus=gpus))
         if chunk.mpiprocs == 0 and len(req.select) == 1:

@@ -149,6 +149,10 @@ class Site:
     queues: dict                # name -> Queue
     thresholds: Thresholds
     scripts: JobScripts = None  # None: no generated job scripts (the local site)
+    #: whether a `select` chunk may ask for GPUs (`ngpus=G`); False: a chunk is a whole node (or
+    #: the queue's share of one) and its GPUs come with it, so `ngpus` is a mistake (the course's
+    #: assumption for the PBS Pro sites of the table, from their guides' job scripts)
+    ngpus_resource: bool = False
 
 
 def ranks_per_node(site, kind):
@@ -274,7 +278,7 @@ SITES = {
             })),
     "cloud": Site(
         key="cloud", title="hostfile cloud cluster (seed 001)", scheduler="none, or OpenPBS", gpus=4,
-        gpu_model="TITAN X (Pascal)", group=None, placeholder=None, mpi=("hostfile", "ppr"),
+        gpu_model="TITAN X (Pascal)", group=None, placeholder=None, mpi=("hostfile", "ppr"), ngpus_resource=True,
         queue_required=False, profiler="nsys", home="HOME shared over NFS",
         queues=_queues(4, ("workq", 4, "24:00:00")),         # OpenPBS's default queue, if one runs
         thresholds=RESERVED_GPU,

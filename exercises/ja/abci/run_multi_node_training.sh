@@ -39,7 +39,7 @@ NODEFILE=${PBS_NODEFILE:?run me with qsub, or with handson jobscript run}
 NP=$(wc -l < "$NODEFILE")
 PPN=$(( NP / $(sort -u "$NODEFILE" | wc -l) ))
 
-# シードの job.sh と同じく、最初にバージョンを表示します。
+# シード資料の job.sh と同じく、最初にバージョンを表示します。
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
