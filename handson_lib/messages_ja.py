@@ -45,7 +45,7 @@ MESSAGES = {
     'Task #1 on {gpus} GPUs of one node':
         'タスク#1 は 1 ノードの GPU {gpus} 枚で実行',
     'Task #1: one GPU per node, no second GPU to add':
-        'タスク#1: ノードあたり GPU 1 枚のため、並列化する 2 台目がない',
+        'タスク#1: ノードあたり GPU 1 枚のため、並列化に加える 2 枚目の GPU がない',
     'Task #2 on {ranks} ranks of {nodes} nodes':
         'タスク#2 は {nodes} ノードの {ranks} ランクで実行',
     # ---- handson_lib/runtime/mpi.py
@@ -959,6 +959,94 @@ MESSAGES = {
         'scikit-learn の digits を使います（本物の 8x8 の手書き数字、オフライン。MNIST ではありません）: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、{shape}、{n_class} クラス',
     'Using scikit-learn digits (real 8x8 handwritten digits, offline; NOT MNIST): {n_train} train / {n_test} test, {shape}, {n_class} classes (subset: {n_train} train / {n_test} test, seed {seed})':
         'scikit-learn の digits を使います（本物の 8x8 の手書き数字、オフライン。MNIST ではありません）: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、{shape}、{n_class} クラス（部分集合: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、乱数シード {seed}）',
+    # ---- handson_lib/profiling/report.py (`handson profile summarize`)
+    'the start of the capture':
+        '記録の開始',
+    'the first event':
+        '最初のイベント',
+    'Nsight Systems SQLite export':
+        'Nsight Systems の SQLite エクスポート',
+    'nvprof output file':
+        'nvprof の出力ファイル',
+    'Profile: {path}':
+        'プロファイル: {path}',
+    'format: {kind}{tool}; times in ms from {zero}':
+        '形式: {kind}{tool}。時刻は{zero}からの ms',
+    '{processes} process(es), {devices} device(s), {kernels} kernel launches, {memcpy} memcpy, {nvtx} NVTX ranges, events from {start:.1f} to {end:.1f} ms':
+        'プロセス {processes} 個、デバイス {devices} 個、カーネルの起動 {kernels} 回、memcpy {memcpy} 回、NVTX レンジ {nvtx} 個。イベントは {start:.1f} ms から {end:.1f} ms まで',
+    'All devices: busy fraction {busy:.3f}':
+        '全デバイス: 稼働率 {busy:.3f}',
+    'top kernels by total time:':
+        '合計時間の長いカーネル:',
+    'unknown process':
+        '不明なプロセス',
+    'process {process}':
+        'プロセス {process}',
+    '{process}; devices {devices}; {kernels} kernels, {ms:.3f} ms; {size} copied':
+        '{process}。デバイス {devices}、カーネル {kernels} 回、{ms:.3f} ms、コピー {size}',
+    '{gpu}: process {processes}; streams {streams}':
+        '{gpu}: プロセス {processes}。ストリーム {streams}',
+    'GPU activity from {start:.1f} to {end:.1f} ms: span {span:.1f} ms':
+        'GPU のアクティビティは {start:.1f} ms から {end:.1f} ms まで: スパン {span:.1f} ms',
+    'busy fraction (kernels)  : {busy:.3f}  ({busy_ms:.1f} ms of the span; kernels + copies: {active:.3f})':
+        '稼働率（カーネル）: {busy:.3f}（スパンのうち {busy_ms:.1f} ms。カーネル + コピー: {active:.3f}）',
+    'kernels                  : {launches} launches of {kernels} kernel(s), {total:.3f} ms in total':
+        'カーネル: {kernels} 種類を {launches} 回起動、合計 {total:.3f} ms',
+    'communication (NCCL)     : {share:.1%} of kernel time ({nccl:.3f} ms)':
+        '通信（NCCL）: カーネル時間の {share:.1%}（{nccl:.3f} ms）',
+    'copies by direction:':
+        '方向別のコピー:',
+    'idle gaps > {threshold:g} ms: {n}, {total:.1f} ms in total ({share:.0%} of the span)  <-- the GPU waits for the host':
+        '{threshold:g} ms より長いアイドル区間: {n} 個、合計 {total:.1f} ms（スパンの {share:.0%}）  <-- GPU がホストを待っています',
+    '{duration:9.3f} ms from {start:.1f} ms (after {after}, before {before})':
+        '{duration:9.3f} ms（{start:.1f} ms から。{after} の後、{before} の前）',
+    'no NVTX range {ms:.1f} ms':
+        'NVTX レンジなし {ms:.1f} ms',
+    'host during the gaps (NVTX): ':
+        'アイドル区間の間のホスト（NVTX）: ',
+    'idle gaps > {threshold:g} ms: none':
+        '{threshold:g} ms より長いアイドル区間: なし',
+    'longest idle gap: {ms:.3f} ms':
+        '最長のアイドル区間: {ms:.3f} ms',
+    # ---- notebooks 03-07: what their cells print (issue 49's run-through found it in English)
+    '... (more rows; first {limit} shown)':
+        '...（ほかにも行があります。最初の {limit} 行を表示）',
+    'the rate of the {link} link between the nodes':
+        'ノード間の {link} リンクの速度',
+    'the point-to-point bandwidth measured between the two ranks (no network)':
+        '2 つのランクの間で測った 1 対 1 通信（point to point）の帯域（ネットワークなし）',
+    'seed 004: GTC Japan 2018 talk "Optimizing Deep Learning with Chainer" (Preferred Networks); ResNet-50, ImageNet, one Tesla V100, batch 32':
+        'シード資料 004: GTC Japan 2018 の講演「Chainer における深層学習の高速化」（Preferred Networks）。ResNet-50、ImageNet、Tesla V100 1 枚、バッチ 32',
+    "convolutions by cuDNN instead of CuPy's im2col + GEMM":
+        'CuPy の im2col + GEMM の代わりに cuDNN で畳み込み',
+    'cuDNN tries every convolution algorithm once and keeps the fastest':
+        'cuDNN が畳み込みのアルゴリズムをすべて一度ずつ試し、最も速いものを使い続ける',
+    'float16 weights and activations; TensorCores on a GPU, plain NumPy on a CPU':
+        'float16 の重みと活性値。GPU では TensorCore、CPU では普通の NumPy',
+    'loading and augmentation in worker processes, prefetched while the model trains':
+        '読み込みとデータ拡張をワーカープロセスで行い、モデルの学習中に先読みする',
+    'the first iteration records a schedule; later ones replay it with less Python overhead':
+        '最初のイテレーションで実行の手順を記録し、以後はそれを再生して Python のオーバーヘッドを減らす',
+    'more images per iteration: fixed per-iteration costs are shared by more images':
+        '1 イテレーションあたりの画像を増やす: イテレーションごとの固定のコストをより多くの画像で分け合う',
+    'talk:':
+        '講演:',
+    'here (Chainer 7.8.1):':
+        'このコース（Chainer 7.8.1）:',
+    'works here':
+        'ここで動きます',
+    '(no GPU on this host: {reason})':
+        '（このホストには GPU がありません: {reason}）',
+    'channel {channel}; {ranks} ranks x {rows} rows':
+        'チャネル {channel}、{ranks} ランク x 各 {rows} 行',
+    'rank {rank}':
+        'ランク {rank}',
+    '1 process, the whole batch':
+        '1 プロセス、バッチ全体',
+    'hostfile cloud cluster (seed 001)':
+        'hostfile のクラウドクラスタ（シード資料 001）',
+    'none, or OpenPBS':
+        'なし、または OpenPBS',
     # ---- handson_lib/experiments/figures.py (the figures notebooks 00-02 draw)
     'Data parallelism\n(MultiprocessParallelUpdater, ChainerMN)':
         'データ並列\nMultiprocessParallelUpdater、ChainerMN',
