@@ -1009,6 +1009,12 @@ MESSAGES = {
     'longest idle gap: {ms:.3f} ms':
         '最長のアイドル区間: {ms:.3f} ms',
     # ---- notebooks 03-07: what their cells print (issue 49's run-through found it in English)
+    'FP32 gradients':
+        'FP32 の勾配',
+    'FP16-rounded gradients':
+        'FP16 に丸めた勾配',
+    '1-step stale gradients':
+        '1 ステップ古い勾配',
     '... (more rows; first {limit} shown)':
         '...（ほかにも行があります。最初の {limit} 行を表示）',
     'the rate of the {link} link between the nodes':
