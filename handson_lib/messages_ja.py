@@ -1015,6 +1015,10 @@ MESSAGES = {
         'FP16 に丸めた勾配',
     '1-step stale gradients':
         '1 ステップ古い勾配',
+    '{ranks} ranks, test parts of {sizes} examples; rank 0 returned {returned}':
+        '{ranks} ランク、テストの担当分は {sizes} 件。ランク 0 の返した値: {returned}',
+    'one process over the whole test set: {accuracy}':
+        '1 プロセスでテストセット全体: {accuracy}',
     '... (more rows; first {limit} shown)':
         '...（ほかにも行があります。最初の {limit} 行を表示）',
     'the rate of the {link} link between the nodes':
