@@ -43,9 +43,9 @@ MESSAGES = {
         '（標準出力と標準エラー出力、-j oe と同じ）',
     # ---- handson_lib/sites/table.py (notebook 07's table)
     'Task #1 on {gpus} GPUs of one node':
-        'タスク#1 は 1 ノードの GPU {gpus} 台で実行',
+        'タスク#1 は 1 ノードの GPU {gpus} 枚で実行',
     'Task #1: one GPU per node, no second GPU to add':
-        'タスク#1: ノードあたり GPU 1 枚のため、並列化する 2 台目がない',
+        'タスク#1: ノードあたり GPU 1 枚のため、並列化に加える 2 枚目の GPU がない',
     'Task #2 on {ranks} ranks of {nodes} nodes':
         'タスク#2 は {nodes} ノードの {ranks} ランクで実行',
     # ---- handson_lib/runtime/mpi.py
@@ -333,7 +333,7 @@ MESSAGES = {
     'the trainer ran {updater}: one process did all the work. Build chainer.training.updaters.MultiprocessParallelUpdater(iterators, optimizer, devices)':
         'トレーナーが {updater} を実行しました。1 つのプロセスがすべての計算をしています。chainer.training.updaters.MultiprocessParallelUpdater(iterators, optimizer, devices) を作ってください',
     "{n} iterator(s) for {gpus} GPUs (Chainer's updater starts one process each)":
-        'GPU {gpus} 個に対してイテレータが {n} 個（Chainer のアップデータはイテレータごとにプロセスを 1 つ起動します）',
+        'GPU {gpus} 枚に対してイテレータが {n} 個（Chainer のアップデータはイテレータごとにプロセスを 1 つ起動します）',
     '{n} process(es) computed gradients, {gpus} expected':
         '勾配を計算したプロセスは {n} 個です（{gpus} 個のはずです）',
     "Chainer's updater broadcasts the main device's parameters after every update":
@@ -470,6 +470,8 @@ MESSAGES = {
         'エラー {n} 件',
     'no error':
         'エラーなし',
+    'no error but the placeholder group':
+        'エラーはプレースホルダーのグループだけ',
     'no `#PBS -l select=...` line':
         '`#PBS -l select=...` の行がありません',
     'asks for {nodes} node(s) x {procs} MPI process(es)':
@@ -668,15 +670,17 @@ MESSAGES = {
     'malformed walltime: {error} (write HH:MM:SS, e.g. 00:15:00)':
         'walltime の書き方が正しくありません: {error}（HH:MM:SS の形で、例えば 00:15:00 と書いてください）',
     'no node request: add `#PBS -l select=N:mpiprocs=M` (M at most {gpus}: one MPI process per GPU of a {site} node)':
-        'ノードの要求がありません。`#PBS -l select=N:mpiprocs=M` を追加してください（M は {gpus} 以下。{site} のノードの GPU 1 個につき MPI プロセス 1 個）',
+        'ノードの要求がありません。`#PBS -l select=N:mpiprocs=M` を追加してください（M は {gpus} 以下。{site} のノードの GPU 1 枚につき MPI プロセス 1 つ）',
     'a {site} node in {queue}':
         '{site} の {queue} キューのノード',
     'a {site} node':
         '{site} のノード',
     'mpiprocs={mpiprocs} but {node} has {gpus}: at most one MPI process per GPU (mpiprocs={most}, and more nodes for more ranks)':
-        'mpiprocs={mpiprocs} ですが、{node}には {gpus} しかありません。MPI プロセスは GPU 1 個につき 1 個までです（mpiprocs={most} とし、ランクを増やすときはノードを増やしてください）',
+        'mpiprocs={mpiprocs} ですが、{node}には {gpus}しかありません。MPI プロセスは GPU 1 枚につき 1 つまでです（mpiprocs={most} とし、ランクを増やすときはノードを増やしてください）',
     'ngpus={ngpus} but a {site} node has {gpus}':
-        'ngpus={ngpus} ですが、{site} のノードの GPU は {gpus} 個です',
+        'ngpus={ngpus} ですが、{site} のノードの GPU は {gpus} 枚です',
+    '`ngpus={ngpus}`: on {site} a chunk of `select` is a node, and its {gpus} come with it; leave `ngpus` out (`select=N:mpiprocs=M` asks for N nodes)':
+        '`ngpus={ngpus}`: {site} では `select` のチャンクはノードで、そのノードの {gpus}も一緒に割り当てられます。`ngpus` は書かないでください（`select=N:mpiprocs=M` で N ノードを要求します）',
     'mpiprocs=0: no process would start':
         'mpiprocs=0: プロセスが 1 つも起動しません',
     '{nodes} nodes but queue {queue} allows at most {most} (course assumption for {site})':
@@ -693,10 +697,12 @@ MESSAGES = {
         '{site} ではグループを `{other}` ではなく `#PBS {own}` で指定します',
     'no group: add `#PBS {option}` with {how}':
         'グループの指定がありません。`#PBS {option}` を追加し、{how}を指定してください',
-    'group `{value}` is a placeholder ({why}): replace it with your own group (`id -ng` on the login node) before qsub':
-        'グループ `{value}` はプレースホルダーです（{why}）。qsub の前に自分のグループ（ログインノードで `id -ng`）に置き換えてください',
-    'group `{value}` is a placeholder ({why}): replace it with your own group before qsub':
-        'グループ `{value}` はプレースホルダーです（{why}）。qsub の前に自分のグループに置き換えてください',
+    'group `{value}` is a placeholder ({why}): replace it with your own group (`id -ng` on the login node); {rule}':
+        'グループ `{value}` はプレースホルダーです（{why}）。自分のグループ（ログインノードで `id -ng`）に置き換えてください。{rule}',
+    'group `{value}` is a placeholder ({why}): replace it with your own group; {rule}':
+        'グループ `{value}` はプレースホルダーです（{why}）。自分のグループに置き換えてください。{rule}',
+    'left in, the placeholder group is an error before qsub but costs no point in the graded check':
+        '残したままのプレースホルダーのグループは、qsub の前にはエラーですが、採点のチェックでは減点されません',
     'a job name starts with a letter and has no spaces, `/`, `:` or `@`':
         'ジョブ名は英字で始め、空白、`/`、`:`、`@` を含めないでください',
     '{nodes} nodes but no mpiexec/mpirun: the script runs on the first node only':
@@ -704,9 +710,9 @@ MESSAGES = {
     'no `cd "$PBS_O_WORKDIR"`: the job starts in your HOME, not in the folder you ran qsub in, and relative paths point there':
         '`cd "$PBS_O_WORKDIR"` がありません。ジョブは qsub を実行したフォルダーではなく HOME で始まり、相対パスは HOME からのパスになります',
     '1 GPU':
-        'GPU 1 個',
+        'GPU 1 枚',
     '{n} GPUs':
-        'GPU {n} 個',
+        'GPU {n} 枚',
     "`{launcher}` does not pass {var} to the ranks on other nodes: add `-x {var}` (as the seed's job.sh does); without it the remote ranks do not find the packages installed with `pip install --user`":
         '`{launcher}` が他のノードのランクに {var} を渡していません。シード資料の job.sh のように `-x {var}` を追加してください。これがないと、他のノードのランクは `pip install --user` で入れたパッケージを見つけられません',
     '`{launcher}` has no `-hostfile {hostfile}`: on {site} every rank would start on the first node':
@@ -716,7 +722,7 @@ MESSAGES = {
     '`{launcher}` has no `-np N`: give the number of ranks (select x mpiprocs)':
         '`{launcher}` に `-np N` がありません。ランク数（select x mpiprocs）を指定してください',
     '`{launcher}` has no `--map-by ppr:{gpus}:node`: with a hostfile, Open MPI may start too few processes per node (seed 001)':
-        '`{launcher}` に `--map-by ppr:{gpus}:node` がありません。hostfile を使うと、Open MPI がノードあたりのプロセスを少なく起動することがあります（シード 001）',
+        '`{launcher}` に `--map-by ppr:{gpus}:node` がありません。hostfile を使うと、Open MPI がノードあたりのプロセスを少なく起動することがあります（シード資料 001）',
     '`{launcher}` starts {n} ranks but the job has {ranks} (select x mpiprocs): ranks beyond that share GPUs':
         '`{launcher}` は {n} ランクを起動しますが、ジョブのランク数は {ranks}（select x mpiprocs）です。超えた分のランクは GPU を共有します',
     '`--map-by {value}` puts {n} ranks on a node with {gpus}':
@@ -783,10 +789,14 @@ MESSAGES = {
         '... 出力を打ち切りました: このセルの出力が {mb} MB を超えたため、採点側ではそれ以上を保存しません',
     "(not run by the autograder: this cell only shows runs; the report cells run your scripts themselves)":
         '（自動採点ではこのセルは実行しません。実行結果を見せるだけのセルで、レポートのセルがあなたのスクリプトを自ら実行します）',
+    'run':
+        '実行',
+    'ratio':
+        '比',
     'Fix the errors above (`handson jobscript lint`) before submitting.':
         '投入する前に上のエラーを直してください（`handson jobscript lint`）。',
-    "No scheduler here (no qsub): run the script without one: `handson jobscript run {name}`, or submit it on the cluster's login node.":
-        'ここにはスケジューラがありません（qsub がありません）。スケジューラなしで `handson jobscript run {name}` を実行するか、クラスタのログインノードで投入してください。',
+    'no scheduler here: the script was linted, not submitted (to run it here as a job would run: `handson jobscript run {name}`)':
+        'ここにはスケジューラがありません: スクリプトは lint で確認しただけで、投入していません（ジョブと同じようにここで実行するには `handson jobscript run {name}`）',
     'qsub refused the job: {error}':
         'qsub がジョブを受け付けませんでした: {error}',
     'job {jobid}; waiting ...':
@@ -838,6 +848,14 @@ MESSAGES = {
         '未確認',
     'doctor check crashed: {error}':
         'doctor のチェックが異常終了しました: {error}',
+    'GPUs':
+        'GPU 一覧',
+    'Japanese font':
+        '日本語フォント',
+    'none found':
+        '見つかりません',
+    'Japanese labels in figures (they show as empty boxes): install a Japanese font, e.g. `sudo apt-get install fonts-noto-cjk` (Debian, Ubuntu)':
+        '図の日本語のラベル（空の四角で表示されます）。日本語フォントをインストールしてください（例: Debian や Ubuntu では `sudo apt-get install fonts-noto-cjk`）',
     'platform':
         'プラットフォーム',
     'MPI library':
@@ -999,7 +1017,7 @@ MESSAGES = {
     'no GPUs listed':
         'GPU が 1 つも表示されません',
     '{n} GPU(s): {listing}':
-        'GPU {n} 個: {listing}',
+        'GPU {n} 枚: {listing}',
     'none of {commands} on PATH':
         'PATH 上に {commands} のどれもありません',
     '{commands} in {dirs} ({flavour})':
@@ -1028,7 +1046,140 @@ MESSAGES = {
     'Using scikit-learn digits (real 8x8 handwritten digits, offline; NOT MNIST): {n_train} train / {n_test} test, {shape}, {n_class} classes':
         'scikit-learn の digits を使います（本物の 8x8 の手書き数字、オフライン。MNIST ではありません）: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、{shape}、{n_class} クラス',
     'Using scikit-learn digits (real 8x8 handwritten digits, offline; NOT MNIST): {n_train} train / {n_test} test, {shape}, {n_class} classes (subset: {n_train} train / {n_test} test, seed {seed})':
-        'scikit-learn の digits を使います（本物の 8x8 の手書き数字、オフライン。MNIST ではありません）: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、{shape}、{n_class} クラス（部分集合: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、シード {seed}）',
+        'scikit-learn の digits を使います（本物の 8x8 の手書き数字、オフライン。MNIST ではありません）: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、{shape}、{n_class} クラス（部分集合: 学習用 {n_train} 枚 / テスト用 {n_test} 枚、乱数シード {seed}）',
+    # ---- handson_lib/profiling/report.py (`handson profile summarize`)
+    'the start of the capture':
+        '記録の開始',
+    'the first event':
+        '最初のイベント',
+    'Nsight Systems SQLite export':
+        'Nsight Systems の SQLite エクスポート',
+    'nvprof output file':
+        'nvprof の出力ファイル',
+    'Profile: {path}':
+        'プロファイル: {path}',
+    'format: {kind}{tool}; times in ms from {zero}':
+        '形式: {kind}{tool}。時刻は{zero}からの ms',
+    '{processes} process(es), {devices} device(s), {kernels} kernel launches, {memcpy} memcpy, {nvtx} NVTX ranges, events from {start:.1f} to {end:.1f} ms':
+        'プロセス {processes} 個、デバイス {devices} 個、カーネルの起動 {kernels} 回、memcpy {memcpy} 回、NVTX レンジ {nvtx} 個。イベントは {start:.1f} ms から {end:.1f} ms まで',
+    'All devices: busy fraction {busy:.3f}':
+        '全デバイス: 稼働率 {busy:.3f}',
+    'top kernels by total time:':
+        '合計時間の長いカーネル:',
+    'unknown process':
+        '不明なプロセス',
+    'process {process}':
+        'プロセス {process}',
+    '{process}; devices {devices}; {kernels} kernels, {ms:.3f} ms; {size} copied':
+        '{process}。デバイス {devices}、カーネル {kernels} 回、{ms:.3f} ms、コピー {size}',
+    '{gpu}: process {processes}; streams {streams}':
+        '{gpu}: プロセス {processes}。ストリーム {streams}',
+    'GPU activity from {start:.1f} to {end:.1f} ms: span {span:.1f} ms':
+        'GPU のアクティビティは {start:.1f} ms から {end:.1f} ms まで: スパン {span:.1f} ms',
+    'busy fraction (kernels)  : {busy:.3f}  ({busy_ms:.1f} ms of the span; kernels + copies: {active:.3f})':
+        '稼働率（カーネル）: {busy:.3f}（スパンのうち {busy_ms:.1f} ms。カーネル + コピー: {active:.3f}）',
+    'kernels                  : {launches} launches of {kernels} kernel(s), {total:.3f} ms in total':
+        'カーネル: {kernels} 種類を {launches} 回起動、合計 {total:.3f} ms',
+    'communication (NCCL)     : {share:.1%} of kernel time ({nccl:.3f} ms)':
+        '通信（NCCL）: カーネル時間の {share:.1%}（{nccl:.3f} ms）',
+    'copies by direction:':
+        '方向別のコピー:',
+    'idle gaps > {threshold:g} ms: {n}, {total:.1f} ms in total ({share:.0%} of the span)  <-- the GPU waits for the host':
+        '{threshold:g} ms より長いアイドル区間: {n} 個、合計 {total:.1f} ms（スパンの {share:.0%}）  <-- GPU がホストを待っています',
+    '{duration:9.3f} ms from {start:.1f} ms (after {after}, before {before})':
+        '{duration:9.3f} ms（{start:.1f} ms から。{after} の後、{before} の前）',
+    'no NVTX range {ms:.1f} ms':
+        'NVTX レンジなし {ms:.1f} ms',
+    'host during the gaps (NVTX): ':
+        'アイドル区間の間のホスト（NVTX）: ',
+    'idle gaps > {threshold:g} ms: none':
+        '{threshold:g} ms より長いアイドル区間: なし',
+    'longest idle gap: {ms:.3f} ms':
+        '最長のアイドル区間: {ms:.3f} ms',
+    # ---- notebooks 03-07: what their cells print (issue 49's run-through found it in English)
+    'FP32 gradients':
+        'FP32 の勾配',
+    'FP16-rounded gradients':
+        'FP16 に丸めた勾配',
+    '1-step stale gradients':
+        '1 ステップ古い勾配',
+    '{ranks} ranks, test parts of {sizes} examples; rank 0 returned {returned}':
+        '{ranks} ランク、テストの担当分は {sizes} 件。ランク 0 の返した値: {returned}',
+    'one process over the whole test set: {accuracy}':
+        '1 プロセスでテストセット全体: {accuracy}',
+    '... (more rows; first {limit} shown)':
+        '...（ほかにも行があります。最初の {limit} 行を表示）',
+    'the rate of the {link} link between the nodes':
+        'ノード間の {link} リンクの速度',
+    'the point-to-point bandwidth measured between the two ranks (no network)':
+        '2 つのランクの間で測った 1 対 1 通信（point to point）の帯域（ネットワークなし）',
+    'seed 004: GTC Japan 2018 talk "Optimizing Deep Learning with Chainer" (Preferred Networks); ResNet-50, ImageNet, one Tesla V100, batch 32':
+        'シード資料 004: GTC Japan 2018 の講演「Chainer における深層学習の高速化」（Preferred Networks）。ResNet-50、ImageNet、Tesla V100 1 枚、バッチ 32',
+    "convolutions by cuDNN instead of CuPy's im2col + GEMM":
+        'CuPy の im2col + GEMM の代わりに cuDNN で畳み込み',
+    'cuDNN tries every convolution algorithm once and keeps the fastest':
+        'cuDNN が畳み込みのアルゴリズムをすべて一度ずつ試し、最も速いものを使い続ける',
+    'float16 weights and activations; TensorCores on a GPU, plain NumPy on a CPU':
+        'float16 の重みと活性値。GPU では TensorCore、CPU では普通の NumPy',
+    'loading and augmentation in worker processes, prefetched while the model trains':
+        '読み込みとデータ拡張をワーカープロセスで行い、モデルの学習中に先読みする',
+    'the first iteration records a schedule; later ones replay it with less Python overhead':
+        '最初のイテレーションで実行の手順を記録し、以後はそれを再生して Python のオーバーヘッドを減らす',
+    'more images per iteration: fixed per-iteration costs are shared by more images':
+        '1 イテレーションあたりの画像を増やす: イテレーションごとの固定のコストをより多くの画像で分け合う',
+    'talk:':
+        '講演:',
+    'here (Chainer 7.8.1):':
+        'このコース（Chainer 7.8.1）:',
+    'works here':
+        'ここで動きます',
+    '(no GPU on this host: {reason})':
+        '（このホストには GPU がありません: {reason}）',
+    'channel {channel}; {ranks} ranks x {rows} rows':
+        'チャネル {channel}、{ranks} ランク x 各 {rows} 行',
+    'rank {rank}':
+        'ランク {rank}',
+    '1 process, the whole batch':
+        '1 プロセス、バッチ全体',
+    'hostfile cloud cluster (seed 001)':
+        'hostfile のクラウドクラスタ（シード資料 001）',
+    'none, or OpenPBS':
+        'なし、または OpenPBS',
+    # ---- handson_lib/experiments/figures.py (the figures notebooks 00-02 draw)
+    'Data parallelism\n(MultiprocessParallelUpdater, ChainerMN)':
+        'データ並列\nMultiprocessParallelUpdater、ChainerMN',
+    'data shard {i}':
+        'データのシャード {i}',
+    'GPU {i}\nfull model copy':
+        'GPU {i}\nモデル全体のコピー',
+    'allreduce: average the gradients, every copy updates alike':
+        'allreduce: 勾配を平均し、どのコピーも同じように更新',
+    'Model parallelism\n(one model too large for one GPU)':
+        'モデル並列\nGPU 1 枚に収まらない大きなモデル',
+    'the whole minibatch':
+        'ミニバッチ全体',
+    'layers {first}-{last}':
+        '層 {first}-{last}',
+    'activations':
+        '活性値',
+    'Throughput':
+        'スループット',
+    'Throughput vs number of workers':
+        'ワーカー数とスループット',
+    'linear (ideal)':
+        '線形（理想）',
+    'ranks':
+        'ランク数',
+    'this machine':
+        'このマシン',
+    'scaling efficiency':
+        '並列化効率',
+    'efficiency = measured / ideal':
+        '並列化効率 = 測定値 / 理想値',
+    'seed 002 (Reedbush P100)':
+        'シード資料 002（Reedbush P100）',
+    'images/sec. (seed)':
+        'images/sec.（シード資料）',
     # ---- handson_lib/experiments/allreduce/ (format_table: the lines around the table)
     'allreduce benchmark: {ranks} rank(s) on {n_hosts} host(s) ({hosts}), communicator {communicator}, {iterations} timed iterations after {warmup} warm-up':
         '通信（allreduce）のベンチマーク: {n_hosts} ホスト（{hosts}）上の {ranks} ランク、コミュニケータ {communicator}、ウォームアップ {warmup} イテレーションの後に {iterations} イテレーションを計測',
@@ -1104,11 +1255,11 @@ MESSAGES = {
         '{label}: {other} に対して images/sec が x{gain:.2f}（はっきりした差はありません: 実行の結果が重なっています）',
     # ---- handson_lib/experiments/large_batch/ (run, format_table, simulate_gpu_options)
     '{dataset}; model {model}; {epochs} epochs; base lr {base_lr} at batch {base_batch}; warmup {warmup} epoch(s); seeds {seeds}':
-        '{dataset}。モデル {model}、{epochs} エポック、バッチサイズ {base_batch} での基準の学習率 {base_lr}、ウォームアップ {warmup} エポック、シード {seeds}',
+        '{dataset}。モデル {model}、{epochs} エポック、バッチサイズ {base_batch} での基準の学習率 {base_lr}、ウォームアップ {warmup} エポック、乱数シード {seeds}',
     'test accuracy in %, mean over {n} seed(s)':
-        'テスト精度（%）、{n} 個のシードの平均',
+        'テスト精度（%）、乱数シード {n} 個の平均',
     'test accuracy in %, mean over {n} seed(s) (min-max)':
-        'テスト精度（%）、{n} 個のシードの平均（括弧内は最小-最大）',
+        'テスト精度（%）、乱数シード {n} 個の平均（括弧内は最小-最大）',
     '; ! = some runs diverged (NaN weights count as 0 %)':
         '。! = 発散した実行があります（重みが NaN になった実行は 0 % と数えます）',
     'CPU stand-in: the arithmetic of FP16 allreduce and double buffering simulated in one process (not the pure_nccl code path; no communication, no speed)':

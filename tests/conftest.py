@@ -43,7 +43,7 @@ TIERS = {
     "gpu": ("need an NVIDIA GPU with CuPy and NCCL", "make test-gpu"),
     "system": ("need root, Debian's Slurm, munge, iproute2 or bubblewrap, or Chromium (what .ci/run "
                "installs), or grade the whole synthetic task2 class", "sudo make test-system"),
-    "timed": ("assert a measured ratio or cores standing free, so they run alone, after the rest",
+    "timed": ("assert a measured ratio, a time or cores standing free, so they run alone, after the rest",
               "make test-timed"),
     "slow": ("execute notebooks, build and set up the student edition, grade classes, run planted "
              "mistakes and benchmarks", "make test-slow"),

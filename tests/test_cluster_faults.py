@@ -124,16 +124,65 @@ def test_job_info_of_a_job_slurm_does_not_know_is_empty(monkeypatch):
 # ----------------------------------------------------------------------------- jobs given up on
 
 
+def student_job_script(folder, group="gz42"):
+    """The Task #1 job script as a student hands it in: its group replaced (the placeholder is an
+    error before qsub: the notebook's cell submits nothing with it)."""
+    folder.mkdir(exist_ok=True)
+    path = folder / JOB_SCRIPT.name
+    path.write_text(JOB_SCRIPT.read_text().replace("group_list=gt00", f"group_list={group}"))
+    return path
+
+
 @pytest.fixture
 def scheduler(tmp_path, monkeypatch):
     """Fake qsub (job 4242), qstat (running) and qdel first on PATH; the folder of their logs."""
     fake = fake_commands(tmp_path / "bin", qsub="echo 4242.localhost",
                          qstat=f"printf '{RUNNING.format(jobid=4242)}'", qdel="exit 0")
     monkeypatch.setenv("PATH", path_env(fake)["PATH"])
-    job_folder = tmp_path / "task"
-    job_folder.mkdir()
-    (job_folder / JOB_SCRIPT.name).write_text(JOB_SCRIPT.read_text())
-    return fake, job_folder / JOB_SCRIPT.name
+    return fake, student_job_script(tmp_path / "task")
+
+
+#: What Slurm's PBS commands print where they reach no controller (issue 49: 01's cell ran qsub).
+NO_CONTROLLER = ('echo "perl: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host" >&2; '
+                 'echo "perl: fatal: Could not establish a configuration source" >&2; exit 1')
+NO_SCHEDULER_LINE = {
+    "en": "no scheduler here: the script was linted, not submitted (to run it here as a job would run: "
+          "`handson jobscript run run_multi_gpu_training.sh`)",
+    "ja": "ここにはスケジューラがありません: スクリプトは lint で確認しただけで、投入していません（ジョブと同じように"
+          "ここで実行するには `handson jobscript run run_multi_gpu_training.sh`）"}
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize("commands", ["unreachable", "none"])
+def test_the_notebook_submits_nothing_where_no_scheduler_answers(tmp_path, monkeypatch, capsys, lang, commands):
+    """qsub that reaches no scheduler (Slurm's wrappers without a controller), or no qsub at all:
+    the script's lint findings, then one line, and qsub is never run."""
+    monkeypatch.setenv("HANDSON_LANG", lang)
+    if commands == "unreachable":
+        fake = fake_commands(tmp_path / "bin", qsub=NO_CONTROLLER, qstat=NO_CONTROLLER)
+        monkeypatch.setenv("PATH", path_env(fake)["PATH"])
+    else:
+        (tmp_path / "empty").mkdir()
+        monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    script = student_job_script(tmp_path / "task")
+    assert notebook.run_on_scheduler(script, timeout=1) is None
+    out = capsys.readouterr().out
+    assert out.splitlines() == [NO_SCHEDULER_LINE[lang]], out
+    if commands == "unreachable":
+        assert calls(tmp_path / "bin", "qsub") == [] and len(calls(tmp_path / "bin", "qstat")) == 1
+
+
+def test_the_notebook_lints_first_and_submits_no_placeholder_group(tmp_path, monkeypatch, capsys):
+    """Where a scheduler answers, the placeholder group is the error it is before any qsub."""
+    fake = fake_commands(tmp_path / "bin", qsub="echo 4242.localhost",
+                         qstat=f"printf '{RUNNING.format(jobid=4242)}'", qdel="exit 0")
+    monkeypatch.setenv("PATH", path_env(fake)["PATH"])
+    script = student_job_script(tmp_path / "task", group="gt00")
+    assert notebook.run_on_scheduler(script, timeout=1) is None
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("run_multi_gpu_training.sh:10: error: group `gt00` is a placeholder"), lines
+    assert lines[-1] == "Fix the errors above (`handson jobscript lint`) before submitting.", lines
+    assert calls(fake, "qsub") == []
 
 
 def test_the_notebook_cancels_the_job_it_stopped_waiting_for(scheduler, capsys):
@@ -160,8 +209,8 @@ def test_the_notebook_cancels_its_job_on_an_interrupt(scheduler, monkeypatch, ca
 def test_the_notebook_cancels_its_job_when_qstat_fails(scheduler, capsys):
     fake, script = scheduler
     # The job's output is there (Slurm writes it while the job runs), and qstat stops answering.
-    fake_commands(fake, qsub='touch "$PWD/multi_gpu.o4242"; echo 4242',
-                  qstat='echo "Problem loading jobs." >&2; exit 8')
+    fake_commands(fake, qsub='touch "$PWD/multi_gpu.o4242"; echo 4242', qstat=f"""
+if [ "$(wc -l < "{fake}/qstat.calls")" -gt 1 ]; then echo "Problem loading jobs." >&2; exit 8; fi""")
     assert notebook.run_on_scheduler(script, timeout=60) is None
     out = capsys.readouterr().out
     assert "job 4242: the scheduler does not answer: `qstat 4242` failed" in out, out
@@ -203,9 +252,8 @@ def test_a_watchdogs_sigterm_cancels_the_job_and_still_ends_the_process(tmp_path
             "    time.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], env=path_env(fake), cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not waiting.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+    while not waiting.exists():     # (a process that never gets there: pytest's timeout)
+        assert proc.poll() is None, proc.communicate()
         time.sleep(0.05)
     proc.terminate()
     out, err = proc.communicate(timeout=30)

@@ -44,12 +44,9 @@ def by_name(checks):
 # --------------------------------------------------------------------------- the CLI on this host
 
 def test_doctor_cli_table(run_handson):
-    start = time.monotonic()
     proc = run_handson("doctor", timeout=120)
-    elapsed = time.monotonic() - start
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
-    assert elapsed < 15, f"doctor took {elapsed:.1f} s (must stay fast)"
     assert "Traceback" not in out + proc.stderr
     for name in COMPONENTS:
         row(out, name)
@@ -249,6 +246,17 @@ def test_shadowing_mpiexec_on_path_is_a_warning(tmp_path, monkeypatch):
     assert doctor.verdict(checks).cpu_ready   # the course's launcher uses the venv's mpiexec
 
 
+@pytest.mark.timed
+def test_doctor_stays_fast(run_handson):
+    """A student runs `handson doctor` first: it answers within seconds. Timed, so it runs alone
+    on an idle machine (the timed tier): on a busy laptop the same command took 30 s."""
+    start = time.monotonic()
+    proc = run_handson("doctor", timeout=120)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert elapsed < 15, f"doctor took {elapsed:.1f} s (must stay fast)"
+
+
 def test_hanging_mpi4py_import_times_out(tmp_path, monkeypatch):
     pkg = tmp_path / "mpi4py"
     pkg.mkdir()
@@ -256,9 +264,8 @@ def test_hanging_mpi4py_import_times_out(tmp_path, monkeypatch):
     (pkg / "MPI.py").write_text("import time\ntime.sleep(60)\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.setattr(doctor_mpi, "MPI_IMPORT_TIMEOUT", 2)
-    start = time.monotonic()
+    # (without the timeout the import ends after its 60 s and nothing says "timed out")
     checks = doctor.run_checks(isolate_cuda=False)
-    assert time.monotonic() - start < 30
     rows = by_name(checks)
     assert rows["mpi4py"].status == "error"
     assert rows["mpi4py"].found.startswith("9.9.9;") and "timed out after 2 s" in rows["mpi4py"].found
@@ -387,3 +394,20 @@ def test_the_students_doctor_lists_no_instructor_tools(monkeypatch):
     monkeypatch.setattr(doctor_packages, "instructors_copy", lambda: False)
     names = [c.name for c in doctor.run_checks(isolate_cuda=False)]
     assert "nbgrader" not in names and "Chromium" not in names and "JupyterLab" in names
+
+
+def test_the_japanese_edition_is_told_when_its_figures_have_no_japanese_font(tmp_path, monkeypatch):
+    """Issue 49: without a Japanese font the Japanese notebooks' figures showed empty boxes, and
+    matplotlib's warnings filled the cells; doctor says so in Japanese, and only there."""
+    fonts = tmp_path / "fonts"
+    fonts.mkdir()
+    monkeypatch.setattr(doctor_packages, "FONT_FOLDERS", (str(fonts), str(tmp_path / "no-such-folder")))
+    monkeypatch.setenv("HANDSON_LANG", "ja")
+    missing = by_name(doctor.run_checks(isolate_cuda=False))["Japanese font"]
+    assert missing.status == "missing" and "fonts-noto-cjk" in missing.disables, missing
+    (fonts / "opentype" / "noto").mkdir(parents=True)
+    (fonts / "opentype" / "noto" / "NotoSansCJK-Regular.ttc").write_bytes(b"")
+    found = by_name(doctor.run_checks(isolate_cuda=False))["Japanese font"]
+    assert found.status == "ok" and found.found.endswith("NotoSansCJK-Regular.ttc"), found
+    monkeypatch.setenv("HANDSON_LANG", "en")
+    assert "Japanese font" not in by_name(doctor.run_checks(isolate_cuda=False))

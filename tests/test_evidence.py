@@ -130,12 +130,10 @@ PLANTED_RUNS = {
 def test_a_run_that_left_too_much_is_refused_with_its_cap_and_bounded_memory(tmp_path, planted):
     """The records are those of a run that left none, the output says which cap, and the grader's
     memory stays small (without the caps: gigabytes, or a crash)."""
-    import time
     import tracemalloc
     from handson_lib.checking import runs
     plant, says = PLANTED_RUNS[planted]
     plant(tmp_path)
-    started = time.monotonic()
     tracemalloc.start()
     try:
         (record, workers, _), refused = runs._read_left(runs._observed_records, tmp_path)
@@ -145,7 +143,6 @@ def test_a_run_that_left_too_much_is_refused_with_its_cap_and_bounded_memory(tmp
     assert (record, workers) == ({}, {}) and says in refused, refused
     assert refused.startswith("\n[grader] the run's records were not read:"), refused
     assert peak < 100 << 20, f"{peak >> 20} MiB to refuse it"
-    assert time.monotonic() - started < 10
 
 
 def test_a_run_reads_as_before_under_the_caps(tmp_path):

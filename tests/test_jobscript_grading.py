@@ -1,13 +1,20 @@
 """The job-script points of Task #1 and #2: `handson jobscript lint` at the exercise's site, the
-group placeholder accepted as a warning, and the task's own node and process layout."""
+group placeholder an error before qsub that costs no point (one rule, said the same way by the
+notebook, lint, the graded check and the job script's comment), and the task's own node and
+process layout."""
 
 import json
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from handson_lib.checking import checks
+from handson_lib.sites import jobscript
 from handson_lib.sites.table import EXERCISE_SITES
 from conftest import ROOT
 
@@ -24,16 +31,66 @@ def _graded(tmp_path, task, old=None, new=None, source="solutions"):
 
 
 @pytest.mark.parametrize("task", sorted(checks.JOBSCRIPTS))
-def test_correct_lines_earn_the_points_with_the_placeholder_group_as_a_warning(tmp_path, task):
+def test_correct_lines_earn_the_points_with_the_placeholder_group_left_in(tmp_path, task):
     report = _graded(tmp_path, task)
     assert report.ok, report.text()
-    assert "warning: group `gt00` is a placeholder" in report.text()
+    assert "no error but the placeholder group:" in report.text()
+    assert "error: group `gt00` is a placeholder" in report.text()
 
 
 @pytest.mark.parametrize("task", sorted(checks.JOBSCRIPTS))
-def test_a_real_group_earns_them_without_warning(tmp_path, task):
+def test_a_real_group_earns_them_without_a_finding(tmp_path, task):
     report = _graded(tmp_path, task, "group_list=gt00", "group_list=pz1234")
-    assert report.ok and "warning" not in report.text(), report.text()
+    assert report.ok and "no error\n" in report.text() + "\n" and "placeholder" not in report.text(), report.text()
+
+
+#: Words that called the placeholder a warning (issue 49: the notebook said "only a warning", the
+#: graded check listed it as one, lint as an error).
+AS_A_WARNING = {"en": re.compile(r"only a warning|accepted with a warning|warning: group"),
+                "ja": re.compile(r"警告のみ|警告付きで受け付け|warning: group")}
+
+
+def _unwrapped_comments(text):
+    """A job script's comment lines, joined into one text (a sentence may go on over lines)."""
+    return "\n".join(line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("# "))
+
+
+def _the_four_places(lang, tmp_path):
+    """{place: text} where the rule is said to a student: notebook 01, `handson jobscript lint`,
+    the graded check and the exercise job script's comment, in `lang`; and lint's exit status."""
+    ja = "ja" if lang == "ja" else ""
+    nb = nbformat.read(str(ROOT / "notebooks" / ja / "01_multi_gpu.ipynb"), 4)
+    exercise = ROOT / "exercises" / ja / "run_multi_gpu_training.sh"
+    handed_in = tmp_path / exercise.name          # the resource lines done, the group left as it was
+    handed_in.write_text((ROOT / "solutions" / exercise.name).read_text())
+    env = {**os.environ, "HANDSON_LANG": lang}
+    handson = Path(sys.executable).parent / "handson"
+    lint = subprocess.run([handson, "jobscript", "lint", handed_in], capture_output=True, text=True, env=env,
+                          timeout=120)
+    check = subprocess.run([handson, "check", "jobscript-multi-gpu", handed_in], capture_output=True, text=True,
+                           env=env, timeout=120)
+    places = {"notebook 01": "\n".join(c.source for c in nb.cells if c.cell_type == "markdown"),
+              "lint": lint.stdout, "graded check": check.stdout,
+              "job script comment": _unwrapped_comments(exercise.read_text())}
+    return places, lint.returncode, check.returncode
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_one_rule_for_the_placeholder_group_in_all_four_places(tmp_path, monkeypatch, lang):
+    """The notebook, lint, the graded check and the job script's own comment say the same rule in
+    the same words (jobscript.placeholder_rule); none calls the placeholder a warning. Lint
+    refuses the script (an error), the graded check passes it."""
+    monkeypatch.setenv("HANDSON_LANG", lang)
+    rule = jobscript.placeholder_rule()
+    places, lint_status, check_status = _the_four_places(lang, tmp_path)
+    # (compared without white space: a comment or a table cell breaks the sentence over lines)
+    said = {place: re.sub(r"\s+", "", rule) in re.sub(r"\s+", "", text) for place, text in places.items()}
+    assert all(said.values()), (rule, said)
+    warned = {place: AS_A_WARNING[lang].search(text).group(0) for place, text in places.items()
+              if AS_A_WARNING[lang].search(text)}
+    assert warned == {}
+    assert ":10: error: " in places["lint"] and lint_status == 1, places["lint"]
+    assert check_status == 0, places["graded check"]
 
 
 def test_more_processes_than_gpus_per_node_loses_the_points(tmp_path):

@@ -8,7 +8,6 @@ import contextlib
 import io
 import json
 import re
-import time
 
 import numpy
 import psutil
@@ -114,9 +113,7 @@ def test_a_function_that_never_returns_is_stopped_with_a_clear_error():
     answers = "def total_batch_size(b, n):\n    while True:\n        pass\n\n\ndef fine():\n    return 1\n"
     kernel = StandInKernel(answers)
     judged = judge.Judge(kernel.ask, answer_cells=lambda: [answers], call_seconds=3)
-    started = time.monotonic()
     outputs = judged.run("assert total_batch_size(32, 4) == 128", "q1_total_batch_test")
-    assert time.monotonic() - started < 12
     assert errors(outputs) == ["KernelAnswerError: total_batch_size(...): stopped after 3 s: your function did not "
                                "return in time (an infinite loop?)"]
     assert psutil.Process().children(recursive=True) == []
@@ -126,9 +123,7 @@ def test_a_function_that_never_returns_is_stopped_with_a_clear_error():
     # Answer cells that never end: said once, and the cell's other calls fail at once.
     hanging = answers + "while True:\n    pass\n"
     judged = judge.Judge(StandInKernel(answers).ask, answer_cells=lambda: [hanging], call_seconds=3)
-    started = time.monotonic()
     outputs = judged.run("try:\n    fine()\nexcept Exception as e:\n    print(e)\nfine()", "hangs")
-    assert time.monotonic() - started < 12
     assert "fine(...): stopped after 3 s: your answer cells did not finish running" in outputs[0]["text"]
     assert errors(outputs)[-1].startswith("KernelAnswerError: fine(...): stopped after 3 s: your answer cells")
     assert psutil.Process().children(recursive=True) == []

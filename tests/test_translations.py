@@ -364,16 +364,42 @@ def _every_japanese_text():
     yield "README (ja edition)", release.README_JA
 
 
+def _all_a_japanese_student_reads():
+    """_every_japanese_text() and, as built: every cell of the Japanese notebooks (their recorded
+    outputs and code strings too), the Japanese exercises and job scripts, every catalogue under
+    solutions/i18n/ja/, the edition README's "At your site" steps, the figures' words and the
+    recorded outputs' labels (issue 49: GPUs counted with 台 and 個, the seeds named four ways)."""
+    from handson_lib.authoring import figure_drawing, recording
+    from handson_lib.sites import site_setup
+    yield from _every_japanese_text()
+    for path in sorted((ROOT / "notebooks" / JA).glob("*.ipynb")):
+        for cell in nbformat.read(str(path), 4).cells:
+            yield f"notebooks/ja/{path.name} {cell.get('id')}", cell.source
+    for path in sorted((ROOT / "exercises" / JA).rglob("*")):
+        if path.suffix in (".py", ".sh"):
+            yield str(path.relative_to(ROOT)), path.read_text()
+    for path in sorted((ROOT / "solutions" / "i18n" / JA).glob("*/*.sh.json")):   # miyabi/, abci/
+        for kind, pieces in json.loads(path.read_text())["file"].items():
+            yield from ((f"{path.relative_to(ROOT)} {kind}", text) for text in pieces.values())
+    for rel, text in release._student_jobscripts(ROOT, JA).items():
+        yield f"edition jobscripts/{rel}", text
+    yield "README (ja edition): At your site", site_setup.at_your_site(JA)
+    yield from (("figure_drawing.FIGURE_TEXT", text) for text in figure_drawing.FIGURE_TEXT[JA].values())
+    yield "recording.LABELS", recording.LABELS[JA] + recording.MACHINE[JA]
+
+
 def test_the_japanese_edition_uses_one_word_for_each_thing():
     """The glossary's word list (translations.JA_WORDS: コース, フォルダー, プレースホルダー,
-    ランチャー, GPU counted in 枚, タスク#N as the seeds write it), no half-width space after 。 or 、, every
+    ランチャー, GPU counted in 枚, the sources named シード資料 and a random seed 乱数シード, タスク#N and
+    ハンズオン#2 as the seeds write them) in everything a student reads in Japanese, no half-width space after 。 or 、, every
     **目標:** in the です・ます form, and one Japanese title for each English title."""
     glossary = (ROOT / "solutions" / "i18n" / "ja" / "README.md").read_text()
     missing_rules = [w for w in translations.JA_WORDS.values() if w != "GPU N 枚" and w not in glossary]
     found = []
-    for where, text in _every_japanese_text():
+    for where, text in _all_a_japanese_student_reads():
         for pattern, word in translations.JA_WORDS.items():
             found += [(where, f"{match.group(0)} -> {word}") for match in re.finditer(pattern, text)]
+    for where, text in _every_japanese_text():
         prose = _FENCE.sub("", text)
         found += [(where, "space after a mark: " + prose[max(m.start() - 8, 0):m.end() + 8])
                   for m in re.finditer(translations.JA_SPACE_AFTER_MARK, prose)]
@@ -583,3 +609,58 @@ def test_a_translation_that_changes_a_command_is_reported(tmp_path):
     problems = jobscript_translations.jobscript_problems(JA, root)
     assert any("changes the command 'make setup'" in p for p in problems), problems
     assert any("README.md: the translation changes the code" in p for p in problems), problems
+
+
+# ----------------------------------------------------------------------------- issue 49, item 5
+
+def _near_copies_of_quotes(text, threshold=0.7):
+    """(quote, likeness) of each italic Japanese quote of `text` (*GPU の計算が効率的かどうか*)
+    that has a near-copy of itself within 80 characters around it: in English the quote comes with
+    a gloss, and a gloss translated back into Japanese says the quote twice."""
+    import difflib
+    found = []
+    for match in re.finditer(r"(?<![*\w])\*([^*\s`][^*\n`]*[\u3040-\u9fff][^*\n`]*[^*\s`])\*(?![*\w])", text):
+        quote = re.sub(r"\s+", "", match.group(1))
+        if len(quote) < 8:      # a word in italics is emphasis, and may well come again
+            continue
+        around = re.sub(r"\s+", "", text[max(0, match.start() - 80):match.start()] + "\x00"
+                        + text[match.end():match.end() + 80])
+        likeness = max(difflib.SequenceMatcher(None, quote, around[i:i + len(quote)]).ratio()
+                       for i in range(max(1, len(around) - len(quote) + 1)))
+        if likeness >= threshold:
+            found.append((match.group(1), round(likeness, 2)))
+    return found
+
+
+def test_no_japanese_quote_comes_with_a_near_copy_of_itself():
+    """Issue 49: 03 paired each of the talk's Japanese questions with a near-copy of itself
+    (`GPU の計算は効率的か（*GPU の計算が効率的かどうか*）`), 00 the sources' titles."""
+    old = "* GPU の計算は効率的か（*GPU の計算が効率的かどうか*）\n"
+    assert _near_copies_of_quotes(old) == [("GPU の計算が効率的かどうか", 0.71)]
+    doubled = [(where, quote) for where, _, ja in _japanese_markdown() for quote in _near_copies_of_quotes(ja)]
+    assert doubled == []
+
+
+def test_the_japanese_catalogue_has_each_message_once():
+    """A message given twice in messages_ja.py: Python keeps the last, silently."""
+    import ast
+    from collections import Counter
+    tree = ast.parse((ROOT / "handson_lib" / "messages_ja.py").read_text())
+    catalogue = next(node for node in ast.walk(tree) if isinstance(node, ast.Dict))
+    counts = Counter(key.value for key in catalogue.keys)
+    assert [key for key, n in counts.items() if n > 1] == []
+
+
+def test_a_japanese_recording_fills_in_the_answers_as_a_japanese_student_writes_them(tmp_path):
+    """`handson build --record` fills the Japanese edition's exercises with the solved scripts
+    commented in Japanese, as a student's own are (they were English: 02's diff of the MNIST
+    conversion and every warning's line number came from the English script)."""
+    from handson_lib.authoring import recording
+    edition = tmp_path / "edition"
+    release.release_student(edition, lang=JA)
+    recording.fill_answers(edition, ROOT, lambda source: translations.translated_script(source, JA, ROOT))
+    solved = (edition / "exercises" / "train_mnist_multi_node.py").read_text()
+    assert _has_japanese(solved) and "### BEGIN SOLUTION" not in solved and "### END SOLUTION" not in solved
+    assert "optimizer = chainermn.create_multi_node_optimizer(optimizer, comm)" in solved
+    english = recording._without_markers((ROOT / "solutions" / "train_mnist_multi_node.py").read_text())
+    assert _code_tokens(solved) == _code_tokens(english)

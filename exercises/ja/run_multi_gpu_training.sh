@@ -9,8 +9,9 @@
 #PBS -W group_list=gt00
 #PBS -l walltime=00:10:00
 #PBS -N multi_gpu
-# （2）上の gt00 を自分のグループ名（`id -ng`）に置き換えます。置き換えないと
-# `handson jobscript lint` が受け付けません。
+# （2）上の gt00 を自分のグループ名（`id -ng`）に置き換えます。残したままの
+# プレースホルダーのグループは、qsub の前にはエラーですが、採点のチェックでは
+# 減点されません。
 
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
@@ -35,13 +36,14 @@ TASK=train_cifar_multi_gpu.py
 # スクリプトで、コースの別のコピーを実行することはありません。
 [ -f "$TASK" ] || { echo "$PWD に $TASK がありません: あなたの $TASK があるフォルダーから投入してください（またはここにコピーしてください）"; exit 2; }
 
-# シードの job.sh と同じく、最初にバージョンを表示します。
+# シード資料の job.sh と同じく、最初にバージョンを表示します。
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 "$PYTHON" -c "import cupy; print('cupy', cupy.__version__, 'nccl', cupy.cuda.nccl.get_version() if cupy.cuda.nccl.available else 'not available')" 2>/dev/null \
   || echo "cupy: ここでは import できません（CPU 代替実装で実行します）"
 
 "$PYTHON" "$TASK" --gpus 0 --dataset "$DATASET" --no-progress --out result/single ${EXTRA_ARGS:-}
-# GPU が 1 つのノード（Miyabi-G）では分割するものがないので、1 GPU での実行だけを行います。
+# GPU が 1 つのノード（Miyabi-G）では分割するものがないので、GPU 1 枚での実行だけを
+# 行います。
 if [ "$(echo $GPUS | wc -w)" -gt 1 ]; then
   "$PYTHON" "$TASK" --gpus $GPUS --dataset "$DATASET" --no-progress --out result/multi ${EXTRA_ARGS:-}
 fi

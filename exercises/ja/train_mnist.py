@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""1 プロセスで動く、"ChainerMN in seconds"（シード 000）の出発点となるスクリプトです。
+"""1 プロセスで動く、"ChainerMN in seconds"（シード資料 000）の出発点となるスクリプトです。
 
 オフラインの手書き数字データで学習する、Chainer の MNIST 形式の学習スクリプトです（MLP、Chainer の
 サンプルと同じ構成）。`train_mnist_multi_node.py` は、同じスクリプトを ChainerMN に変換したものです。

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""`train_mnist.py` を ChainerMN に変換したもの: "ChainerMN in seconds"（シード 000）。
+"""`train_mnist.py` を ChainerMN に変換したもの: "ChainerMN in seconds"（シード資料 000）。
 
 1 プロセスのスクリプトから始めて、`# PUT YOUR CODE HERE` の部分を埋めてください。各箇所のコメントに、
 複数プロセスで実行するためにそこで何が必要かが書かれています（使う関数は 02_multi_node.ipynb で

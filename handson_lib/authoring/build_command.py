@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from handson_lib import COURSE_ROOT
-from handson_lib.authoring import build, recording, release
+from handson_lib.authoring import build, recording, release, translations
 
 
 def add_arguments(parser):
@@ -28,7 +28,8 @@ def main(args, root: Path = COURSE_ROOT):
     if getattr(args, "record", None) is not None and not args.check:
         try:
             recording.record(release.release_student, root, notebooks=args.record,
-                             languages=tuple(args.lang or recording.LANGUAGES))
+                             languages=tuple(args.lang or recording.LANGUAGES),
+                             translated_script=translations.translated_script)
         except recording.RecordingError as error:
             print(f"handson build --record: {error}", file=sys.stderr)
             return 1

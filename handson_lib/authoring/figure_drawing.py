@@ -72,13 +72,13 @@ FIGURE_TEXT = {"ja": {
     "compute (forward + backward + update)": "計算（forward + backward + update）",
     "allreduce, model 2L(p-1)/p / bandwidth": "allreduce、モデル 2L(p-1)/p / 帯域幅",
     "one node:\nno network traffic": "1 ノード:\nネットワーク通信なし",
-    "seed 001: measured allreduce (0.15 s, 0.22 s)": "シード 001: 測定した allreduce（0.15 秒、0.22 秒）",
+    "seed 001: measured allreduce (0.15 s, 0.22 s)": "シード資料 001: 測定した allreduce（0.15 秒、0.22 秒）",
     "nodes p ({gpus} GPUs each; hatched: extrapolated)": "ノード数 p（各 GPU {gpus} 枚。斜線: 外挿）",
     "seconds per iteration": "1 イテレーションあたりの秒数",
     "ResNet-50, batch 32 per GPU: L = {L} bytes, allreduce at {gbit} Gibit/s (fitted), compute {compute} s "
     "(seed 004)":
         "ResNet-50、バッチ 32/GPU: L = {L} バイト、allreduce {gbit} Gibit/s（当てはめ）、"
-        "計算 {compute} 秒（シード 004）",
+        "計算 {compute} 秒（シード資料 004）",
     "scaled rate from the start, no warmup: {peak}": "最初からスケールした学習率、ウォームアップなし: {peak}",
     "no scaling rule: {lr}": "スケーリング則なし: {lr}",
     "gradual warmup over W = {w} updates": "W = {w} 回の更新での段階的ウォームアップ",

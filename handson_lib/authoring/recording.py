@@ -47,7 +47,7 @@ LABELS = {
           "as any two runs do (the speed with the machine's load, a ChainerMN run's accuracy with the "
           "data order `scatter_dataset` draws without the seed; the Japanese edition's is another run):",
     "ja": "参考出力（{date} に受講者版で記録。マシン: {machine}。あなたの結果は、2 回の実行がそうであるように"
-          "異なります。速度はマシンの負荷で、ChainerMN の実行の精度は `scatter_dataset` がシードを使わずに"
+          "異なります。速度はマシンの負荷で、ChainerMN の実行の精度は `scatter_dataset` が乱数シードを使わずに"
           "決めるデータの順序で変わります。英語版の参考出力は別の実行です）:",
 }
 MACHINE = {
@@ -202,13 +202,16 @@ def _without_markers(text):
                    if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
 
 
-def fill_answers(edition, root=COURSE_ROOT):
+def fill_answers(edition, root=COURSE_ROOT, script_text=None):
     """The instructor's answers in a copy of the student edition: the solved scripts in
-    exercises/, each answer cell of notebooks/ by its grade id."""
+    exercises/, each answer cell of notebooks/ by its grade id. `script_text(source)` gives a
+    solved script as the edition's students have it (in another language, commented in it:
+    translations.translated_script, passed in as the edition is); default: as it is."""
     edition = Path(edition)
     for source in sorted((Path(root) / "solutions").glob("*")):
         if source.suffix in (".py", ".sh"):
-            (edition / "exercises" / source.name).write_text(_without_markers(source.read_text()))
+            text = script_text(source) if script_text else source.read_text()
+            (edition / "exercises" / source.name).write_text(_without_markers(text))
         elif source.suffix == ".ipynb":
             answers = {c["metadata"]["nbgrader"]["grade_id"]: _without_markers("".join(c["source"]))
                        for c in json.loads(source.read_text())["cells"]
@@ -268,11 +271,12 @@ print("RECORDED " + json.dumps(out))
 """
 
 
-def record(write_edition, root=COURSE_ROOT, notebooks=None, languages=LANGUAGES, out=print):
+def record(write_edition, root=COURSE_ROOT, notebooks=None, languages=LANGUAGES, out=print, translated_script=None):
     """Record the notebooks (names; default: every notebook with recorded cells) in each
     language; write the records and the English ref cells. Returns the records' paths.
     `write_edition(folder, root=, lang=)` writes the student edition the notebooks run in
-    (release.release_student, passed in: the release is built on this module, not under it)."""
+    (release.release_student, passed in: the release is built on this module, not under it);
+    `translated_script(source, lang, root)` a solved script in another language (translations')."""
     chosen = [(p, cells, refs) for p, cells, refs in _notebooks_with_records(root)
               if not notebooks or p.name in notebooks or p.stem in notebooks]
     if notebooks and len(chosen) != len(set(notebooks)):
@@ -283,7 +287,8 @@ def record(write_edition, root=COURSE_ROOT, notebooks=None, languages=LANGUAGES,
         with tempfile.TemporaryDirectory(prefix=f"handson-record-{lang}-") as tmp:
             edition = Path(tmp) / "edition"
             write_edition(edition, root=root, lang=lang)
-            fill_answers(edition, root)
+            fill_answers(edition, root, None if lang == "en" or not translated_script else
+                         lambda source: translated_script(source, lang, root))
             # The edition's own root; no local cluster: the notebooks' ranks run on this machine.
             recorded = settings.current().but(root=None, lang=lang, cluster_dir=str(Path(tmp) / "no-cluster"))
             env = settings.child_env(carried=recorded.but(grader=recorded.grader.but(site="local")),

@@ -117,6 +117,11 @@ def _student_requirements(text):
     return "\n".join(kept) + "\n"
 
 
+#: The edition README's section that says which Pythons it takes (the course README's "Supported
+#: stacks", which the edition does not have), by language.
+EDITION_REQUIREMENTS = {"en": "What you need", "ja": "必要なもの"}
+
+
 def _makefile(course_makefile, lang="en"):
     """`make setup` as the course's Makefile has it (same pins), and `make lab`; in another
     language, HANDSON_LANG set for both (messages, and JupyterLab's interface in that language)."""
@@ -129,9 +134,11 @@ def _makefile(course_makefile, lang="en"):
     if not wheel:
         raise ReleaseError(f"{course_makefile}: no `chainer-wheel:` rule to copy (the job scripts' env.sh use it)")
     language = "" if lang == "en" else f"export HANDSON_LANG := {lang}\n"
-    return ("# The student edition's two commands: `make setup` (once) and `make lab`.\n" + language + head
+    made = ("# The student edition's two commands: `make setup` (once) and `make lab`.\n" + language + head
             + ".PHONY: setup lab chainer-wheel\n\nsetup: $(STAMP)\n\n" + rule.group(0) + "\n" + wheel.group(0)
             + "lab: setup\n\t$(BIN)/handson lab\n")
+    # The course README's section on Pythons is, in the edition's README, its section on what you need.
+    return made.replace("Supported stacks", EDITION_REQUIREMENTS[lang])
 
 
 PYPROJECT = """[build-system]
@@ -262,6 +269,7 @@ README_JA = """# 分散深層学習ハンズオン（受講者版・日本語）
 
 - `make` と Python **3.11、3.12、3.13** のどれかがある Linux（Debian 12 で確認しています。Windows では WSL 2）。3.11 では NumPy 1.23.5、3.12 と 3.13 では NumPy 2 を使います。`make setup` は `python3.11` があればそれを、なければ `python3` を使います。選ぶときは `make setup PYTHON=/path/to/python3.12` のように実行してください。`python3` が別のバージョンなら、これらのどれかを並べてインストールし（ディストリビューションの `python3.11` と `python3.11-venv`、conda、または `uv python install 3.12`）、`make setup PYTHON=/path/to/python3.11` を実行してください。`make setup` は、今の Python と NumPy で動くようにコースのパッチを当てた Chainer 7.8.1 をビルドします。
 - GPU は不要です。どの演習も CPU で動きます。本来 GPU が必要な部分では、コースが CPU 代替実装で実行し、そのことを画面に表示します。
+- 図の日本語を表示するための日本語フォント（Debian や Ubuntu では `sudo apt-get install fonts-noto-cjk`）。ないと図のラベルが空の四角になります。`handson doctor` が確認します。
 - NVIDIA GPU のあるマシンでは、`make setup` の後に CuPy と NCCL を追加します: `.venv/bin/pip install 'cupy-cuda12x>=13.5,<14' nvidia-nccl-cu12`（Chainer 7.8.1 で動く最新の CuPy は 13 です）。その後 `.venv/bin/handson doctor` が、見つかったものを表示します。
 
 ## 2 つのコマンド

@@ -115,16 +115,24 @@ JA_STYLE = {"皆さん": "あなた", "**問 ": "**問題 ", "ゴール": "目�
             "スピードアップ": "速度向上", "高速化率": "速度向上", "クラスター": "クラスタ", "スケジューラー": "スケジューラ",
             "チャンスレート": "チャンスレベル", "包む": "ラップする", "包ん": "ラップし"}
 
+#: GPUs counted in anything but 枚 (the glossary's rule; JA_WORDS below).
+JA_WORDS_GPU = (r"(?:GPU|P100|V100|A100|H100|H200|GH200|TITAN X)\**\s*(?:を|が|は)?\s*(?:[\d,]+|\{[^{}]*\}|何)\s*[台個]"
+                r"|(?:[\d,]+|\{[^{}]*\}|何)\s*[台個](?:目)?の\s*(?:GPU|Tesla|P100|V100|A100|H100|H200)"
+                r"|(?<![x×] )(?<![\w.])[\d,]+ ?GPU(?![\w/-]) ?(?=[\u3040-\u30ff\u4e00-\u9fff（）])")
 #: The glossary's word list: one word for each thing (its "用語集" and "文体の決まり"); each
 #: pattern matches the variants the edition does not use, the value is the word it uses.
 JA_WORDS = {r"講座": "コース",
             r"フォルダ(?!ー)": "フォルダー",
             r"プレースホルダ(?!ー)|仮の値": "プレースホルダー",
             r"起動ツール": "ランチャー",
-            # A GPU is a card: counted with 枚 (GPU 4 枚, P100 2 枚); a machine or node with 台.
-            r"(?:GPU|P100|V100|A100|H100|H200|GH200|TITAN X)\s*(?:を\s*)?[\d,]+\s*台"
-            r"|[\d,]+\s*台の\s*(?:GPU|Tesla|P100|V100|A100|H100|H200)": "GPU N 枚",
-            r"タスク #": "タスク#"}
+            # A GPU is a card: counted with 枚 (GPU 4 枚, P100 2 枚), never 台 or 個 (GPU 2 個,
+            # 何台の GPU, GPU は {gpus} 個) nor bare in a sentence (4 GPU で; the layout "2 ノード x
+            # 2 GPU" is notation); a machine or node with 台.
+            JA_WORDS_GPU: "GPU N 枚",
+            # The course's sources (seed 000-004) are シード資料 (シード資料 002); a random seed is 乱数シード.
+            r"(?<!乱数)シード(?!資料)|\b[Ss]eeds? \d{3}": "シード資料",
+            r"タスク #": "タスク#",
+            r"ハンズオン #": "ハンズオン#"}
 #: Spacing: no half-width space after 。 or 、 (a table's cell border `|` may follow one).
 JA_SPACE_AFTER_MARK = r"[。、][ \t]+(?![|\s])"
 

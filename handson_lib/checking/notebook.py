@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import tempfile
+import unicodedata
 from pathlib import Path
 
 from handson_lib import launch
@@ -57,12 +58,20 @@ def throughput_rows(observations, reference_label=None):
     return [(label, rate, (rate / base) if rate and base else None) for label, rate in rates.items()]
 
 
-def print_table(rows, headers=("run", "images/s", "ratio")):
-    print(f"{headers[0]:40s} {headers[1]:>10s} {headers[2]:>8s}")
+def _padded(text, width, right=False):
+    """`text` padded to `width` terminal columns: a Japanese character takes two."""
+    pad = " " * max(width - sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text), 0)
+    return pad + text if right else text + pad
+
+
+def print_table(rows, headers=None):
+    """The rows of throughput_rows as a table, its headers in the reader's language."""
+    headers = headers or (tr("run"), "images/s", tr("ratio"))
+    print(f"{_padded(headers[0], 40)} {_padded(headers[1], 10, right=True)} {_padded(headers[2], 8, right=True)}")
     for label, rate, ratio in rows:
         rate_s = f"{rate:10.1f}" if rate else f"{'-':>10s}"
         ratio_s = f"{ratio:7.2f}x" if ratio else f"{'-':>8s}"
-        print(f"{label:40s} {rate_s} {ratio_s}")
+        print(f"{_padded(label, 40)} {rate_s} {ratio_s}")
     # A run's two figures differ in the last digits (01: 502.93 above, 503.0 here): say why.
     print(tr("images/s as the course's observer timed each run; the script's own `Throughput:` line "
              "keeps a clock of its own, so the last digits may differ"))
@@ -119,33 +128,36 @@ def show_diff(before, after):
 
 
 def run_on_scheduler(job_script, extra_args="--epoch 1 --train-size 400 --test-size 100", timeout=600):
-    """Submit a task job script with `qsub -j oe` where a scheduler answers; show the output.
+    """Lint a task job script as `handson jobscript lint` does (at the script's site), and submit it
+    with `qsub -j oe` only where a scheduler answers and lint found no error (the placeholder group
+    is one: jobscript_linter.PLACEHOLDER_RULE); show the job's output.
 
-    The job runs in a copy of the script's folder (the training scripts beside it). A group
-    placeholder left in only warns here: the local scheduler does not check groups, a real one does.
-    Returns the output text, or None when there is no scheduler or the job did not finish (a job
-    it gave up on, after `timeout` s, a failed qstat or an interrupt, is cancelled with qdel)."""
-    findings = jobscript.lint(jobscript.read_script(job_script), "reedbush", template=True)
+    Where none answers (no qsub, or Slurm's PBS commands with no controller to reach) it says so in
+    one line and submits nothing. The job runs in a copy of the script's folder (the training
+    scripts beside it). Returns the output text, or None when nothing was submitted or the job did
+    not finish (a job it gave up on, after `timeout` s, a failed qstat or an interrupt, is cancelled
+    with qdel)."""
+    path = Path(job_script)
+    _, findings = jobscript.lint_file(path)
     for finding in findings:
-        print(f"lint: {finding}")
-    if any(f.is_error for f in findings):
+        print(finding.format(path.name))
+    if not jobs.scheduler_answers():
+        print(tr("no scheduler here: the script was linted, not submitted (to run it here as a job would run: "
+                 "`handson jobscript run {name}`)", name=path.name))
+        return None
+    if jobscript.errors(findings):
         print(tr("Fix the errors above (`handson jobscript lint`) before submitting."))
         return None
-    if not jobs.scheduler_found():
-        print(tr("No scheduler here (no qsub): run the script without one: `handson jobscript run {name}`, "
-                 "or submit it on the cluster's login node.", name=Path(job_script).name))
-        return None
     workdir = Path(tempfile.mkdtemp(prefix="qsub-"))
-    for path in Path(job_script).parent.glob("*.py"):
-        shutil.copy2(path, workdir)
-    shutil.copy2(job_script, workdir)
+    for script in path.parent.glob("*.py"):
+        shutil.copy2(script, workdir)
+    shutil.copy2(path, workdir)
     try:
-        jobid = jobs.qsub(Path(job_script).name, workdir, "-j", "oe",
-                          env={**os.environ, "EXTRA_ARGS": extra_args})
+        jobid = jobs.qsub(path.name, workdir, "-j", "oe", env={**os.environ, "EXTRA_ARGS": extra_args})
     except jobs.JobError as err:
         print(tr("qsub refused the job: {error}", error=err))
         return None
-    print(f"qsub -j oe {Path(job_script).name}  ->  " + tr("job {jobid}; waiting ...", jobid=jobid))
+    print(f"qsub -j oe {path.name}  ->  " + tr("job {jobid}; waiting ...", jobid=jobid))
     # The job is cancelled (and the notebook says so) when the wait ends without it done: the
     # timeout, a scheduler that stops answering, Ctrl-C or the kernel's interrupt.
     with jobs.cancelled_unless_done(jobid, say=print) as job:

@@ -29,6 +29,7 @@ import chainermn
 import numpy
 
 from handson_lib import data
+from handson_lib.messages import tr
 from handson_lib.runtime import MLP, seed_everything
 
 SEED = 0
@@ -163,10 +164,10 @@ def main(argv=None):
             single = (correct / numpy.maximum(total, 1)).tolist()
         with open(out, "w") as f:
             json.dump({"ranks": comm.size, "shard_sizes": sizes, "per_rank": results, "single": single}, f)
-        print(f"{comm.size} ranks, test parts of {sizes} examples; rank 0 returned "
-              f"{None if results[0] is None else [round(v, 4) for v in results[0]]}")
+        print(tr("{ranks} ranks, test parts of {sizes} examples; rank 0 returned {returned}", ranks=comm.size,
+                 sizes=sizes, returned=None if results[0] is None else [round(v, 4) for v in results[0]]))
         if single is not None:
-            print(f"one process over the whole test set: {[round(v, 4) for v in single]}")
+            print(tr("one process over the whole test set: {accuracy}", accuracy=[round(v, 4) for v in single]))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """The text report of a ProfileSummary (`handson profile summarize FILE`), and its number formats."""
 
+from handson_lib.messages import tr
+
 
 def ms(ns):
     return ns / 1e6
@@ -33,58 +35,71 @@ def _memcpy_table(stats, indent="    "):
 
 
 def report_text(s):
+    """The report in the reader's language (tr); the tables' column names stay as the tools name them."""
     threshold = s.gap_threshold_ms
-    zero = "the start of the capture" if s.format == "nsys" else "the first event"
-    kind = "Nsight Systems SQLite export" if s.format == "nsys" else "nvprof output file"
+    zero = tr("the start of the capture") if s.format == "nsys" else tr("the first event")
+    kind = tr("Nsight Systems SQLite export") if s.format == "nsys" else tr("nvprof output file")
     tool = f" ({s.tool})" if s.tool and s.tool != "nvprof" else ""
-    lines = [f"Profile: {s.path}",
-             f"  format: {kind}{tool}; times in ms from {zero}",
-             f"  {len(s.processes)} process(es), {s.device_count} device(s), {s.kernel_count} kernel launches, "
-             f"{s.memcpy_count} memcpy, {s.nvtx_count} NVTX ranges, events from "
-             f"{ms(s.start_ns):.1f} to {ms(s.end_ns):.1f} ms"]
+    lines = [tr("Profile: {path}", path=s.path),
+             "  " + tr("format: {kind}{tool}; times in ms from {zero}", kind=kind, tool=tool, zero=zero),
+             "  " + tr("{processes} process(es), {devices} device(s), {kernels} kernel launches, {memcpy} memcpy, "
+                       "{nvtx} NVTX ranges, events from {start:.1f} to {end:.1f} ms", processes=len(s.processes),
+                       devices=s.device_count, kernels=s.kernel_count, memcpy=s.memcpy_count, nvtx=s.nvtx_count,
+                       start=ms(s.start_ns), end=ms(s.end_ns))]
     for note in s.notes:
         lines.append(f"  note: {note}")
     for d in s.devices:
-        title = f"GPU {d.device}" + (f" ({d.name})" if d.name else "")
-        procs = ", ".join(str(p) for p in d.processes) or "unknown"
-        lines += ["", f"{title}: process {procs}; streams {', '.join(str(x) for x in d.streams)}",
-                  f"  GPU activity from {ms(d.start_ns):.1f} to {ms(d.end_ns):.1f} ms: span {ms(d.span_ns):.1f} ms",
-                  f"  busy fraction (kernels)  : {d.busy_fraction:.3f}  ({ms(d.busy_ns):.1f} ms of the span; "
-                  f"kernels + copies: {d.active_fraction:.3f})",
-                  f"  kernels                  : {d.kernel_count} launches of {d.kernel_names} kernel(s), "
-                  f"{ms(d.kernel_time_ns):.3f} ms in total",
-                  f"  communication (NCCL)     : {d.nccl_share:.1%} of kernel time ({ms(d.nccl_time_ns):.3f} ms)"]
-        if d.top_kernels:
-            lines += ["  top kernels by total time:"] + _kernel_table(d.top_kernels)
-        if d.memcpy:
-            lines += ["  copies by direction:"] + _memcpy_table(d.memcpy)
-        if d.gaps:
-            share = d.gap_total_ns / d.span_ns if d.span_ns else 0.0
-            lines.append(f"  idle gaps > {threshold:g} ms: {len(d.gaps)}, {ms(d.gap_total_ns):.1f} ms in total "
-                         f"({share:.0%} of the span)  <-- the GPU waits for the host")
-            for g in sorted(d.gaps, key=lambda g: -g.duration_ns)[:5]:
-                lines.append(f"    {ms(g.duration_ns):9.3f} ms from {ms(g.start_ns):.1f} ms "
-                             f"(after {g.after}, before {g.before})")
-            if d.host_during_gaps or d.gaps_outside_nvtx_ns:
-                parts = [f"{name} {ms(ns):.1f} ms" for name, ns in d.host_during_gaps[:5]]
-                if d.gaps_outside_nvtx_ns:
-                    parts.append(f"no NVTX range {ms(d.gaps_outside_nvtx_ns):.1f} ms")
-                lines.append("    host during the gaps (NVTX): " + ", ".join(parts))
-        else:
-            lines.append(f"  idle gaps > {threshold:g} ms: none")
-        if d.longest_gap:
-            lines.append(f"  longest idle gap: {ms(d.longest_gap.duration_ns):.3f} ms")
+        lines += _device_lines(d, threshold)
     if s.device_count > 1:
-        lines += ["", f"All devices: busy fraction {s.busy_fraction:.3f}"]
+        lines += ["", tr("All devices: busy fraction {busy:.3f}", busy=s.busy_fraction)]
         if s.top_kernels:
-            lines += ["  top kernels by total time:"] + _kernel_table(s.top_kernels)
+            lines += ["  " + tr("top kernels by total time:")] + _kernel_table(s.top_kernels)
     for p in s.processes:
-        label = "unknown process" if p.process is None else f"process {p.process}"
-        lines += ["", f"{label}" + (f": {p.name}" if p.name else "") +
-                  f"; devices {', '.join(str(x) for x in p.devices) or 'none'}; {p.kernel_count} kernels, "
-                  f"{ms(p.kernel_time_ns):.3f} ms; {size_text(p.memcpy_bytes)} copied"]
+        label = tr("unknown process") if p.process is None else tr("process {process}", process=p.process)
+        lines += ["", tr("{process}; devices {devices}; {kernels} kernels, {ms:.3f} ms; {size} copied",
+                         process=label + (f": {p.name}" if p.name else ""),
+                         devices=", ".join(str(x) for x in p.devices) or "none", kernels=p.kernel_count,
+                         ms=ms(p.kernel_time_ns), size=size_text(p.memcpy_bytes))]
         if p.nvtx:
             lines.append(f"  {'NVTX range':<40} {'count':>7} {'total ms':>10}")
             for r in p.nvtx[:s.top or None]:
                 lines.append(f"  {clip(r.name, 40):<40} {r.count:>7} {ms(r.total_ns):>10.3f}")
     return "\n".join(lines)
+
+
+def _device_lines(d, threshold):
+    """The lines of one GPU: its span, busy fraction, kernels, copies and idle gaps."""
+    title = f"GPU {d.device}" + (f" ({d.name})" if d.name else "")
+    lines = ["", tr("{gpu}: process {processes}; streams {streams}", gpu=title,
+                    processes=", ".join(str(p) for p in d.processes) or "unknown",
+                    streams=", ".join(str(x) for x in d.streams)),
+             "  " + tr("GPU activity from {start:.1f} to {end:.1f} ms: span {span:.1f} ms", start=ms(d.start_ns),
+                       end=ms(d.end_ns), span=ms(d.span_ns)),
+             "  " + tr("busy fraction (kernels)  : {busy:.3f}  ({busy_ms:.1f} ms of the span; kernels + copies: "
+                       "{active:.3f})", busy=d.busy_fraction, busy_ms=ms(d.busy_ns), active=d.active_fraction),
+             "  " + tr("kernels                  : {launches} launches of {kernels} kernel(s), {total:.3f} ms in total",
+                       launches=d.kernel_count, kernels=d.kernel_names, total=ms(d.kernel_time_ns)),
+             "  " + tr("communication (NCCL)     : {share:.1%} of kernel time ({nccl:.3f} ms)", share=d.nccl_share,
+                       nccl=ms(d.nccl_time_ns))]
+    if d.top_kernels:
+        lines += ["  " + tr("top kernels by total time:")] + _kernel_table(d.top_kernels)
+    if d.memcpy:
+        lines += ["  " + tr("copies by direction:")] + _memcpy_table(d.memcpy)
+    if d.gaps:
+        share = d.gap_total_ns / d.span_ns if d.span_ns else 0.0
+        lines.append("  " + tr("idle gaps > {threshold:g} ms: {n}, {total:.1f} ms in total ({share:.0%} of the span)  "
+                               "<-- the GPU waits for the host", threshold=threshold, n=len(d.gaps),
+                               total=ms(d.gap_total_ns), share=share))
+        for g in sorted(d.gaps, key=lambda g: -g.duration_ns)[:5]:
+            lines.append("    " + tr("{duration:9.3f} ms from {start:.1f} ms (after {after}, before {before})",
+                                     duration=ms(g.duration_ns), start=ms(g.start_ns), after=g.after, before=g.before))
+        if d.host_during_gaps or d.gaps_outside_nvtx_ns:
+            parts = [f"{name} {ms(ns):.1f} ms" for name, ns in d.host_during_gaps[:5]]
+            if d.gaps_outside_nvtx_ns:
+                parts.append(tr("no NVTX range {ms:.1f} ms", ms=ms(d.gaps_outside_nvtx_ns)))
+            lines.append("    " + tr("host during the gaps (NVTX): ") + ", ".join(parts))
+    else:
+        lines.append("  " + tr("idle gaps > {threshold:g} ms: none", threshold=threshold))
+    if d.longest_gap:
+        lines.append("  " + tr("longest idle gap: {ms:.3f} ms", ms=ms(d.longest_gap.duration_ns)))
+    return lines

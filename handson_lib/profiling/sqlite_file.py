@@ -3,6 +3,7 @@
 import sqlite3
 from pathlib import Path
 
+from handson_lib.messages import tr
 from handson_lib.profiling.model import HOW_TO_EXPORT, ProfileFormatError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -51,4 +52,4 @@ def print_query(con, sql, params=(), limit=20):
     for row in shown:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
     if len(rows) > limit:
-        print(f"... (more rows; first {limit} shown)")
+        print(tr("... (more rows; first {limit} shown)", limit=limit))

@@ -23,8 +23,11 @@ the README's "At your site" steps (site_setup).
 """
 
 import re
+import textwrap
 from pathlib import Path
 
+from handson_lib.messages import in_english
+from handson_lib.sites.jobscript_linter import placeholder_rule
 from handson_lib.sites.pbs_lines import (EXERCISE_TASKS, SCRIPTS, TRAINING_SCRIPTS, job_directives, queue,
                                          request_words, resource_directives, select)
 from handson_lib.sites.site_setup import COURSE_FOLDER, at_your_site, install_commands
@@ -182,6 +185,15 @@ def exercise_path(site, kind):
     return Path("solutions") / script if site.key == DEFAULT_SITE else Path("solutions") / site.key / script
 
 
+def _group_step(site, group):
+    """Step (2) of an exercise job script: replace the group, and the rule for the placeholder in
+    the words lint and the graded check use (jobscript_linter.placeholder_rule)."""
+    with in_english():
+        rule = placeholder_rule()
+    lines = textwrap.wrap(f"(2) Replace {site.placeholder} above with {group}: {rule}.", width=96)
+    return ["# " + lines[0], *("#     " + line for line in lines[1:])]
+
+
 def exercise_script(kind, site=None):
     """solutions/[<site>/]<script>: the exercise's intro with its `# handson-site:` line and the
     resource lines between nbgrader markers (the student writes them), the rest of the #PBS lines,
@@ -207,8 +219,7 @@ def exercise_script(kind, site=None):
         *resource_directives(site, kind),
         "### END SOLUTION",
         *job_directives(site, kind),
-        f"# (2) Replace {site.placeholder} above with {group}; "
-        f"`handson jobscript lint` refuses it otherwise.",
+        *_group_step(site, group),
     ]
     _, body = split_template(kind)
     return "\n".join(intro) + "\n" + fill(body, site_values(site, kind), script)

@@ -102,8 +102,29 @@ def _env(env=None):
     return env
 
 
-def scheduler_found():
-    return bool(shutil.which("qsub") and shutil.which("qstat"))
+def scheduler_found(env=None):
+    """qsub and qstat are on PATH (whether a scheduler answers them: scheduler_answers)."""
+    path = (env or os.environ).get("PATH")
+    return bool(shutil.which("qsub", path=path) and shutil.which("qstat", path=path))
+
+
+#: Seconds a notebook waits for `qstat` to answer before it submits: a Slurm client retries a
+#: controller it cannot reach for about 10 s before it gives up.
+PROBE_TIMEOUT_S = 20
+
+
+def scheduler_answers(env=None, timeout=PROBE_TIMEOUT_S):
+    """Whether a scheduler answers here: qsub and qstat on PATH, and `qstat` exits 0 in time.
+    Slurm's PBS commands installed where no controller runs are on PATH but reach none (they print
+    `fatal: Could not establish a configuration source`): that is no scheduler either."""
+    env = _env(env)
+    if not scheduler_found(env):
+        return False
+    try:
+        result = subprocess.run(["qstat"], capture_output=True, text=True, timeout=timeout, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0
 
 
 def refusal_message(output):

@@ -8,8 +8,10 @@ the line itself). It refuses what qsub would accept but the job would get wrong,
 scheduler would refuse only after a wait in the queue:
 
 - a placeholder left in (the course's `gt00`, the seed's `pz0xxx`, `xx00`, `<group>`,
-  `YOUR_GROUP`, ABCI's `-P grpname`) -- with `template=True` (`--template`) this one is a warning,
-  for the site templates in jobscripts/ that are shipped with the placeholder;
+  `YOUR_GROUP`, ABCI's `-P grpname`): an error before qsub that costs no point in the graded
+  check (`placeholder_rule`, said the same way everywhere); with `template=True` (`--template`,
+  for the site templates in jobscripts/ that are shipped with the placeholder) it is listed as a
+  warning;
 - a student skeleton whose resource lines are still `# PUT YOUR CODE HERE`;
 - an impossible request: more MPI processes per node than the node has GPUs, a walltime over
   the queue's limit, an unknown queue, more nodes than the queue allows, a malformed
@@ -48,7 +50,7 @@ from pathlib import Path
 
 from handson_lib.messages import tr
 from handson_lib.sites.jobscript_linter import (LINT_RULES, Finding, check_before_submit, errors, lint,
-                                                lint_file, placeholder_reason)
+                                                lint_file, placeholder_reason, placeholder_rule)
 from handson_lib.sites.jobscript_local import LocalJob, job_environment, local_nodefile_lines, run_main
 from handson_lib.sites.jobscript_parser import (LARGEST_SCRIPT, JobRequest, header_end, parse_request,
                                                 parse_select, read_script, site_for_path, site_for_script,
@@ -59,7 +61,8 @@ from handson_lib.sites.table import DEFAULT_SITE, SITES, get_site, parse_walltim
 #: the parser, the linter and the local runner.
 __all__ = ["LARGEST_SCRIPT", "LINT_RULES", "Finding", "JobRequest", "LocalJob", "check_before_submit", "errors",
            "get_site", "header_end", "job_environment", "lint", "lint_file", "lint_main", "local_nodefile_lines",
-           "parse_request", "parse_select", "parse_walltime", "placeholder_reason", "read_script", "run_main",
+           "parse_request", "parse_select", "parse_walltime", "placeholder_reason", "placeholder_rule", "read_script",
+           "run_main",
            "site_for_path", "site_for_script", "too_large", "add_lint_arguments", "add_run_arguments",
            "lint_command", "run_command"]
 

@@ -58,6 +58,13 @@ _PLACEHOLDER_PATTERNS = [
 ]
 
 
+def placeholder_rule():
+    """The one rule for a placeholder group, in the reader's language, in the words that lint, the
+    graded check (checking.jobscripts), the exercise job scripts' comment (sites.generate) and
+    notebook 01 all use (issue 49: they called it an error, a warning and "only a warning")."""
+    return tr("left in, the placeholder group is an error before qsub but costs no point in the graded check")
+
+
 def placeholder_reason(value):
     """Why `value` looks like a placeholder group/project (in the reader's language), or None."""
     value = (value or "").strip()
@@ -258,7 +265,12 @@ def rule_select_limits(ctx):
                        "(mpiprocs={most}, and more nodes for more ranks)", mpiprocs=chunk.mpiprocs, node=node,
                        gpus=_gpus(gpus), most=gpus))
         ngpus = chunk.resources.get("ngpus")
-        if ngpus is not None and int(ngpus) > gpus:
+        if ngpus is not None and not site.ngpus_resource:
+            ctx.add(line, "error", "ngpus",
+                    tr("`ngpus={ngpus}`: on {site} a chunk of `select` is a node, and its {gpus} come with it; "
+                       "leave `ngpus` out (`select=N:mpiprocs=M` asks for N nodes)", ngpus=ngpus, site=site.title,
+                       gpus=_gpus(gpus)))
+        elif ngpus is not None and int(ngpus) > gpus:
             ctx.add(line, "error", "ngpus",
                     tr("ngpus={ngpus} but a {site} node has {gpus}", ngpus=ngpus, site=site.title, gpus=gpus))
         if chunk.mpiprocs == 0 and len(req.select) == 1:
@@ -311,9 +323,10 @@ def _group_rule(ctx, own, other, how):
     if why:
         ctx.add(req.lines[own_field], "warning" if ctx.template else "error", "placeholder",
                 tr("group `{value}` is a placeholder ({why}): replace it with your own group (`id -ng` on the "
-                   "login node) before qsub", value=value, why=why) if site.group == "group_list" else
-                tr("group `{value}` is a placeholder ({why}): replace it with your own group before qsub",
-                   value=value, why=why))
+                   "login node); {rule}", value=value, why=why, rule=placeholder_rule())
+                if site.group == "group_list" else
+                tr("group `{value}` is a placeholder ({why}): replace it with your own group; {rule}",
+                   value=value, why=why, rule=placeholder_rule()))
 
 
 def rule_job_name(ctx):

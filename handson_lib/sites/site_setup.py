@@ -135,8 +135,8 @@ AT_YOUR_SITE = {
                   "   を使います（出力は `multi_node.o<ジョブ ID>`）。",
         "mpi_words": "と、Open MPI の wheel の代わりにサイトの MPI でビルドした mpi4py（wheel の `mpiexec` は\n"
                      "   スケジューラもインターコネクトも知りません）",
-        "runs_many": "GPU 0 だけで 1 回、次にノードの {gpus} 個の GPU すべてで 1 回",
-        "runs_one": "ノードの 1 個の GPU で 1 回だけ（ここではタスク#1 で加える 2 個目の GPU がありません）",
+        "runs_many": "GPU 0 だけで 1 回、次にノードの GPU {gpus} 枚すべてで 1 回",
+        "runs_one": "ノードの GPU 1 枚で 1 回だけ（ここではタスク#1 で加える 2 枚目の GPU がありません）",
         "group_list": "自分のグループ名（`id -ng`）",
         "P": "自分の ABCI グループ名（ログインノードで `groups`）",
         "modules": "`{line}`",

@@ -149,6 +149,10 @@ class Site:
     queues: dict                # name -> Queue
     thresholds: Thresholds
     scripts: JobScripts = None  # None: no generated job scripts (the local site)
+    #: whether a `select` chunk may ask for GPUs (`ngpus=G`); False: a chunk is a whole node (or
+    #: the queue's share of one) and its GPUs come with it, so `ngpus` is a mistake (the course's
+    #: assumption for the PBS Pro sites of the table, from their guides' job scripts)
+    ngpus_resource: bool = False
 
 
 def ranks_per_node(site, kind):
@@ -274,7 +278,7 @@ SITES = {
             })),
     "cloud": Site(
         key="cloud", title="hostfile cloud cluster (seed 001)", scheduler="none, or OpenPBS", gpus=4,
-        gpu_model="TITAN X (Pascal)", group=None, placeholder=None, mpi=("hostfile", "ppr"),
+        gpu_model="TITAN X (Pascal)", group=None, placeholder=None, mpi=("hostfile", "ppr"), ngpus_resource=True,
         queue_required=False, profiler="nsys", home="HOME shared over NFS",
         queues=_queues(4, ("workq", 4, "24:00:00")),         # OpenPBS's default queue, if one runs
         thresholds=RESERVED_GPU,
@@ -362,10 +366,19 @@ def where_tasks_run():
     return rows
 
 
+def _shown(words):
+    """A site table's words (a title, a scheduler) in the reader's language: the sites' names
+    stay; the few words around them are translated."""
+    shown = {"hostfile cloud cluster (seed 001)": lambda: tr("hostfile cloud cluster (seed 001)"),
+             "none, or OpenPBS": lambda: tr("none, or OpenPBS")}
+    return shown[words]() if words in shown else words
+
+
 def print_where_tasks_run(print_fn=print):
     for row in where_tasks_run():
         task1 = (tr("Task #1 on {gpus} GPUs of one node", gpus=row["task1_gpus"]) if row["task1_gpus"]
                  else tr("Task #1: one GPU per node, no second GPU to add"))
-        print_fn(f"{row['site']}: {row['gpus']}, {row['scheduler']} ({row['submit']}), {row['profiler']}")
+        print_fn(f"{_shown(row['site'])}: {row['gpus']}, {_shown(row['scheduler'])} ({row['submit']}), "
+                 f"{row['profiler']}")
         print_fn(f"  {task1}")
         print_fn("  " + tr("Task #2 on {ranks} ranks of {nodes} nodes", ranks=row["task2_ranks"], nodes=row["task2_nodes"]))

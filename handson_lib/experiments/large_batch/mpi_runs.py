@@ -3,8 +3,10 @@ pure_nccl-only options, a short pure_nccl training, multi-node batch normalizati
 results read back and printed."""
 
 import json
+import unicodedata
 
 from handson_lib import launch
+from handson_lib.messages import tr
 from handson_lib.experiments.large_batch.worker import RESULT_TAG
 
 def _parse(mpi_result, what):
@@ -26,9 +28,9 @@ def try_gpu_options(timeout=120):
 
 def print_gpu_options(probe, print_fn=print):
     for attempt in probe["attempts"]:
-        print_fn(f"{attempt['call']}\n    -> {'works here' if attempt['ok'] else attempt['error']}")
+        print_fn(f"{attempt['call']}\n    -> {tr('works here') if attempt['ok'] else attempt['error']}")
     if not probe["gpus"]:
-        print_fn(f"(no GPU on this host: {probe['no_gpu_reason']})")
+        print_fn(tr("(no GPU on this host: {reason})", reason=probe["no_gpu_reason"]))
 
 
 def run_gpu_options(ranks=1, iterations=30, timeout=600):
@@ -55,13 +57,20 @@ def bn_compare(ranks=2, local_batch=4, channels=3, seed=0, timeout=120):
 
 def print_bn_compare(result, channel=0, print_fn=print):
     """One table row per rank: the mean / variance each BN used for one channel."""
-    print_fn(f"channel {channel}; {len(result['ranks'])} ranks x {result['local_batch']} rows")
+    print_fn(tr("channel {channel}; {ranks} ranks x {rows} rows", channel=channel, ranks=len(result["ranks"]),
+                rows=result["local_batch"]))
     print_fn(f"{'':34s} {'mean':>9s} {'var':>9s}")
     for row in result["ranks"]:
         for key, label in (("local_bn", "BatchNormalization"),
                            ("multi_node_bn", "MultiNodeBatchNormalization")):
             stats = row[key]
-            print_fn(f"rank {row['rank']} {label:27s} {stats['mean'][channel]:9.4f} "
-                     f"{stats['var'][channel]:9.4f}")
+            print_fn(f"{_padded(tr('rank {rank}', rank=row['rank']) + ' ' + label, 34)} "
+                     f"{stats['mean'][channel]:9.4f} {stats['var'][channel]:9.4f}")
     stats = result["single_process"]
-    print_fn(f"{'1 process, the whole batch':34s} {stats['mean'][channel]:9.4f} {stats['var'][channel]:9.4f}")
+    print_fn(f"{_padded(tr('1 process, the whole batch'), 34)} {stats['mean'][channel]:9.4f} "
+             f"{stats['var'][channel]:9.4f}")
+
+
+def _padded(text, width):
+    """`text` padded to `width` terminal columns (a Japanese character takes two)."""
+    return text + " " * max(width - sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text), 0)

@@ -2,6 +2,7 @@
 rounded to FP16, or one step stale), to see what they do to accuracy, not to speed."""
 
 import statistics
+import unicodedata
 
 from handson_lib import data
 from handson_lib.experiments.large_batch.schedules import check_positive
@@ -41,6 +42,17 @@ class _OneStepStaleGrads:
         self.previous = current
 
 
+#: The variants as the reader reads them (the results keep the English names).
+_SHOWN = {"FP32 gradients": lambda: tr("FP32 gradients"),
+          "FP16-rounded gradients": lambda: tr("FP16-rounded gradients"),
+          "1-step stale gradients": lambda: tr("1-step stale gradients")}
+
+
+def _columns(text):
+    """Terminal columns of `text`: a Japanese character takes two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
 def simulate_gpu_options(lr, batch=128, epochs=10, seeds=(0,), dataset="digits", hidden_units=100,
                          threads=1, print_fn=None):
     """Test accuracy with plain FP32 gradients, gradients rounded to FP16 (what FP16 allreduce
@@ -65,7 +77,8 @@ def simulate_gpu_options(lr, batch=128, epochs=10, seeds=(0,), dataset="digits",
                                   optimizer_hook=hook() if hook else None)} for seed in seeds]
         runs += mine
         accuracy[name] = statistics.mean(r["accuracy"] for r in mine)
-        say(f"  {name:24s} {accuracy[name] * 100:5.1f} %")
+        shown = _SHOWN[name]()
+        say(f"  {shown}{' ' * max(24 - _columns(shown), 0)} {accuracy[name] * 100:5.1f} %")
     return {"accuracy": accuracy,
             "runs": runs, "config": {"batch": batch, "epochs": epochs, "lr": lr, "seeds": seeds,
                                      "dataset": info.description}}

@@ -3,6 +3,8 @@
 
 import dataclasses
 
+from handson_lib.messages import tr
+
 BATCH_FACTOR = 4            # the talk: batch x4 in FP32 (x8 in FP16)
 
 WORKSPACE_BYTES = 512 * 1024 * 1024   # the talk's chainer.cuda.set_max_workspace_size(512*1024*1024)
@@ -30,7 +32,7 @@ class Lever:
     needs_gpu: bool
     talk_lines: tuple
     lines: tuple
-    what: str
+    what: object                      # () -> what it does, in the reader's language
     apply: object                     # function(RunConfig) -> None
     carried_on_cpu: bool = True       # kept in the later cumulative steps on a CPU
 
@@ -66,13 +68,13 @@ LEVERS = (
     Lever("cudnn", "cuDNN", True,
           ("pip install cupy-cuda92   # the CuPy wheel that bundles cuDNN",),
           ("chainer.global_config.use_cudnn = 'always'   # the baseline ran with 'never'",),
-          "convolutions by cuDNN instead of CuPy's im2col + GEMM", _apply_cudnn),
+          lambda: tr("convolutions by cuDNN instead of CuPy's im2col + GEMM"), _apply_cudnn),
     Lever("autotune", "autotune", True,
           ("chainer.global_config.autotune = True",
            "chainer.cuda.set_max_workspace_size(512*1024*1024)"),
           ("chainer.global_config.autotune = True",
            "chainer.cuda.set_max_workspace_size(512 * 1024 * 1024)"),
-          "cuDNN tries every convolution algorithm once and keeps the fastest", _apply_autotune),
+          lambda: tr("cuDNN tries every convolution algorithm once and keeps the fastest"), _apply_autotune),
     Lever("fp16", "FP16", False,
           ("chainer.global_config.dtype = np.dtype('float16')",
            "# and preprocessing forced to float32 (NumPy float16 is slow)"),
@@ -81,26 +83,26 @@ LEVERS = (
            "optimizer.use_fp32_update()   # fp32 master copy of the weights",
            "chainer.global_config.use_cudnn_tensor_core = 'always'   # GPU, compute capability >= 7.0",
            "# the loader stays float32; the converter casts each batch"),
-          "float16 weights and activations; TensorCores on a GPU, plain NumPy on a CPU",
+          lambda: tr("float16 weights and activations; TensorCores on a GPU, plain NumPy on a CPU"),
           _apply_fp16, carried_on_cpu=False),
     Lever("multiprocess", "MultiprocessIterator", False,
           ("train_iter = chainer.iterators.MultiprocessIterator(",
            "    train, args.batchsize, n_processes=16)"),
           ("train_iter = chainer.iterators.MultiprocessIterator(",
            "    train, batchsize, n_processes=n_processes)"),
-          "loading and augmentation in worker processes, prefetched while the model trains",
+          lambda: tr("loading and augmentation in worker processes, prefetched while the model trains"),
           _apply_multiprocess),
     Lever("static_graph", "static_graph", False,
           ("@static_graph   # on the model's forward",),
           ("from chainer.graph_optimizations.static_graph import static_graph",
            "@static_graph   # on the model's forward"),
-          "the first iteration records a schedule; later ones replay it with less Python overhead",
+          lambda: tr("the first iteration records a schedule; later ones replay it with less Python overhead"),
           _apply_static_graph),
     Lever("batch", f"batch x{BATCH_FACTOR}", False,
           ("# batchsize x4 (FP32) or x8 (FP16); raise the learning rate by the same ratio",),
           (f"batchsize *= {BATCH_FACTOR}",
            f"lr *= {BATCH_FACTOR}   # linear scaling rule (seed 003)"),
-          "more images per iteration: fixed per-iteration costs are shared by more images",
+          lambda: tr("more images per iteration: fixed per-iteration costs are shared by more images"),
           _apply_batch),
 )
 
@@ -143,10 +145,10 @@ def describe_levers(print_fn=print):
     """Each lever: what it does, the talk's lines and the lines run here. Which levers need a GPU
     is left out: notebook 05 asks it."""
     for lever in LEVERS:
-        print_fn(f"+ {lever.title}: {lever.what}")
-        print_fn("    talk:")
+        print_fn(f"+ {lever.title}: {lever.what()}")
+        print_fn("    " + tr("talk:"))
         for line in lever.talk_lines:
             print_fn(f"      {line}")
-        print_fn("    here (Chainer 7.8.1):")
+        print_fn("    " + tr("here (Chainer 7.8.1):"))
         for line in lever.lines:
             print_fn(f"      {line}")

@@ -23,7 +23,11 @@ SHOWN_TEXTS = (
     (r"TensorCore: compute capability (?P<capability>\S+) < 7\.0: not applied",
      lambda capability: tr("TensorCore: compute capability {capability} < 7.0: not applied",
                            capability=capability)),
-    # the talk's notes (TALK_STEPS)
+    # the talk's source and notes (TALK_SOURCE, TALK_STEPS)
+    (r"seed 004: GTC Japan 2018 talk \"Optimizing Deep Learning with Chainer\" \(Preferred Networks\); ResNet-50, "
+     r"ImageNet, one Tesla V100, batch 32",
+     lambda: tr("seed 004: GTC Japan 2018 talk \"Optimizing Deep Learning with Chainer\" (Preferred Networks); "
+                "ResNet-50, ImageNet, one Tesla V100, batch 32")),
     (r"slower: fp16 preprocessing in NumPy", lambda: tr("slower: fp16 preprocessing in NumPy")),
     (r"the fix: preprocess in float32", lambda: tr("the fix: preprocess in float32")),
     (r"FP32 reference: (?P<rate>\S+)", lambda rate: tr("FP32 reference: {rate}", rate=rate)),
