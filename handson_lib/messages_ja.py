@@ -53,9 +53,9 @@ MESSAGES = {
         '捕捉されない {error} が発生しました。どのランクも待ち続けないよう、全 {size} ランクを中止します（MPI_Abort）:',
     # ---- handson_lib/verdicts/ and the grader's replay (what the run trained, set beside the grader's)
     "Replaying the training on the grader's side (the same data, seed and {n} workers) ...":
-        '採点側で学習を再現しています（同じデータ、同じシード、ワーカー {n} 個）...',
+        '採点側で学習を再現しています（同じデータ、同じ乱数シード、ワーカー {n} 個）...',
     "Replaying the training on the grader's side (the same data, seed and {np} ranks) ...":
-        '採点側で学習を再現しています（同じデータ、同じシード、{np} ランク）...',
+        '採点側で学習を再現しています（同じデータ、同じ乱数シード、{np} ランク）...',
     "{script} imports {modules}, which lie(s) beside it: only the assignment's files are graded, and the grader "
     "runs {script} alone. Put that code into the script itself":
         '{script} は同じフォルダーにある {modules} を import しています: 採点されるのは課題のファイルだけで、採点では {script} '
@@ -121,8 +121,6 @@ MESSAGES = {
         '{width} ランク',
     '{width} workers':
         'ワーカー {width} 個',
-    'ranks':
-        'ランク',
     'workers':
         'ワーカー',
     'not shown by what the run trained ({why}); "{cause}" says why: {fix}':
@@ -278,16 +276,35 @@ MESSAGES = {
         '計測されたイテレーションがありません（実行が短すぎませんか？）',
     "{rate:.1f} images/s = {ratio:.2f} x the reference's {reference:.1f} measured just before (needed >= {needed:.2f})":
         '{rate:.1f} images/s = 直前に計測した模範解答の {reference:.1f} の {ratio:.2f} 倍（必要: {needed:.2f} 以上）',
-    '{what}: {speedup:.2f}x your own {baseline}, your own steps on 1 timed in turn with those on {n}: in the median '
+    '{what}: {speedup:.2f}x your own {baseline}, your own steps on 1 and {on_n} timed in turn: in the median '
     'pair, {fast:.1f} vs {slow:.1f} images/s (spread {low:.2f}-{high:.2f}; needed >= {needed:.2f} on site {site})':
-        '{what}: あなた自身の{baseline}の {speedup:.2f} 倍。1 でのステップと {n} でのステップを交互に計測し、比が中央値の組では '
-        '{fast:.1f} 対 {slow:.1f} images/s（ばらつき {low:.2f}-{high:.2f}。サイト {site} では {needed:.2f} 以上が必要）',
+        '{what}: あなた自身の{baseline}の {speedup:.2f} 倍。あなたの 1 つでのステップと{on_n}のステップを交互に計測し、比が'
+        '中央値の組では {fast:.1f} 対 {slow:.1f} images/s（ばらつき {low:.2f}-{high:.2f}。サイト {site} では {needed:.2f} '
+        '以上が必要）',
+    'on {n} devices':
+        '{n} デバイスで',
+    'on {np} ranks':
+        '{np} ランクで',
     "; the machine's load meanwhile: {load:.1f} on {cores} cores (`uptime`)":
         '。計測中のマシンの負荷は {cores} コアに対して {load:.1f}（`uptime`）',
-    ': your steps on {n} got only {got:.2f} times the CPU of your steps on 1, so per CPU they used they train '
+    ': your steps {on_n} got only {got:.2f} times the CPU of your steps on 1, so per CPU they used they train '
     '{judged:.2f}x as fast (judged so: the load, not your script, held them back)':
-        ': {n} でのステップが得た CPU は 1 でのステップの {got:.2f} 倍だけでした。使った CPU あたりでは {judged:.2f} 倍の速さで'
-        '学習しています（この値で判定します: 遅らせたのはあなたのスクリプトではなく負荷です）',
+        ': {on_n}のステップが得た CPU は、1 つのときのステップの {got:.2f} 倍だけでした。使った CPU あたりでは {judged:.2f} 倍の'
+        '速さで学習しています（この値で判定します: 遅らせたのはあなたのスクリプトではなく負荷です）',
+    ', ':
+        '、',
+    '>= {floor:.2f}: {share:.0%}':
+        '{floor:.2f} 以上: {share:.0%}',
+    'CuPy is not available ({error})':
+        'CuPy を使えません（{error}）',
+    'CUDA fails ({error})':
+        'CUDA が失敗します（{error}）',
+    'CUDA fails (counting GPUs: {error})':
+        'CUDA が失敗します（GPU を数えるとき: {error}）',
+    'cupy.cuda.nccl does not import ({error})':
+        'cupy.cuda.nccl を import できません（{error}）',
+    '{n} GPU(s), NCCL available':
+        'GPU {n} 枚、NCCL を使えます',
     '. A busy machine slows the run on more workers most: check again when it is quieter (`uptime` below {cores}); '
     "the grader times your steps in turn with the reference's, so there a load weighs on both alike":
         '。マシンが混んでいると、ワーカーの多い実行ほど遅くなります。マシンが空いているとき（`uptime` が {cores} 未満）に'

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from typing import NamedTuple
 
+from handson_lib.messages import tr
+
 #: What `nccl_library()` says when cupy.cuda.nccl imports without its library (BRIEF section 5).
 NCCL_NOT_LOADED = ("cupy.cuda.nccl imports but cupy.cuda.nccl.available is False (libnccl not "
                    "loaded; `pip install nvidia-nccl-cu12` for CuPy >= 13.5)")
@@ -48,11 +50,11 @@ def gpu_count():
     """GpuCount: the CUDA devices CuPy sees, and why there are none. Never raises."""
     cupy, error = import_cupy()
     if cupy is None:
-        return GpuCount(0, f"CuPy is not available ({error})")
+        return GpuCount(0, tr("CuPy is not available ({error})", error=error))
     try:
         count = int(importlib.import_module("cupy.cuda.runtime").getDeviceCount())
     except Exception as err:  # no driver, driver too old, no device node: CUDA fails
-        return GpuCount(0, f"CUDA fails ({describe_error(err)})")
+        return GpuCount(0, tr("CUDA fails ({error})", error=describe_error(err)))
     if count < 1:
         return GpuCount(0, "no CUDA device (getDeviceCount() == 0)")
     return GpuCount(count, "")
@@ -76,15 +78,15 @@ def gpu_count_apart(timeout=120):
     workers. Never raises."""
     cupy, error = import_cupy()     # importing CuPy initialises nothing
     if cupy is None:
-        return GpuCount(0, f"CuPy is not available ({error})")
+        return GpuCount(0, tr("CuPy is not available ({error})", error=error))
     try:
         out = subprocess.run([sys.executable, "-c", _COUNT_IN_CHILD], capture_output=True, text=True,
                              timeout=timeout, stdin=subprocess.DEVNULL).stdout.strip().splitlines()
     except (OSError, subprocess.TimeoutExpired) as err:
-        return GpuCount(0, f"CUDA fails (counting GPUs: {describe_error(err)})")
+        return GpuCount(0, tr("CUDA fails (counting GPUs: {error})", error=describe_error(err)))
     last = out[-1] if out else "error no answer"
     if last.startswith("error"):
-        return GpuCount(0, f"CUDA fails ({last[len('error '):]})")
+        return GpuCount(0, tr("CUDA fails ({error})", error=last[len('error '):]))
     count = int(last)
     return GpuCount(count, "") if count > 0 else GpuCount(0, "no CUDA device (getDeviceCount() == 0)")
 
@@ -96,11 +98,11 @@ def nccl_library():
     `AttributeError: ... get_unique_id`: only `cupy.cuda.nccl.available` tells."""
     cupy, error = import_cupy()
     if cupy is None:
-        return NcclLibrary(False, f"CuPy is not available ({error})")
+        return NcclLibrary(False, tr("CuPy is not available ({error})", error=error))
     try:
         nccl = importlib.import_module("cupy.cuda.nccl")
     except Exception as err:
-        return NcclLibrary(False, f"cupy.cuda.nccl does not import ({describe_error(err)})")
+        return NcclLibrary(False, tr("cupy.cuda.nccl does not import ({error})", error=describe_error(err)))
     if not getattr(nccl, "available", False):
         return NcclLibrary(False, NCCL_NOT_LOADED)
     try:
@@ -118,4 +120,4 @@ def nccl_status(count=gpu_count):
     gpus = count()
     if gpus.count < 1:
         return False, gpus.reason
-    return True, f"{gpus.count} GPU(s), NCCL available"
+    return True, tr("{n} GPU(s), NCCL available", n=gpus.count)

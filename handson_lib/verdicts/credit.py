@@ -36,7 +36,8 @@ def throughput_credit(report, points, print_fn=print):
         print_fn(RATIO_TAG + " " + " ".join(f"{c.name.split()[0]}={c.value if c.value is not None else 'nan'}"
                                             for c in speed))
     measure = tr("ratio to the reference") if report.against == "reference" else tr("speed-up over your own run")
-    bands_text = f"{measure} " + ", ".join(f">= {floor:.2f}: {share:.0%}" for floor, share in bands)
+    bands_text = measure + " " + tr(", ").join(tr(">= {floor:.2f}: {share:.0%}", floor=floor, share=share)
+                                               for floor, share in bands)
     for check, share in zip(speed, shares):
         print_fn(tr("{line}  -> {share:.0%} of the points (bands {bands})", line=check.line(), share=share,
                     bands=bands_text))

@@ -127,11 +127,12 @@ def self_speed_verdict(report, name, timed, n, devices, rules):
     needed = rules.speedup_bands[0][0]
     what = tr("{n} workers", n=n) if devices else tr("{np} ranks", np=n)
     baseline_name = tr("1-device run") if devices else tr("1-rank run")
+    on_n = tr("on {n} devices", n=n) if devices else tr("on {np} ranks", np=n)
     speedup, blocks = timed.ratio, timed.block_ratios()
     fast, slow = timed.median_pair_rates()
-    line = tr("{what}: {speedup:.2f}x your own {baseline}, your own steps on 1 timed in turn with those on {n}: in the "
+    line = tr("{what}: {speedup:.2f}x your own {baseline}, your own steps on 1 and {on_n} timed in turn: in the "
               "median pair, {fast:.1f} vs {slow:.1f} images/s (spread {low:.2f}-{high:.2f}; needed >= {needed:.2f} on "
-              "site {site})", what=what, speedup=speedup, baseline=baseline_name, n=n, fast=fast, slow=slow,
+              "site {site})", what=what, speedup=speedup, baseline=baseline_name, on_n=on_n, fast=fast, slow=slow,
               low=min(blocks), high=max(blocks), needed=needed, site=rules.site)
     progress = timed.progress or {}
     load, cores = progress.get("load"), progress.get("cores")
@@ -142,9 +143,9 @@ def self_speed_verdict(report, name, timed, n, devices, rules):
     busy = _busy(timed, rules)
     if busy and got and got < rules.load_limited_share * n:
         judged = min(float(n), speedup * n / got)   # never past n workers' worth
-        line += tr(": your steps on {n} got only {got:.2f} times the CPU of your steps on 1, so per CPU they used "
+        line += tr(": your steps {on_n} got only {got:.2f} times the CPU of your steps on 1, so per CPU they used "
                    "they train {judged:.2f}x as fast (judged so: the load, not your script, held them back)",
-                   n=n, got=got, judged=judged)
+                   on_n=on_n, got=got, judged=judged)
     if judged < needed and busy:
         line += tr(". A busy machine slows the run on more workers most: check again when it is quieter (`uptime` "
                    "below {cores}); the grader times your steps in turn with the reference's, so there a load weighs "
