@@ -26,7 +26,7 @@ def test_the_settings_cross_to_another_process_and_read_back_the_same():
                             cell_timeout=45.5, reference_cache="/session/shared", session="/session",
                             profile_log="/session/s1/profile.jsonl", plot_reports=False)
     every = Settings(**{f.name: "x" for f in Settings._declared() if f.metadata["kind"] == "text"},
-                     slot_held=True, observe_phases=True, grader=grader)
+                     slot_held=True, observe_phases=True, observe_snapshots=(3, 31, 32, 33), grader=grader)
     env = every.to_env()
     assert set(env) == set(settings.VARIABLES.values())
     assert Settings.from_env(env) == every and every.grader.autograding
@@ -45,7 +45,7 @@ def test_a_session_is_what_means_under_the_autograder_not_a_cache():
 
 
 @pytest.mark.parametrize("variable, text", [("HANDSON_RUN_TIMEOUT", "ten"), ("HANDSON_CELL_TIMEOUT", "-5"),
-                                            ("HANDSON_RUN_TIMEOUT", "0")])
+                                            ("HANDSON_RUN_TIMEOUT", "0"), ("HANDSON_OBSERVE_SNAPSHOTS", "3,x")])
 def test_a_bad_value_is_a_clear_error_naming_the_variable(variable, text):
     with pytest.raises(SettingsError, match=variable):
         Settings.from_env({variable: text})
