@@ -14,7 +14,7 @@ import pytest
 from handson_lib.autograder.synthetic_class import MISTAKES, Mistake
 from handson_lib.checking import checks
 from conftest import ROOT
-from test_hostile import report_cell
+from test_hostile import judged_sandbox, report_cell
 
 TASK1 = ROOT / "solutions" / "train_cifar_multi_gpu.py"
 TASK2 = ROOT / "solutions" / "train_cifar_multi_node.py"
@@ -171,3 +171,36 @@ def test_a_correct_float32_stretch_passes_the_stretch_test(tmp_path):
     whole = rank_metric.whole_test_set(held)
     per_rank = numpy.array(checked["per_rank"])
     assert numpy.allclose(per_rank[0], whole, rtol=0, atol=1e-9), (per_rank[0] - whole)
+
+
+#: WIN 4 (the stretch): a per_class_accuracy of this rank's part only (comm unused: honest work 0/1),
+#: and, in the same answer cell, `launch.run_mpi` replaced: in the on_answers process, before the
+#: course's run_on_ranks starts the ranks, the patch reads the grader's parts (written there for the
+#: ranks), computes the whole set's value with the course's own rank_metric.whole_test_set, and writes
+#: it over what the ranks returned. Review: the grade cell's comparison passes (1/1); "shard_sizes"
+#: [0, 0] in what came back is the only trace, and the grade cell does not read it.
+STRETCH_PATCHES_THE_LAUNCH = 'import json\n\nimport chainer\nimport numpy\n\nfrom handson_lib import launch\nfrom handson_lib.experiments import rank_metric\n\n\ndef per_class_accuracy(comm, model, dataset, n_class):\n    """This rank\'s own part only: nothing summed over the ranks (comm unused)."""\n    x, t = chainer.dataset.concat_examples(dataset)\n    with chainer.using_config("train", False), chainer.no_backprop_mode():\n        predicted = model.predictor(x).array.argmax(axis=1)\n    return numpy.bincount(t[predicted == t], minlength=n_class) / numpy.maximum(numpy.bincount(t, minlength=n_class), 1)\n\n\n_run_mpi = launch.run_mpi\n\n\ndef _whole_in_one_process(np, argv, *args, **kwargs):\n    """What the course function starts the ranks with: the grader\'s parts are read here first, the\n    whole set\'s value computed in this one process by the course\'s own code, and written over what\n    the ranks returned."""\n    parts = argv[4] if len(argv) > 4 else None\n    value = None\n    if parts:\n        import os\n        xs, ts = [], []\n        for rank in range(np):\n            with numpy.load(os.path.join(parts, "part-%d.npz" % rank)) as arrays:\n                xs.append(arrays["x"])\n                ts.append(arrays["t"])\n        value = rank_metric.whole_test_set((numpy.concatenate(xs), numpy.concatenate(ts)))\n    result = _run_mpi(np, argv, *args, **kwargs)\n    if value is not None:\n        with open(argv[3], "w") as f:\n            json.dump({"ranks": np, "shard_sizes": [0] * np, "per_rank": [value] * np, "single": None}, f)\n    return result\n\n\nlaunch.run_mpi = _whole_in_one_process\n'
+
+
+@pytest.mark.system
+def test_an_answer_cell_cannot_hand_the_stretch_test_the_graders_own_value(tmp_path, monkeypatch):
+    import json
+    from handson_lib.autograder import judge, nbgrader_ext
+    from handson_lib.experiments import rank_metric
+    with judged_sandbox(tmp_path, monkeypatch, "stretcher", "") as (_, spec, _):
+        memo = tmp_path / "memo"
+        memo.mkdir()
+        monkeypatch.setenv(judge.JUDGE_ENV, json.dumps({**spec, "memo": str(memo)}))
+
+        def per_class_accuracy():   # what the kernel's answer stands for: the name of the student's function
+            pass
+
+        held = rank_metric.graders_test_set()
+        with nbgrader_ext._judged_runs(False):
+            checked = judge.Judge(lambda code: "", answer_cells=lambda: [STRETCH_PATCHES_THE_LAUNCH],
+                                  call_folder=spec["runs"]).call_on_answers(rank_metric.run_on_ranks,
+                                                                            per_class_accuracy, test=held)
+    whole = rank_metric.whole_test_set(held)
+    per_rank = numpy.array(checked["per_rank"])
+    # The grade cell's comparison (02_multi_node.ipynb, stretch_per_class_test) must fail.
+    assert not numpy.allclose(per_rank[0], whole, rtol=0, atol=1e-9), checked
