@@ -104,6 +104,8 @@ def run_on_ranks(function, np=2, timeout=180, test=None):
         if test is not None:
             parts = Path(folder) / "parts"
             parts.mkdir()
+            if launch.wrapped():   # the ranks, as the grading account, remove their parts
+                parts.chmod(0o777)
             for rank, (x, t) in enumerate(_parts(test, np)):
                 numpy.savez(parts / f"part-{rank}.npz", x=x.astype(numpy.float32), t=t.astype(numpy.int32))
             argv.append(str(parts))
