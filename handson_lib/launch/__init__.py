@@ -468,7 +468,8 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, 
     if stalled:
         output += "\n[watchdog] " + tr(
             "stopped after {seconds:.0f} s: no training iteration for {stall:.0f} s (deadlock or infinite "
-            "loop?); {killed} process(es) stopped", seconds=time.monotonic() - started, stall=progress.stall,
+            "loop?); {killed} process(es) stopped", seconds=time.monotonic() - started,
+            stall=progress.stalled_after or progress.stall,
             killed=len(killed)) + "\n"
     elif over_cpu:
         output += "\n[watchdog] " + tr(
