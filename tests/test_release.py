@@ -3,8 +3,8 @@ no answer.
 
 The edition is built into a temporary folder (slow tier: what it holds and lists). The tests that
 need it set up, with its own `make setup` into a fresh venv (from PyPI; pip's wheel cache makes
-later runs quick), judge the student's own speed-ups in the site's bands, so they are timed: the
-edition is set up once per test-all, in the timed pass. The answers (solution cells of
+later runs quick), judge the student's own speed-ups in the site's bands, per CPU used where the
+machine's load held the steps back: they run beside the other tests, as on a busy laptop. The answers (solution cells of
 solutions/*.ipynb by grade id, the solved scripts) are filled into a COPY of the edition, so the
 edition itself never holds them.
 """
