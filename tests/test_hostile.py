@@ -532,6 +532,7 @@ def test_only_the_paired_timing_sees_the_reference_solution(tmp_path, monkeypatc
                                                                               "READ PermissionError"), seen
 
 
+@pytest.mark.system
 def test_each_side_of_the_paired_timing_has_a_cpu_quota_of_its_cores(tmp_path, monkeypatch):
     """Issue 47: a submission's side of the paired timing may not use more cores than the reference's
     side: each runs in a cpu cgroup whose quota is as many cores as its step keeps busy (a burner or
