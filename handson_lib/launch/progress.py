@@ -41,6 +41,14 @@ class Ticker:
 
 
 
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def cpu_share():
     """The share of a core a busy process gets now (1 on an idle machine, cores/load above):
     a loaded machine stretches a correct run's start-up and steps by about its inverse."""
@@ -48,7 +56,7 @@ def cpu_share():
         load = os.getloadavg()[0]
     except OSError:
         return 1.0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = cpu_count()
     return 1.0 if load <= cores else cores / load
 
 
