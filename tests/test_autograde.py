@@ -276,6 +276,10 @@ def test_task2_submission_gets_its_expected_score(graded_task2_class, student):
         ("crash_on_one_rank", "planted crash on the last rank"),
         ("missing_script", "train_cifar_multi_node.py was not handed in"),
         ("no_multi_node_optimizer", "create_multi_node_optimizer"),
+        # Ranks that train alone, whatever their record says (forged_alone) or they send
+        # (alone_described): the grader's replay of ranks training together is what fails.
+        ("forged_alone", "shards are disjoint: not shown by what the run trained"),
+        ("alone_described", "is not the update of 2 ranks training together"),
         ("skeleton", "failed: q1_ranks_test, mnist_conversion, task2_jobscript, task2_correctness, "
                      "task2_throughput, stretch_per_class_test")]])
 def test_task2_feedback_line_says_what_went_wrong(graded_task2_class, student, words):
