@@ -359,3 +359,17 @@ def test_a_record_of_reports_on_rank_0_only_is_not_believed_over_the_launchers_t
     # A failed check keeps the records' own words: they say which ranks and what to do.
     told = _reports(EVERY_RANK_REPORTS, [["LogReport", "PrintReport"], ["LogReport", "PrintReport"]])
     assert not told.passed and "add them under `if comm.rank == 0:`" in told.message
+
+
+def test_the_stop_of_the_other_processes_lasts_a_few_steps_of_a_fast_run_not_the_longest_window(tmp_path):
+    """A short run (the MNIST conversion: 15 iterations in about 1 s) seen by the watchdog's looks a
+    few iterations at a time: the window is a few of its steps (the shortest, 2 s), not the gaps
+    between looks taken for steps (it was 10 s of a 12 s run); a slow run's steps set it."""
+    fast = launch.DependenceProbe(tmp_path / "heartbeat", at=12)
+    fast._marks = [(100.0, 1), (100.6, 9), (101.2, 15)]
+    assert fast.window() == fast.shortest
+    slow = launch.DependenceProbe(tmp_path / "heartbeat", at=12)
+    slow._marks = [(100.0, 1), (101.0, 2), (102.0, 3)]
+    assert slow.window() == 6.0   # six of its 1 s steps
+    unseen = launch.DependenceProbe(tmp_path / "heartbeat", at=12)
+    assert unseen.window() == unseen.shortest

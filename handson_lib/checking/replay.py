@@ -297,9 +297,12 @@ def replay(task, args, width, seed, plan, kept=None):
     """Replay `task` (RECIPES) with the script's arguments `args` on `width` devices or ranks and
     the run's `seed`: the path from the start to `plan.early`, and one step from the run's own kept
     parameters (`kept`, {who: {iteration: array}}) at each j of `plan.steps` (Replayed)."""
+    import time
     import chainer
     from threadpoolctl import threadpool_limits
+    from handson_lib.checking.runs import log_part
 
+    started = time.monotonic()
     with threadpool_limits(limits=1), chainer.using_config("train", True):
         training = _Training(task, args, width, seed)
         own = _reference_kept(kept, training.devices, controls.parameters(training.model).size)
@@ -319,7 +322,8 @@ def replay(task, args, width, seed, plan, kept=None):
                 if not training.devices and iteration in own:
                     training.load(own[iteration])
                     evaluation = _evaluations(training.model, training.test, width, training.batchsize, seed)
-        return Replayed(plan, parameters, stepped, first_epoch, evaluation)
+    log_part(f"{task}: the grader's replay on {width}", time.monotonic() - started)   # where grading time goes
+    return Replayed(plan, parameters, stepped, first_epoch, evaluation)
 
 
 def _epoch(task, args, width):

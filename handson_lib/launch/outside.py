@@ -257,9 +257,7 @@ class DependenceProbe:
         if watched is None or not others:
             self.result = {"skipped": "no other process to stop" if watched is not None else "no process marks"}
             return
-        gaps = [b[0] - a[0] for a, b in zip(self._marks, self._marks[1:])]
-        step = sorted(gaps)[len(gaps) // 2] if gaps else self.shortest
-        self._window = min(self.longest, max(self.shortest, self.steps * step))
+        self._window = self.window()
         for proc in others:
             try:
                 proc.suspend()
@@ -267,6 +265,15 @@ class DependenceProbe:
             except Exception:   # ended meanwhile
                 pass
         self._from, self._until = iteration, now + self._window
+
+    def window(self):
+        """Seconds of `steps` of the watched process's iterations, at the rate its marks came so far
+        (between shortest and longest). The watchdog's looks may each see several iterations at once
+        (a fast run): the gaps between looks are not steps."""
+        (first_seen, first), (last_seen, last) = (self._marks[0], self._marks[-1]) if self._marks else ((0, 0), (0, 0))
+        if last <= first:   # past `at` by the first look: a run too fast for its rate to be seen
+            return self.shortest
+        return min(self.longest, max(self.shortest, self.steps * (last_seen - first_seen) / (last - first)))
 
     def _finish(self):
         iteration = _iteration_in(self.heartbeat)
