@@ -373,3 +373,47 @@ def test_the_stop_of_the_other_processes_lasts_a_few_steps_of_a_fast_run_not_the
     assert slow.window() == 6.0   # six of its 1 s steps
     unseen = launch.DependenceProbe(tmp_path / "heartbeat", at=12)
     assert unseen.window() == unseen.shortest
+
+
+#: A run whose marking process needs another: each step waits for its helper's answer (`needs`),
+#: or goes on alone (`alone`); it marks every step in a heartbeat file, 100 steps a second.
+STEPS_WITH_A_HELPER = textwrap.dedent("""
+    import subprocess, sys, time
+    from pathlib import Path
+    helper = subprocess.Popen([sys.executable, "-c", "import sys\\nfor line in sys.stdin:\\n    print(line, end='', flush=True)"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    for step in range(1, 3000):
+        if sys.argv[2] == "needs":
+            helper.stdin.write("step\\n")
+            helper.stdin.flush()
+            helper.stdout.readline()
+        Path(sys.argv[1]).write_text(str(step))
+        time.sleep(0.01)
+""")
+
+
+@pytest.mark.parametrize("run", ["needs", "alone"])
+def test_the_steps_a_fast_run_made_while_the_grader_found_its_processes_are_not_counted(tmp_path, run):
+    """On a busy machine the grader takes a while to find a run's processes and stop them: a fast
+    run's marking process made steps meanwhile, with its helper still running (a correct MNIST
+    conversion was taken for rank 0 training alone after 3 such steps). Counted from the stop, a
+    process that needs its helper made at most the step in hand; one that does not goes on."""
+    heartbeat = tmp_path / "heartbeat"
+    proc = subprocess.Popen([sys.executable, "-c", STEPS_WITH_A_HELPER, str(heartbeat), run])
+    probe = launch.DependenceProbe(heartbeat, at=20, shortest=1.0, longest=1.0)
+    find = probe._who
+    probe._who = lambda root: (find(root), time.sleep(0.3))[0]   # a busy machine: 30 steps meanwhile
+    try:
+        deadline = time.monotonic() + 60
+        while probe.result is None and time.monotonic() < deadline:
+            probe.tick(proc.pid)
+            time.sleep(0.02)
+    finally:
+        probe.release()
+        proc.kill()
+        proc.wait()
+    assert probe.result is not None and probe.result.get("stopped") == 1, probe.result
+    if run == "needs":
+        assert probe.result["advanced"] <= 1, probe.result
+    else:
+        assert probe.result["advanced"] > 10, probe.result

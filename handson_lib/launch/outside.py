@@ -227,7 +227,7 @@ class DependenceProbe:
         if iteration is not None and (not self._marks or self._marks[-1][1] != iteration):
             self._marks.append((now, iteration))
         if iteration is not None and iteration >= self.at:
-            self._start(root_pid, iteration, now)
+            self._start(root_pid, iteration)
 
     def _who(self, root_pid):
         """(the process whose mark is watched, the others to stop) among the run's python processes."""
@@ -252,7 +252,7 @@ class DependenceProbe:
                        None)
         return watched, [p for p in pythons if ranks[p.pid] not in (None, str(self.rank))]
 
-    def _start(self, root_pid, iteration, now):
+    def _start(self, root_pid, iteration):
         watched, others = self._who(root_pid)
         if watched is None or not others:
             self.result = {"skipped": "no other process to stop" if watched is not None else "no process marks"}
@@ -264,7 +264,12 @@ class DependenceProbe:
                 self._stopped.append(proc)
             except Exception:   # ended meanwhile
                 pass
-        self._from, self._until = iteration, now + self._window
+        # Counted from the mark once every other process is stopped: the iterations a fast run made
+        # while the grader found its processes (a busy machine: a tenth of a second or more) are not
+        # made without them.
+        stopped_at = _iteration_in(self.heartbeat)
+        self._from = iteration if stopped_at is None else max(iteration, stopped_at)
+        self._until = time.monotonic() + self._window
 
     def window(self):
         """Seconds of `steps` of the watched process's iterations, at the rate its marks came so far
