@@ -593,6 +593,21 @@ def test_digits_is_the_real_sklearn_set():
     assert (len(small), len(small_test), info.n_train) == (100, 359, 100)
 
 
+def test_the_digits_are_read_as_load_digits_reads_them_without_importing_scikit_learn():
+    """The ranks and the grader read scikit-learn's file themselves (importing scikit-learn cost
+    each process a quarter of a CPU-second): the same arrays, to the bit and the dtype."""
+    from handson_lib.data import sklearn_digits
+    code = ("import sys; from handson_lib.data import sklearn_digits; sklearn_digits.digits(); "
+            "print('sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+    from sklearn.datasets import load_digits
+    bunch = load_digits()
+    read, target = sklearn_digits._digits_arrays()
+    assert read.dtype == bunch.data.dtype and target.dtype == bunch.target.dtype
+    assert np.array_equal(read, bunch.data) and np.array_equal(target, bunch.target)
+
+
 def test_module_import_is_light():
     code = ("import sys, handson_lib.data; "
             "heavy = [m for m in ('chainer', 'sklearn', 'PIL', 'cupy') if m in sys.modules]; "
