@@ -183,6 +183,16 @@ def copy_graded_files(result, graded_root, course_dir, assignment):
     place_graded_files(graded_blobs(result, graded_root, assignment), course_dir, assignment, result["student"])
 
 
+def write_result(result, graded_root, course_dir, assignment):
+    """A checked result (`checked`) into the course: its graded files read and checked first
+    (Refused: nothing written), then the gradebook's scores (a graded submission), then the
+    graded files; what `nbgrader autograde` would have written there."""
+    blobs = graded_blobs(result, graded_root, assignment)
+    if result["status"] == "graded":
+        write_grades(course_dir, assignment, result)
+    place_graded_files(blobs, course_dir, assignment, result["student"])
+
+
 def submission_timestamp(course_dir, assignment, student):
     """The submission's time from nbgrader's timestamp.txt, as `nbgrader autograde` reads it."""
     from nbgrader.utils import parse_utc

@@ -10,7 +10,7 @@ import time
 import psutil
 
 from handson_lib import COURSE_ROOT, tasks
-from handson_lib.classroom import accounts, environments, hub, limits, nbgrader_setup, tls
+from handson_lib.classroom import accounts, environments, grading_command, hub, limits, nbgrader_setup, tls
 from handson_lib.classroom import collect as collect_plugin
 from handson_lib.classroom.layout import ClassroomError, layout, load_settings, save_settings
 from handson_lib.autograder import nbgrader_course
@@ -59,11 +59,13 @@ def restore_course_root(settings):
 
 
 def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=print, adopt=False,
-       ssl=(None, None), memory_gib=None, home_gib=None, lang=None):
+       ssl=(None, None), memory_gib=None, home_gib=None, lang=None, grade_on_submit=None, gradings_per_hour=None):
     """Bring the classroom up, or bring it in line with what is asked; what is not given is kept
-    from the last `up` (first time: 2 students, local servers, loopback, setup and task2)."""
+    from the last `up` (first time: 2 students, local servers, loopback, setup and task2, no
+    grading on submit)."""
     lay = layout()
     settings = load_settings(lay)
+    settings.update(grading_command.grading_settings(settings, grade_on_submit, gradings_per_hour))
     students = students or settings.get("students", 2)
     spawner = spawner or settings.get("spawner", "local")
     bind = bind or settings.get("bind", hub.DEFAULT_BIND)
@@ -209,6 +211,7 @@ def summary(lay, settings, out=print):
                if teacher else ""))
     out(f"  accounts: {accounts.INSTRUCTOR} (Formgrader), "
         f"{', '.join(accounts.student_names(settings.get('students', 0)))}")
+    grading_command.summary(settings, out)
     out(f"  released through nbgrader's exchange ({lay.exchange}): "
         f"{', '.join(nbgrader_setup.released(lay)) or 'nothing'}")
     out(f"  state (hub database, exchange, gradebook): {lay.root}")
@@ -219,7 +222,7 @@ def classroom_processes(lay):
     runs as root from STATE/node with arguments that name neither, and outlives a hub killed
     with SIGKILL, so it is found by its path under STATE/node and by the pid the hub recorded."""
     users = set(accounts.classroom_users(lay.passwords))
-    started_here = (str(lay.hub), str(lay.node))
+    started_here = (str(lay.hub), str(lay.node), str(lay.grading), grading_command.SERVICE_MODULE)
     # JupyterHub records its proxy's pid (STATE/hub/proxy.pid).
     proxy = hub.recorded_pid(lay.proxy_pid, "configurable-http-proxy")
     found = []
@@ -362,9 +365,10 @@ def collect(assignment, out=print):
 
 
 def add_arguments(parser):
-    parser.add_argument("action", choices=["up", "down", "status", "collect"])
-    parser.add_argument("assignment", nargs="?", choices=list(nbgrader_course.ASSIGNMENTS),
-                        help="collect: the assignment whose submissions to collect from the exchange")
+    parser.add_argument("action", choices=["up", "down", "status", "collect", "regrade", "export"])
+    parser.add_argument("target", nargs="?", metavar="ASSIGNMENT|FILE",
+                        help="collect, regrade: the assignment (" + ", ".join(nbgrader_course.ASSIGNMENTS)
+                             + "); export: the file to write")
     parser.add_argument("--students", type=int, default=None,
                         help="up: student accounts student01.. (default: as before, first 2)")
     parser.add_argument("--spawner", choices=hub.SPAWNERS, default=None,
@@ -398,6 +402,7 @@ def add_arguments(parser):
                         help="down --purge: where the archive goes (default: the current folder)")
     parser.add_argument("--due", default=None, help="up: due date of the released assignments "
                         "('2026-12-01 17:00:00 JST'); a later submission is marked late")
+    grading_command.add_arguments(parser)
 
 
 def main(args):
@@ -406,9 +411,14 @@ def main(args):
         if action == "up":
             return up(args.students, args.spawner, args.bind, args.assignments, args.due,
                       adopt=args.adopt_accounts, ssl=(args.ssl_cert, args.ssl_key),
-                      memory_gib=args.memory_per_user, home_gib=args.home_size, lang=args.lang)
+                      memory_gib=args.memory_per_user, home_gib=args.home_size, lang=args.lang,
+                      grade_on_submit=args.grade_on_submit, gradings_per_hour=args.gradings_per_hour)
         if action == "collect":
-            return collect(args.assignment)
+            return collect(grading_command.assignment_named(args.target, "collect"))
+        if action == "regrade":
+            return grading_command.regrade(grading_command.assignment_named(args.target, "regrade"), args.student)
+        if action == "export":
+            return grading_command.export(args.lms, args.target, args.accounts, args.assignments)
         if action == "down":
             if os.geteuid() != 0:
                 raise ClassroomError("`handson classroom down` needs root")
