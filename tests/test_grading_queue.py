@@ -202,3 +202,120 @@ def test_only_the_students_own_folders_of_released_assignments_are_queued():
         grading_service.parse_inbound_name(f"student01+task9+{STAMP}+x"), "student01", True, students, released)
     for name in ("student01+task1+yesterday+x", "student01+task1", "a+b+c+d+e"):
         assert grading_service.parse_inbound_name(name) is None, name
+
+
+# ----------------------------------------------------------------------------- the worker, with a scripted launcher
+
+class ScriptedMachine:
+    """Jobs that return every student's result on their second look (a result as a node writes it)."""
+    local, pbs, nodes = True, False, []
+
+    def __init__(self):
+        self.jobs, self.sent = {}, []
+
+    def usable_hosts(self, excluded):
+        return []
+
+    def queue_for(self, seconds, wanted=None):
+        return "this-machine", 600
+
+    def submit(self, script, cwd):
+        students = json.loads((Path(cwd) / "job.json").read_text())["students"]
+        jobid = f"pid:{len(self.jobs) + 1}:0"
+        self.jobs[jobid] = {"folder": Path(cwd), "students": students, "looks": 0}
+        self.sent += students
+        return jobid
+
+    def state(self, jobid):
+        job = self.jobs[jobid]
+        job["looks"] += 1
+        if job["looks"] < 2:
+            return "running", "running"
+        (job["folder"] / "results").mkdir(exist_ok=True)
+        for student in job["students"]:
+            (job["folder"] / "results" / f"{student}.json").write_text(json.dumps({
+                "student": student, "node": "vm", "status": "graded", "seconds": 1.0, "parts": [],
+                "grades": {"01": {"c": [1.0, 1.0]}}, "comments": {}, "penalties": {}, "files": {}}))
+        return "done", "exit 0"
+
+    def cancel(self, jobid):
+        return ""
+
+
+@pytest.fixture
+def worker(tmp_path, monkeypatch):
+    """A grading service on a folder of its own: the exchange's inbound/, the course, no hub; nbgrader's
+    steps and the trusted writer replaced by records of their calls."""
+    from handson_lib.autograder import cluster_grading, returned_results
+    from handson_lib.classroom.layout import Layout
+    lay = Layout(tmp_path)
+    inbound = lay.exchange / "handson-distributed-dl" / "inbound"
+    inbound.mkdir(parents=True)
+    lay.course.mkdir()
+    machine, calls = ScriptedMachine(), {"written": [], "collected": [], "released": []}
+    monkeypatch.setattr(grading_service.GradingService, "scheduler", lambda self: ("machine", machine, None, 2))
+    monkeypatch.setattr(grading_service.grading_scheduler, "ThisMachine", lambda site: machine)
+    monkeypatch.setattr(grading_service.GradingService, "class_students", lambda self: {"alice", "bob", "carol"})
+    monkeypatch.setattr(grading_service.nbgrader_setup, "released", lambda lay: ["task1"])
+    monkeypatch.setattr(grading_service, "owner_of", lambda info: info.st_mode and OWNERS[info.st_ino])
+    monkeypatch.setattr(returned_results, "expected_cells", lambda course, assignment: {"01": {"c": 1.0}})
+    monkeypatch.setattr(cluster_grading, "job_course", lambda course, target, assignment, students:
+                        Path(target).mkdir(parents=True))
+    monkeypatch.setattr(returned_results, "write_result", lambda result, *a: calls["written"].append(result["student"]))
+    monkeypatch.setattr(grading_service, "give_to_instructor", lambda *paths: None)
+    monkeypatch.setattr(grading_service, "scores", lambda course, assignment: {})
+    monkeypatch.setattr(grading_service.GradingService, "report",
+                        lambda self, assignment, result, graded: {"score": 1.0, "max_score": 1.0, "status": "graded"})
+
+    def steps(self, step, assignment, students):
+        calls["collected" if step == "collect" else "released"].extend(students)
+        if step == "feedback":
+            return {s: None for s in students}
+        latest = {}
+        for name in sorted(p.name for p in inbound.iterdir()):
+            latest[name.split("+")[0]] = name.split("+")[2]
+        return {s: {"collected": latest.get(s), "refused": {}} for s in students}
+    monkeypatch.setattr(grading_service.GradingService, "steps", steps)
+    started = grading_service.GradingService(lay, say=lambda *a: None)
+    started.inbound, started.machine_scripted, started.calls = inbound, machine, calls
+    yield started
+    started.store.close()
+
+
+OWNERS = {}
+
+
+def hand_in(service, student, k, owner=None):
+    folder = service.inbound / f"{student}+task1+2026-11-28 04:00:{k:02d}.000000 UTC+r{k}"
+    folder.mkdir()
+    OWNERS[folder.stat().st_ino] = owner or student
+    return folder.name
+
+
+def test_the_worker_grades_each_latest_submission_once_across_a_restart(worker, tmp_path):
+    from handson_lib.classroom.layout import Layout
+    hand_in(worker, "alice", 1)
+    hand_in(worker, "bob", 2)
+    worker.tick()                            # queued, collected, sent: one job for both
+    assert worker.machine_scripted.sent == ["alice", "bob"]
+    # The service dies here and the hub starts it again: the job is followed, not sent again.
+    again = grading_service.GradingService(Layout(tmp_path), say=lambda *a: None)
+    again.inbound = worker.inbound
+    for _ in range(3):
+        again.tick()
+    assert worker.machine_scripted.sent == ["alice", "bob"]   # nobody graded twice
+    assert sorted(worker.calls["written"]) == ["alice", "bob"] and sorted(worker.calls["released"]) == ["alice", "bob"]
+    assert [r.state for r in again.store.of_student("alice")] == [RELEASED]
+
+
+def test_the_worker_queues_a_flood_as_one_and_anothers_name_not_at_all(worker):
+    for k in range(20):
+        hand_in(worker, "carol", k)
+    forged = hand_in(worker, "alice", 30, owner="carol")   # carol hands in under alice's name
+    hand_in(worker, "bob", 40)
+    worker.scan()
+    assert [(r.student, r.state) for r in worker.store.queued()] == [("carol", QUEUED), ("bob", QUEUED)]
+    assert worker.store.queued()[0].name.endswith("+r19")   # the latest of the flood
+    refused = [r for r in worker.store.of_student("carol") if r.name == forged]
+    assert refused and refused[0].state == REFUSED and "another's name" in refused[0].status
+    assert worker.store.of_student("alice") == []

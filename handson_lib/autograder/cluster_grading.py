@@ -355,6 +355,10 @@ def job_course(course_dir, target, assignment, students):
     for name in ("nbgrader_config.py", nbgrader_course.LANG_FILE):
         if (course_dir / name).is_file():
             shutil.copy2(course_dir / name, target / name)
+    with open(target / "nbgrader_config.py", "a") as config:
+        # The copy is the node's course, whatever root the course's configuration names (the
+        # classroom's names its own folder): the node never writes the course's gradebook.
+        config.write(f"\nc = get_config()  # noqa: F821\nc.CourseDirectory.root = {str(target)!r}\n")
     shutil.copytree(course_dir / "source" / assignment, target / "source" / assignment, symlinks=True)
     with sqlite3.connect(course_dir / "gradebook.db") as source, sqlite3.connect(target / "gradebook.db") as copy:
         source.backup(copy)

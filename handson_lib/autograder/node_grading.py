@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from handson_lib import launch, settings
-from handson_lib.autograder import nbgrader_course, sandbox
+from handson_lib.autograder import nbgrader_course, returned_results, sandbox
 
 #: Seconds between two heartbeats.
 HEARTBEAT_EVERY = 5.0
@@ -127,7 +127,7 @@ def student_result(course_dir, assignment, result):
     """What goes back to the submitting grader for one student: the status, the seconds and the
     parts (the profile), the grade cells' scores and comments, and the graded files' digests."""
     student = result["student"]
-    graded = result["status"] == "graded"
+    graded = returned_results.is_graded(result["status"])
     grades, comments, penalties = cell_grades(course_dir, assignment, student) if graded else ({}, {}, {})
     return {"student": student, "node": node_name(), "status": result["status"], "seconds": result["seconds"],
             "parts": capped_parts(result.get("parts", [])), "grades": grades, "comments": comments, "penalties": penalties,

@@ -59,13 +59,14 @@ def restore_course_root(settings):
 
 
 def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=print, adopt=False,
-       ssl=(None, None), memory_gib=None, home_gib=None, lang=None, grade_on_submit=None, gradings_per_hour=None):
+       ssl=(None, None), memory_gib=None, home_gib=None, lang=None, grade_on_submit=None, gradings_per_hour=None,
+       grade_on=None):
     """Bring the classroom up, or bring it in line with what is asked; what is not given is kept
     from the last `up` (first time: 2 students, local servers, loopback, setup and task2, no
     grading on submit)."""
     lay = layout()
     settings = load_settings(lay)
-    settings.update(grading_command.grading_settings(settings, grade_on_submit, gradings_per_hour))
+    settings.update(grading_command.grading_settings(settings, grade_on_submit, gradings_per_hour, grade_on))
     students = students or settings.get("students", 2)
     spawner = spawner or settings.get("spawner", "local")
     bind = bind or settings.get("bind", hub.DEFAULT_BIND)
@@ -249,6 +250,7 @@ def down(out=print, timeout=20, purge=False, export=None):
     lay = layout()
     settings = load_settings(lay)
     stopped = hub.stop(lay)
+    grading_command.stop_jobs(lay, out)
     if settings.get("spawner") == "batch" and cluster.is_up():
         for name in accounts.classroom_users(lay.passwords):
             cluster.slurm(["scancel", "--user", name])
@@ -412,7 +414,8 @@ def main(args):
             return up(args.students, args.spawner, args.bind, args.assignments, args.due,
                       adopt=args.adopt_accounts, ssl=(args.ssl_cert, args.ssl_key),
                       memory_gib=args.memory_per_user, home_gib=args.home_size, lang=args.lang,
-                      grade_on_submit=args.grade_on_submit, gradings_per_hour=args.gradings_per_hour)
+                      grade_on_submit=args.grade_on_submit, gradings_per_hour=args.gradings_per_hour,
+                      grade_on=args.grade_on)
         if action == "collect":
             return collect(grading_command.assignment_named(args.target, "collect"))
         if action == "regrade":

@@ -19,20 +19,44 @@ SERVICE_MODULE = "handson_lib.classroom.grading_service"
 GRADINGS_PER_HOUR = 30
 
 
-def grading_settings(settings, grade_on_submit=None, gradings_per_hour=None):
+#: Where the service grades (`up --grade-on`): the scheduler where one answers, else this machine.
+GRADE_ON = ("auto", "machine", "scheduler")
+
+
+def grading_settings(settings, grade_on_submit=None, gradings_per_hour=None, grade_on=None):
     """What `up` keeps of the grading service: asked now, else as the last `up` left it."""
     if gradings_per_hour is not None and gradings_per_hour < 0:
         raise ClassroomError("--gradings-per-hour must be 0 (no limit) or more")
     on = settings.get("grade_on_submit", False) if grade_on_submit is None else grade_on_submit
     per_hour = settings.get("gradings_per_hour", GRADINGS_PER_HOUR) if gradings_per_hour is None else gradings_per_hour
-    return {"grade_on_submit": bool(on), "gradings_per_hour": int(per_hour)}
+    return {"grade_on_submit": bool(on), "gradings_per_hour": int(per_hour),
+            "grade_on": grade_on or settings.get("grade_on", "auto")}
+
+
+def stop_jobs(lay, out=print):
+    """`down`: the service's jobs on a scheduler cancelled (those on this machine are processes of
+    the classroom, stopped with the rest)."""
+    if not (lay.grading / "queue.sqlite").exists():
+        return
+    store = grading_queue.Store(lay.grading / "queue.sqlite")
+    try:
+        jobs = [job for job in store.active_jobs() if job.launcher == "scheduler" and job.jobid]
+    finally:
+        store.close()
+    if jobs:
+        from handson_lib.sites import jobs as site_jobs
+        for job in jobs:
+            site_jobs.qdel(job.jobid)
+        out(f"  the grading service's job(s) {', '.join(job.jobid for job in jobs)} cancelled (qdel)")
 
 
 def summary(settings, out=print):
     if settings.get("grade_on_submit"):
         limit = settings.get("gradings_per_hour") or "no limit of"
-        out(f"  grading as students submit: {hub.url(settings)}/services/{hub.GRADING_SERVICE}/ (each student sees "
-            f"their own; the instructor the class); {limit} grading(s) per student per hour")
+        where = {"auto": "on the scheduler where one answers, else on this machine", "machine": "on this machine",
+                 "scheduler": "on the scheduler"}[settings.get("grade_on", "auto")]
+        out(f"  grading as students submit, {where}: {hub.url(settings)}/services/{hub.GRADING_SERVICE}/ (each student "
+            f"sees their own; the instructor the class); {limit} grading(s) per student per hour")
 
 
 def assignment_named(name, action):
@@ -95,6 +119,9 @@ def add_arguments(parser):
     parser.add_argument("--gradings-per-hour", type=int, default=None, metavar="N",
                         help=f"up: gradings of one student's submissions per hour at most (0: no limit; the first "
                              f"default: {GRADINGS_PER_HOUR}); the latest submission waits for the hour")
+    parser.add_argument("--grade-on", choices=GRADE_ON, default=None,
+                        help="up: where the grading service grades: the local cluster or the site's scheduler where "
+                             "one answers, else this machine (auto, the first default), or only one of them")
     parser.add_argument("--student", default=None, help="regrade: one student (default: every student)")
     parser.add_argument("--lms", choices=lms_export.LMS, default=None, help="export: the LMS whose import format")
     parser.add_argument("--accounts", default=None, metavar="MAPPING.csv",

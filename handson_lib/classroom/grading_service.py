@@ -75,6 +75,20 @@ def give_to_instructor(*paths):
                 os.chown(item, uid, gid, follow_symlinks=False)
 
 
+class _Gone:
+    """The scheduler of jobs sent when one answered, now that none does: their jobs are over."""
+    local, pbs, nodes = True, False, []
+
+    def state(self, jobid):
+        return grading_scheduler.DONE, "no scheduler answers any more"
+
+    def cancel(self, jobid):
+        return ""
+
+
+GONE = _Gone()
+
+
 class QueueSession(cluster_grading.ClusterSession):
     """The jobs of one assignment and one launcher, followed as ClusterSession follows a class's,
     with the queue's store as its memory: a restarted service follows the same jobs again."""
@@ -149,7 +163,7 @@ class QueueSession(cluster_grading.ClusterSession):
         self.results[student] = result
         graded = scores(course, assignment)
         row = self.service.report(assignment, result, graded)
-        state = grading_queue.GRADED if result["status"] == "graded" else grading_queue.FAILED
+        state = grading_queue.GRADED if returned_results.is_graded(result["status"]) else grading_queue.FAILED
         if self.store.graded(job.number, student, row["score"], row["max_score"], result.get("grades", {}),
                              row["status"], time.time(), state):
             self.say(f"  {student} {assignment}: {row['score']:g} / {row['max_score'] or '-'} ({row['status'][:120]})")
@@ -177,21 +191,32 @@ class GradingService:
         self.machine = grading_scheduler.ThisMachine(site=table.get_site("local"))
         self.sessions = {}
         self.feedback_failures = {}
+        self.waiting_for_scheduler = False
         self.seen = {row[0] for row in self.store.db.execute("SELECT name FROM submissions")}
         for job in self.store.active_jobs():
             self.session(job.assignment, job.launcher).restore(job)
 
     # ------------------------------------------------------------------ where jobs go
     def scheduler(self):
-        """(launcher, scheduler, students at once on a node, students in flight at most): the
-        local cluster or the site's scheduler where one answers, else this machine."""
+        """(launcher, scheduler, students at once on a node, students in flight at most) of the
+        classroom's choice (`up --grade-on`): the local cluster or the site's scheduler where one
+        answers (`auto`, `scheduler`: none then is no grading), else this machine."""
         from handson_lib.sites import jobs
+        where = load_settings(self.lay).get("grade_on", "auto")
         try:
+            if where == MACHINE:
+                raise grading_scheduler.SchedulerError("this machine, as the classroom asks")
             found = grading_scheduler.find()
             if not found.local and not jobs.scheduler_answers():
                 raise grading_scheduler.SchedulerError("no scheduler answers")
-        except grading_scheduler.SchedulerError:
+        except grading_scheduler.SchedulerError as err:
+            if where == SCHEDULER:
+                if not self.waiting_for_scheduler:
+                    self.say(f"grading service: no scheduler to grade on ({err}); waiting for one")
+                self.waiting_for_scheduler = True
+                return SCHEDULER, GONE, None, 0
             return MACHINE, self.machine, None, nbgrader_course.default_jobs()
+        self.waiting_for_scheduler = False
         nodes = max(1, len(found.nodes) or 4)
         per_node = math.ceil(nbgrader_course.default_jobs() / nodes) if found.local else nbgrader_course.default_jobs()
         return SCHEDULER, found, per_node, nodes * per_node
@@ -223,12 +248,12 @@ class GradingService:
         if not inbound.is_dir():
             return
         students, released = self.class_students(), set(nbgrader_setup.released(self.lay))
-        for entry in os.scandir(inbound):
-            if entry.name in self.seen:
-                continue
+        new = [entry for entry in os.scandir(inbound) if entry.name not in self.seen]
+        # In the order they were handed in (the time in their names), among those seen at once.
+        new.sort(key=lambda entry: (parse_inbound_name(entry.name) or ("", "", "", 0.0))[3])
+        for entry in new:
             self.seen.add(entry.name)
-            info = entry.stat(follow_symlinks=False)
-            owner = accounts.name_of(pwd.getpwuid, info.st_uid)
+            owner = owner_of(entry.stat(follow_symlinks=False))
             parsed = parse_inbound_name(entry.name)
             why = refusal(parsed, owner, entry.is_dir(follow_symlinks=False), students, released)
             if why is None:
@@ -302,6 +327,11 @@ class GradingService:
         path = write_report(course, assignment, [rows[s] for s in sorted(rows)])
         give_to_instructor(path)
         return row
+
+
+def owner_of(info):
+    """The account that made a folder of inbound/ (a student cannot give a folder away)."""
+    return accounts.name_of(pwd.getpwuid, info.st_uid)
 
 
 def refusal(parsed, owner, is_folder, students, released):
