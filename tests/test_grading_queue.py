@@ -319,3 +319,17 @@ def test_the_worker_queues_a_flood_as_one_and_anothers_name_not_at_all(worker):
     refused = [r for r in worker.store.of_student("carol") if r.name == forged]
     assert refused and refused[0].state == REFUSED and "another's name" in refused[0].status
     assert worker.store.of_student("alice") == []
+
+
+def test_a_submission_handed_in_again_before_it_is_collected_gives_way_to_the_newer_one(worker):
+    """The collect takes the student's newest submission: the one queued earlier is superseded (not
+    refused), and the newer one is graded, once."""
+    hand_in(worker, "alice", 1)
+    worker.scan()
+    hand_in(worker, "alice", 2)            # handed in again between the look and the collect
+    worker.dispatch()
+    assert [r.state for r in worker.store.of_student("alice")] == [SUPERSEDED]
+    for _ in range(4):
+        worker.tick()
+    assert [r.state for r in worker.store.of_student("alice")] == [RELEASED, SUPERSEDED]
+    assert worker.machine_scripted.sent == ["alice"]

@@ -280,7 +280,7 @@ def down(out=print, timeout=20, purge=False, export=None):
 
 #: What `down --purge` removes from the state folder: the class's data. The environments and the
 #: proxy stay, so that the next class comes up in seconds.
-CLASS_DATA = ("exchange", "exchange.ext4", "course", "hub", "secrets", "homes", "settings.json")
+CLASS_DATA = ("exchange", "exchange.ext4", "course", "hub", "secrets", "homes", "grading", "settings.json")
 
 
 def purge_class(lay, settings, export, out=print):
@@ -297,7 +297,7 @@ def purge_class(lay, settings, export, out=print):
         if result.returncode != 0:
             raise ClassroomError(f"the grades could not be exported, nothing was removed:\n{result.stderr[-2000:]}")
     # tar(1), not Python's tarfile: a student's folders nested thousands deep do not stop it
-    present = [name for name in ("course", "exchange") if (lay.root / name).exists()]
+    present = [name for name in ("course", "exchange", "grading") if (lay.root / name).exists()]
     if present:
         descriptor = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "wb") as raw:
@@ -305,7 +305,8 @@ def purge_class(lay, settings, export, out=print):
                                     stderr=subprocess.PIPE, text=True, timeout=3600)
         if packed.returncode not in (0, 1):   # 1: a file changed while read (a live file system)
             raise ClassroomError(f"the export to {archive} failed, nothing was removed: {packed.stderr[-1500:]}")
-        out(f"  exported the gradebook, grades.csv, the submissions and the feedback to {archive} (root only)")
+        out(f"  exported the gradebook, grades.csv, the submissions, the feedback and the grading service's queue "
+            f"to {archive} (root only)")
     else:
         out(f"  no course or exchange in {lay.root}: nothing to export")
     accounts.remove_files_of(users)

@@ -194,6 +194,11 @@ class Store:
             self.db.executemany("UPDATE submissions SET state = ?, job = ?, started = ?, tries = tries + 1 "
                                 "WHERE id = ? AND state = ?", [(GRADING, job, now, i, QUEUED) for i in ids])
 
+    def supersede(self, submission_id, why):
+        with self.db:
+            self.db.execute("UPDATE submissions SET state = ?, status = ? WHERE id = ? AND state = ?",
+                            (SUPERSEDED, why, submission_id, QUEUED))
+
     def refuse(self, submission_id, why):
         with self.db:
             self.db.execute("UPDATE submissions SET state = ?, status = ? WHERE id = ?", (REFUSED, why, submission_id))

@@ -54,15 +54,18 @@ MACHINE, SCHEDULER = "machine", "scheduler"
 def parse_inbound_name(name):
     """(student, assignment, stamp, seconds) of a name nbgrader's submit makes in inbound/
     (STUDENT+ASSIGNMENT+TIME+RANDOM), else None."""
-    from nbgrader.utils import parse_utc
     parts = name.split("+")
-    if len(parts) != 4 or not all(parts[:3]):
-        return None
+    seconds = stamp_seconds(parts[2]) if len(parts) == 4 and all(parts[:3]) else 0.0
+    return (parts[0], parts[1], parts[2], seconds) if seconds else None
+
+
+def stamp_seconds(stamp):
+    """The time nbgrader wrote in a submission's name, in seconds (0 when it is none)."""
+    from nbgrader.utils import parse_utc
     try:
-        stamp = parse_utc(parts[2])
+        return parse_utc(stamp).timestamp()
     except (ValueError, OverflowError, TypeError):
-        return None
-    return parts[0], parts[1], parts[2], stamp.timestamp()
+        return 0.0
 
 
 def give_to_instructor(*paths):
@@ -286,11 +289,15 @@ class GradingService:
         sent = []
         for row in rows:
             got = done.get(row.student, {})
-            if row.regrade or got.get("collected") == row.stamp:
+            collected = got.get("collected")
+            if row.regrade or collected == row.stamp:
                 sent.append(row)
+            elif collected and stamp_seconds(collected) > row.stamp_time:
+                # Handed in again since it was queued: the newer one is queued (now or at the next
+                # look at the exchange) and graded instead.
+                self.store.supersede(row.id, f"a newer submission replaced it ({collected})")
             else:
-                why = (got.get("refused") or {}).get(row.name) or got.get("error") or \
-                    "not collected: the exchange holds a submission of yours that claims a later time"
+                why = (got.get("refused") or {}).get(row.name) or got.get("error") or "it was not collected"
                 self.store.refuse(row.id, f"refused by the collect's vetting: {why}")
         return sent
 
