@@ -193,7 +193,8 @@ def all_released(lay, students):
         latest = {s: store.latest(s, "task1") for s, _, _ in students}
     finally:
         store.close()
-    return all(row and row.state in (grading_queue.RELEASED, grading_queue.FAILED) for row in latest.values())
+    return all(row and (row.state in (grading_queue.RELEASED, grading_queue.FAILED)
+                        or "feedback could not be made" in (row.status or "")) for row in latest.values())
 
 
 def service_processes(lay):
@@ -227,8 +228,11 @@ def test_every_student_is_graded_once_with_the_scores_handson_autograde_gives(se
     try:
         for student, kind, _ in service_class["students"]:
             latest = store.latest(student, "task1")
-            if kind in ("not json",):
+            if kind == "not json":
                 assert latest.state == grading_queue.FAILED and "nbgrader failed" in latest.status, latest
+                continue
+            if kind == "renamed":   # graded as nbgrader can: 0, or not graded with its reason
+                assert latest.state in (grading_queue.RELEASED, grading_queue.FAILED) and not latest.score, latest
                 continue
             assert latest.state == grading_queue.RELEASED, latest
             assert latest.score in expected(kind), (student, kind, latest)

@@ -408,6 +408,14 @@ def add_arguments(parser):
     grading_command.add_arguments(parser)
 
 
+def trailing(args, extra):
+    """The file of `export --lms moodle FILE`, given after the options: taken (True), else not."""
+    if args.action == "export" and args.target is None and len(extra) == 1 and not extra[0].startswith("-"):
+        args.target = extra[0]
+        return True
+    return False
+
+
 def main(args):
     action = args.action
     try:

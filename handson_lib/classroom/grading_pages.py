@@ -39,6 +39,10 @@ FEEDBACK_HEADERS = {"Content-Security-Policy": "sandbox; default-src 'none'; sty
                     "X-Content-Type-Options": "nosniff", "Content-Type": "text/html; charset=utf-8"}
 
 
+#: What the service adds to a graded submission's status when its feedback could not be made.
+FEEDBACK_FAILED = "its feedback could not be made"
+
+
 class Forbidden(Exception):
     """A request for what the user may not see."""
 
@@ -120,8 +124,9 @@ def submission_rows(rows, places, feedback_files, student=None):
     """The table rows of a student's submissions, newest first."""
     out = []
     for row in rows:
-        why = f"<div class='why'>{html.escape(row.status or '')}</div>" if row.state in (
-            grading_queue.REFUSED, grading_queue.FAILED) else ""
+        said = row.state in (grading_queue.REFUSED, grading_queue.FAILED) or (
+            row.state == grading_queue.GRADED and FEEDBACK_FAILED in (row.status or ""))
+        why = f"<div class='why'>{html.escape(row.status or '')}</div>" if said else ""
         out.append(f"<tr class='submission {row.state}' data-student='{html.escape(row.student)}' "
                    f"data-assignment='{html.escape(row.assignment)}'><td>{html.escape(row.assignment)}</td>"
                    f"<td class='state'>{html.escape(state_text(row, places.get(row.id)))}{why}</td>"

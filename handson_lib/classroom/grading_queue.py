@@ -194,6 +194,12 @@ class Store:
             self.db.executemany("UPDATE submissions SET state = ?, job = ?, started = ?, tries = tries + 1 "
                                 "WHERE id = ? AND state = ?", [(GRADING, job, now, i, QUEUED) for i in ids])
 
+    def note(self, submission_id, text):
+        """Add `text` to a submission's status (what went wrong after it was graded)."""
+        with self.db:
+            self.db.execute("UPDATE submissions SET status = COALESCE(status, '') || '; ' || ? WHERE id = ?",
+                            (text, submission_id))
+
     def supersede(self, submission_id, why):
         with self.db:
             self.db.execute("UPDATE submissions SET state = ?, status = ? WHERE id = ? AND state = ?",

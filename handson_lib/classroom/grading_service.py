@@ -40,7 +40,7 @@ from pathlib import Path
 from handson_lib import settings
 from handson_lib.autograder import cluster_grading, grading_scheduler, nbgrader_course, returned_results
 from handson_lib.autograder.grading_report import read_report, report_row, scores, write_report
-from handson_lib.classroom import accounts, grading_queue, nbgrader_setup
+from handson_lib.classroom import accounts, grading_pages, grading_queue, nbgrader_setup
 from handson_lib.classroom.layout import layout, load_settings
 from handson_lib.sites import table
 
@@ -310,9 +310,11 @@ class GradingService:
             for row in mine:
                 if row.student in done and done[row.student] is None:
                     self.store.released(row.id, time.time())
-                else:
-                    self.feedback_failures[row.id] = self.feedback_failures.get(row.id, 0) + 1
-                    self.say(f"  feedback of {row.student} {assignment} failed: {done.get(row.student)}")
+                    continue
+                tries = self.feedback_failures[row.id] = self.feedback_failures.get(row.id, 0) + 1
+                self.say(f"  feedback of {row.student} {assignment} failed: {done.get(row.student)}")
+                if tries == FEEDBACK_TRIES:   # graded all the same: the page says so, the instructor reads why
+                    self.store.note(row.id, f"{grading_pages.FEEDBACK_FAILED}: {str(done.get(row.student))[:300]}")
 
     def steps(self, step, assignment, students):
         """classroom.grading_steps as the instructor: its JSON answer ({} when it failed)."""
@@ -385,7 +387,6 @@ def hold_the_lock(folder):
 def main(argv=None):
     """The page (this process, which the hub starts and restarts) and the worker (its child)."""
     import subprocess
-    from handson_lib.classroom import grading_pages
     argv = sys.argv[1:] if argv is None else argv
     sys.stdout.reconfigure(line_buffering=True)
     lay = layout()
