@@ -522,3 +522,22 @@ def test_a_killed_sessions_folders_are_swept_and_a_live_or_foreign_one_is_not(tm
         assert nbgrader_course.stale_sessions(tmp_path) == [stale]
         assert nbgrader_course.sweep_stale_sessions(print, tmp_path) == 1
     assert removed == [stale]
+
+
+@pytest.mark.scheduler
+@pytest.mark.timeout(300)
+def test_slurm_takes_the_grading_jobs_as_not_requeueable(cluster_up, tmp_path):
+    """Measured: Slurm's default is Requeue=1, and sbatch does not read `#PBS -r n`; the job's
+    `#SBATCH --no-requeue` makes it 0."""
+    from handson_lib.autograder import grading_scheduler
+    from handson_lib.sites import cluster_jobs
+    from handson_lib.sites.cluster_daemons import cluster_env
+    script = grading_scheduler.job_script(tmp_path, "grade-requeue", "h-debug", 120)
+    ours = script.read_text().replace("exec ", "sleep 20 # ")
+    found = {}
+    for name, text in (("ours", ours), ("without", ours.replace("#SBATCH --no-requeue\n", ""))):
+        script.write_text(text)
+        jobid = cluster_jobs.qsub(script, tmp_path)
+        found[name] = cluster_jobs.job_info(jobid).get("Requeue")
+        cluster_grading.site_jobs.qdel(jobid, env=cluster_env())
+    assert found == {"ours": "0", "without": "1"}, found
