@@ -333,3 +333,67 @@ def test_a_submission_handed_in_again_before_it_is_collected_gives_way_to_the_ne
         worker.tick()
     assert [r.state for r in worker.store.of_student("alice")] == [RELEASED, SUPERSEDED]
     assert worker.machine_scripted.sent == ["alice"]
+
+
+# ----------------------------------------------------------------------------- the page's handlers, without a hub
+
+@pytest.fixture
+def pages(tmp_path, store):
+    """The service's tornado application on a free port; the hub's user is the X-Test-User header."""
+    import asyncio
+    import threading
+    from tornado import httpserver, ioloop, testing
+    from handson_lib.classroom.layout import Layout
+    lay = Layout(tmp_path)
+    feedback = lay.course / "feedback" / "student02" / "task1"
+    feedback.mkdir(parents=True)
+    (feedback / "01_multi_gpu.html").write_text("<html>student02's feedback <script>steal()</script></html>")
+    sock, port = testing.bind_unused_port()
+    original = grading_pages._Base.get_current_user
+    grading_pages._Base.get_current_user = lambda self: (
+        {"kind": "user", "name": self.request.headers["X-Test-User"]} if "X-Test-User" in self.request.headers else None)
+    loop, ready = {}, threading.Event()
+
+    def run():
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        server = httpserver.HTTPServer(grading_pages.application(lay, Store(tmp_path / "queue.sqlite"), "/g/"))
+        server.add_sockets([sock])
+        loop["io"] = ioloop.IOLoop.current()
+        loop["io"].add_callback(ready.set)
+        loop["io"].start()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(30)
+    yield f"http://127.0.0.1:{port}/g/"
+    loop["io"].add_callback(loop["io"].stop)
+    thread.join(5)
+    grading_pages._Base.get_current_user = original
+
+
+def fetch_as(url, user, data=None):
+    import urllib.error
+    import urllib.request
+    request = urllib.request.Request(url, data=data, headers={"X-Test-User": user, "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def test_the_handlers_refuse_anothers_state_feedback_and_the_staffs_actions(pages, store):
+    submit(store, "student01", 1.0)
+    submit(store, "student02", 2.0)
+    status, _, body = fetch_as(pages + "api/state", "student01")
+    assert status == 200 and {s["student"] for s in json.loads(body)["submissions"]} == {"student01"}
+    for path in ("?student=student02", "api/state?student=student02", "feedback/task1/01_multi_gpu.html?student=student02"):
+        assert fetch_as(pages + path, "student01")[0] == 403, path
+    assert fetch_as(pages + "feedback/task1/01_multi_gpu.html", "student01")[0] == 404   # none of theirs
+    assert fetch_as(pages + "api/regrade", "student01", b"assignment=task1&student=*")[0] == 403
+    assert fetch_as(pages + "plot/task1.png", "student01")[0] == 403
+    status, headers, body = fetch_as(pages + "feedback/task1/01_multi_gpu.html", "student02")
+    assert status == 200 and b"student02's feedback" in body
+    assert headers["Content-Security-Policy"].startswith("sandbox") and headers["X-Content-Type-Options"] == "nosniff"
+    assert fetch_as(pages + "feedback/task1/..%2F..%2Fstudent01%2Ftask1%2Fx.html", "student02")[0] == 404
+    status, _, body = fetch_as(pages + "api/state", "instructor")
+    assert status == 200 and json.loads(body)["staff"] and len(json.loads(body)["submissions"]) == 2

@@ -59,14 +59,11 @@ def restore_course_root(settings):
 
 
 def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=print, adopt=False,
-       ssl=(None, None), memory_gib=None, home_gib=None, lang=None, grade_on_submit=None, gradings_per_hour=None,
-       grade_on=None):
-    """Bring the classroom up, or bring it in line with what is asked; what is not given is kept
-    from the last `up` (first time: 2 students, local servers, loopback, setup and task2, no
-    grading on submit)."""
+       ssl=(None, None), memory_gib=None, home_gib=None, lang=None, **grading):
+    """Bring the classroom up, or in line with what is asked (`grading`: grading_command's); what is
+    not given is kept from the last `up` (first time: 2 students, local servers, loopback, setup and task2)."""
     lay = layout()
     settings = load_settings(lay)
-    settings.update(grading_command.grading_settings(settings, grade_on_submit, gradings_per_hour, grade_on))
     students = students or settings.get("students", 2)
     spawner = spawner or settings.get("spawner", "local")
     bind = bind or settings.get("bind", hub.DEFAULT_BIND)
@@ -108,7 +105,7 @@ def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=p
     settings.update(students=students, spawner=spawner, bind=bind, lang=lang,
                     limits={"*": user_limits.as_dict(), accounts.INSTRUCTOR: instructor_limits(user_limits).as_dict()},
                     assignments=sorted(set(settings.get("assignments", [])) | set(assignments)))
-    settings.update(tls_update)
+    settings.update(tls_update, **grading_command.grading_settings(settings, **grading))
     save_settings(lay, settings)
     old_config = lay.hub_config.read_text() if lay.hub_config.exists() else None
     hub.write_config(lay, settings, names, proxy)

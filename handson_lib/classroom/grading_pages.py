@@ -24,8 +24,12 @@ import re
 import time
 from urllib.parse import urlparse
 
-from handson_lib import tasks
+from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
+from tornado import ioloop, web
+
+from handson_lib import settings, tasks
 from handson_lib.classroom import accounts, grading_queue
+from handson_lib.classroom.grading_queue import Store
 from handson_lib.messages import tr
 
 #: Seconds between two reloads of the page.
@@ -233,118 +237,109 @@ def feedback_files(course, student):
     return found
 
 
-def handlers(lay, store_of):
-    """The tornado handlers (imported here: the quick tier renders without tornado's server)."""
-    from jupyterhub.services.auth import HubOAuthenticated
-    from tornado import web
+class _Base(HubOAuthenticated, web.RequestHandler):
+    """A page of the service: the hub's user (OAuth), the course's folder and the queue."""
 
-    class Base(HubOAuthenticated, web.RequestHandler):
-        def student(self):
-            try:
-                return whose(self.current_user, self.get_argument("student", None))
-            except Forbidden as err:
-                raise web.HTTPError(403, str(err)) from None
+    def initialize(self, lay, store):
+        self.lay, self.store = lay, store
 
-        def places(self, store):
-            queued, grading = store.queued(), store.grading()
-            since = store.started_since(time.time() - grading_queue.HOUR)
-            from handson_lib import settings
-            return grading_queue.places(queued, {r.student for r in grading}, since,
-                                        settings.current().gradings_per_hour)
+    def student(self):
+        try:
+            return whose(self.current_user, self.get_argument("student", None))
+        except Forbidden as err:
+            raise web.HTTPError(403, str(err)) from None
 
-    class Page(Base):
-        @web.authenticated
-        def get(self):
-            student, store = self.student(), store_of()
-            places = self.places(store)
-            if student:
-                self.finish(student_page(student, store.of_student(student), places,
-                                         feedback_files(lay.course, student)))
-                return
-            latest = store.everyone_latest()
-            plotted = {a for a in {r.assignment for r in latest}
-                       if (lay.course / f"autograde_{a}.csv").exists()}
-            self.finish(staff_page(store.queued(), places, store.grading(), latest, plotted, self.xsrf_form_html()))
-
-    class State(Base):
-        @web.authenticated
-        def get(self):
-            student, store = self.student(), store_of()
-            rows = store.of_student(student) if student else store.everyone_latest()
-            places = self.places(store)
-            self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps({"user": self.current_user["name"], "staff": student is None, "submissions": [
-                {**{k: getattr(r, k) for k in ("name", "student", "assignment", "state", "score", "max_score",
-                                               "status", "tries")},
-                 "place": (places.get(r.id) or (None, None))[0], "phases": dict(grading_queue.phases(r)),
-                 "parts": r.part_scores()} for r in rows]}))
-
-    class Regrade(Base):
-        @web.authenticated
-        def post(self):
-            if not is_staff(self.current_user):
-                raise web.HTTPError(403, "only the staff grade again")
-            store, assignment = store_of(), self.get_argument("assignment")
-            asked = self.get_argument("student")
-            names = sorted({r.student for r in store.everyone_latest() if r.assignment == assignment}) \
-                if asked == "*" else [asked]
-            queued = [n for n in names if store.regrade(n, assignment, time.time())]
-            if self.request.headers.get("Accept", "").startswith("application/json"):
-                self.finish(json.dumps({"queued": queued}))
-            else:
-                self.redirect(self.reverse_url("page"), status=303)
-
-    class Feedback(Base):
-        @web.authenticated
-        def get(self, assignment, name):
-            student = self.student() or self.current_user["name"]
-            path = lay.course / "feedback" / student / assignment / name
-            if assignment not in ASSIGNMENTS or not FEEDBACK_FILE.fullmatch(name) or path.is_symlink() \
-                    or not path.is_file():
-                raise web.HTTPError(404)
-            for header, value in FEEDBACK_HEADERS.items():
-                self.set_header(header, value)
-            self.finish(path.read_bytes())
-
-    class Plot(Base):
-        @web.authenticated
-        def get(self, assignment):
-            if not is_staff(self.current_user):
-                raise web.HTTPError(403, "only the staff see the class's plot")
-            png = throughput_png(lay.course, assignment) if assignment in ASSIGNMENTS else None
-            if png is None:
-                raise web.HTTPError(404)
-            self.set_header("Content-Type", "image/png")
-            self.finish(png)
-
-    return Page, State, Regrade, Feedback, Plot
+    def places(self):
+        since = self.store.started_since(time.time() - grading_queue.HOUR)
+        return grading_queue.places(self.store.queued(), {r.student for r in self.store.grading()}, since,
+                                    settings.current().gradings_per_hour)
 
 
-def application(lay, store_of, prefix):
-    from jupyterhub.services.auth import HubOAuthCallbackHandler
-    from tornado import web
-    page, state, regrade, feedback, plot = handlers(lay, store_of)
+class PageHandler(_Base):
+    @web.authenticated
+    def get(self):
+        student, store = self.student(), self.store
+        if student:
+            self.finish(student_page(student, store.of_student(student), self.places(),
+                                     feedback_files(self.lay.course, student)))
+            return
+        latest = store.everyone_latest()
+        plotted = {a for a in {r.assignment for r in latest} if (self.lay.course / f"autograde_{a}.csv").exists()}
+        self.finish(staff_page(store.queued(), self.places(), store.grading(), latest, plotted, self.xsrf_form_html()))
+
+
+class StateHandler(_Base):
+    @web.authenticated
+    def get(self):
+        student = self.student()
+        rows = self.store.of_student(student) if student else self.store.everyone_latest()
+        places = self.places()
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"user": self.current_user["name"], "staff": student is None, "submissions": [
+            {**{k: getattr(r, k) for k in ("name", "student", "assignment", "state", "score", "max_score", "status",
+                                           "tries")},
+             "place": (places.get(r.id) or (None, None))[0], "phases": dict(grading_queue.phases(r)),
+             "parts": r.part_scores()} for r in rows]}))
+
+
+class RegradeHandler(_Base):
+    @web.authenticated
+    def post(self):
+        if not is_staff(self.current_user):
+            raise web.HTTPError(403, "only the staff grade again")
+        assignment, asked = self.get_argument("assignment"), self.get_argument("student")
+        names = sorted({r.student for r in self.store.everyone_latest() if r.assignment == assignment}) \
+            if asked == "*" else [asked]
+        queued = [n for n in names if self.store.regrade(n, assignment, time.time())]
+        if self.request.headers.get("Accept", "").startswith("application/json"):
+            self.finish(json.dumps({"queued": queued}))
+        else:
+            self.redirect(self.reverse_url("page"), status=303)
+
+
+class FeedbackHandler(_Base):
+    @web.authenticated
+    def get(self, assignment, name):
+        student = self.student() or self.current_user["name"]
+        path = self.lay.course / "feedback" / student / assignment / name
+        if assignment not in ASSIGNMENTS or not FEEDBACK_FILE.fullmatch(name) or path.is_symlink() or not path.is_file():
+            raise web.HTTPError(404)
+        for header, value in FEEDBACK_HEADERS.items():
+            self.set_header(header, value)
+        self.finish(path.read_bytes())
+
+
+class PlotHandler(_Base):
+    @web.authenticated
+    def get(self, assignment):
+        if not is_staff(self.current_user):
+            raise web.HTTPError(403, "only the staff see the class's plot")
+        png = throughput_png(self.lay.course, assignment) if assignment in ASSIGNMENTS else None
+        if png is None:
+            raise web.HTTPError(404)
+        self.set_header("Content-Type", "image/png")
+        self.finish(png)
+
+
+def application(lay, store, prefix):
+    given = {"lay": lay, "store": store}
     return web.Application([
-        web.url(prefix, page, name="page"),
+        web.url(prefix, PageHandler, given, name="page"),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),
-        (prefix + "api/state", state),
-        (prefix + "api/regrade", regrade),
-        (prefix + r"feedback/([A-Za-z0-9_-]+)/([^/]+)", feedback),
-        (prefix + r"plot/([A-Za-z0-9_-]+)\.png", plot),
+        (prefix + "api/state", StateHandler, given),
+        (prefix + "api/regrade", RegradeHandler, given),
+        (prefix + r"feedback/([A-Za-z0-9_-]+)/([^/]+)", FeedbackHandler, given),
+        (prefix + r"plot/([A-Za-z0-9_-]+)\.png", PlotHandler, given),
     ], cookie_secret=os.urandom(32))
 
 
 def serve(lay, watch=None):
     """The page, at the address the hub gave the service; `watch()` every few seconds (the
     service's worker still runs)."""
-    from jupyterhub.services.auth import HubOAuth
-    from tornado import ioloop
-    from handson_lib.classroom.grading_queue import Store
     HubOAuth.instance()   # from the hub's variables
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/grading/")
     address = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:8002"))
-    store = Store(lay.grading / "queue.sqlite")
-    application(lay, lambda: store, prefix).listen(address.port, address.hostname)
+    application(lay, Store(lay.grading / "queue.sqlite"), prefix).listen(address.port, address.hostname)
     if watch is not None:
         ioloop.PeriodicCallback(watch, 5000).start()
     ioloop.IOLoop.current().start()
