@@ -123,14 +123,27 @@ MESSAGES = {
         'ワーカー {width} 個',
     'workers':
         'ワーカー',
-    'not shown by what the run trained ({why}); "{cause}" says why: {fix}':
-        '学習の結果からは確かめられません（{why}）。「{cause}」が理由を示しています: {fix}',
+    'not shown by what the run trained; "{cause}" says why: {fix} ({why})':
+        '学習の結果からは確かめられません。「{cause}」が理由を示しています: {fix}（{why}）',
     'not shown by what the run trained (see "{cause}")':
         '学習の結果からは確かめられません（「{cause}」を見てください）',
     'not shown by what the run trained: {why}':
         '学習の結果からは確かめられません: {why}',
     'not shown by what the run trained (see above)':
         '学習の結果からは確かめられません（上を見てください）',
+    'while the grader stopped the other ranks for {window:.1f} s, rank 0 went on training ({advanced} iterations): '
+    'it does not average its gradients with theirs':
+        '採点側が他のランクを {window:.1f} 秒止めている間も、ランク 0 は学習を続けました（{advanced} イテレーション）: '
+        '他のランクと勾配を平均していません',
+    "while the grader stopped the run's {n} other process(es) for {window:.1f} s, its main process went on training "
+    "({advanced} iterations): no worker computes a part of its gradients":
+        '採点側が実行のほかのプロセス {n} 個を {window:.1f} 秒止めている間も、メインプロセスは学習を続けました'
+        '（{advanced} イテレーション）: 勾配の一部を計算しているワーカーがありません',
+    'in {share:.0%} of the stretches of iterations the grader watched, the ranks sent each other less than '
+    '{least:.2f} MB an iteration (averaging the gradients moves {megabytes:.2f} MB every iteration): they did not '
+    'average at every iteration':
+        '採点側が見たイテレーションの区間の {share:.0%} で、ランク間で送られたのは 1 イテレーションあたり {least:.2f} MB '
+        '未満でした（勾配の平均では毎イテレーション {megabytes:.2f} MB を送ります）: 毎イテレーション平均していません',
     # ---- handson_lib/checking/ (the checks)
     'unknown mode against={against!r}; choose one of {choices}':
         '不明なモード against={against!r} です。{choices} のいずれかを選んでください',

@@ -532,6 +532,24 @@ def test_only_the_paired_timing_sees_the_reference_solution(tmp_path, monkeypatc
                                                                               "READ PermissionError"), seen
 
 
+def test_each_side_of_the_paired_timing_has_a_cpu_quota_of_its_cores(tmp_path, monkeypatch):
+    """Issue 47: a submission's side of the paired timing may not use more cores than the reference's
+    side: each runs in a cpu cgroup whose quota is as many cores as its step keeps busy (a burner or
+    extra threads beside its workers gain nothing); a check's ordinary run has none."""
+    from handson_lib.autograder import nbgrader_ext
+    quotas = {}
+    with judged_sandbox(tmp_path, monkeypatch, "quota", "print('ran')\n") as (_, spec, script):
+        box = sandbox.Settings(**json.loads(Path(spec["settings"]).read_text()))
+        quota = sandbox._cgroup("cpu", box, spec["own"], "runs") / "cpu.cfs_quota_us"
+        for kind, cores in (("the student's side on 2 ranks", 2), ("a check's run", 0)):
+            cmd = nbgrader_ext.judge_sandbox_command(spec, [sys.executable, str(script)], None,
+                                                     launch.Confinement("runs", cores=cores))
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            assert "ran" in res.stdout, res.stdout + res.stderr
+            quotas[kind] = int(quota.read_text())
+    assert quotas == {"the student's side on 2 ranks": 2 * sandbox.CPU_PERIOD_US, "a check's run": -1}, quotas
+
+
 HOLDS_THE_SLOT = """
 import fcntl, os, sys, time
 from handson_lib import launch

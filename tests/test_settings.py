@@ -27,7 +27,7 @@ def test_the_settings_cross_to_another_process_and_read_back_the_same():
                             profile_log="/session/s1/profile.jsonl", grading_job="/jobs/job-00001",
                             plot_reports=False)
     every = Settings(**{f.name: "x" for f in Settings._declared() if f.metadata["kind"] == "text"},
-                     slot_held=True, observe_phases=True, observe_snapshots=(3, 40), gradings_per_hour=0,
+                     slot_held=True, observe_phases=True, observe_snapshots=(3, 31, 32, 33), gradings_per_hour=0,
                      grader=grader)
     env = every.to_env()
     assert set(env) == set(settings.VARIABLES.values())
@@ -47,7 +47,7 @@ def test_a_session_is_what_means_under_the_autograder_not_a_cache():
 
 
 @pytest.mark.parametrize("variable, text", [("HANDSON_RUN_TIMEOUT", "ten"), ("HANDSON_CELL_TIMEOUT", "-5"),
-                                            ("HANDSON_RUN_TIMEOUT", "0")])
+                                            ("HANDSON_RUN_TIMEOUT", "0"), ("HANDSON_OBSERVE_SNAPSHOTS", "3,x")])
 def test_a_bad_value_is_a_clear_error_naming_the_variable(variable, text):
     with pytest.raises(SettingsError, match=variable):
         Settings.from_env({variable: text})

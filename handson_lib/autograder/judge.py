@@ -312,10 +312,21 @@ class Judge:
     def _answer_calls(self):
         from handson_lib.checking import notebook
         notebook.set_answer_call(self.call_on_answers)
+        notebook.set_answer_source(self.answer_source)
         try:
             yield
         finally:
             notebook.set_answer_call(None)
+            notebook.set_answer_source(None)
+
+    def answer_source(self, function):
+        """checking.notebook.answer_source under the judge: the notebook's imports and answer cells as
+        handed in (answer_sources), whatever the kernel made of them; a grade cell passes the
+        student's function by its name."""
+        name = getattr(function, "__name__", None)
+        if not isinstance(name, str) or not name.isidentifier():
+            raise KernelAnswerError(f"answer_source: {function!r} is no function of your answer cells")
+        return "\n\n".join(self.answer_cells())
 
 
 def answer_sources(cells):

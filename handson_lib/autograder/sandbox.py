@@ -156,7 +156,7 @@ def prepare(session, readable=(), limits=None, graded=None):
     uid, gid = account()
     session = Path(session)
     settings = Settings(uid, gid, [*course_paths(), *map(str, readable)],
-                        asdict(limits or Limits()), cgroup_prefix=session.name,
+                        asdict(limits or Limits()), cgroup_prefix=_cgroup_prefix(session),
                         graded=None if graded is None else sorted(map(str, graded)))
     path = session / "sandbox.json"
     path.write_text(json.dumps(asdict(settings)))
@@ -173,6 +173,13 @@ def prepare(session, readable=(), limits=None, graded=None):
         # kernel interrupts itself on a message (a cell past its time limit).
         "interrupt_mode": "message"}))
     return settings
+
+
+def _cgroup_prefix(session):
+    """The prefix of a session's cgroups: its folder's name and a digest of its whole path, so that
+    two sessions of the machine never share a cgroup (whose release kills what is in it)."""
+    import hashlib
+    return f"{Path(session).name}-{hashlib.sha256(str(Path(session).resolve()).encode()).hexdigest()[:8]}"
 
 
 def for_student(session, settings, student):

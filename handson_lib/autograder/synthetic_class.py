@@ -465,6 +465,10 @@ CLASSES = {
             **TASK1_SOLVED, "train_cifar_multi_gpu.py": MISTAKES["forged_structure"]},
             why="one process trains everything; its record rewritten at exit tells of two workers on two shards: "
                 "no worker kept the parameters the grader asked for"),
+        "twice_the_work": Submission(6.5, solution_answers("01_multi_gpu.ipynb"), {
+            **TASK1_SOLVED, "train_cifar_multi_gpu.py": MISTAKES["twice_the_work"]},
+            why="correct, every step's work done twice: its correctness points kept, its throughput in the half "
+                "band (6 where a busy machine takes it below the band)"),
         "described_as_parallel": Submission(2, solution_answers("01_multi_gpu.ipynb"), {
             **TASK1_SOLVED, "train_cifar_multi_gpu.py": MISTAKES["described_as_parallel"]},
             why="one process trains, describing itself as Chainer's updater on two shards, a helper burning a core "

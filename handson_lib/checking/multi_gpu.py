@@ -54,7 +54,8 @@ def check_multi_gpu(script, gpus=2, args=None, reference=None, timeout=300, site
     say(tr("Running {script} on {n} devices under the grader's launcher ...", script=script, n=gpus))
     obs = run_observed(script, [*run_args, "--seed", str(seed)], limit, stall=stall,
                        part=f"your {gpus}-device run", say=_ticking(say), snapshots=plan.iterations,
-                       cpu_limit=student_cpu_limit(baseline))
+                       cpu_limit=student_cpu_limit(baseline),
+                       probe_at=replay.probe_iteration("multi-gpu", args, gpus, plan))
     report = Report("multi-gpu", str(script), observed=obs.record,
                     reference=reference.record if against == "reference" else {},
                     output_tail=_tail(obs.output), against=against, bands=rules.bands,

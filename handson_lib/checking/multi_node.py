@@ -62,7 +62,8 @@ def check_multi_node(script, np=2, args=None, reference=None, timeout=300, site=
     obs = run_observed_mpi(script, np, [*args, "--seed", str(seed)], limit,
                            timed=timed and not paired and against == "reference", stall=stall,
                            part=f"{task}: your {np}-rank run", say=_ticking(say), snapshots=plan.iterations,
-                           cpu_limit=student_cpu_limit(baseline))
+                           cpu_limit=student_cpu_limit(baseline),
+                           probe_at=replay.probe_iteration(task, args, np, plan))
     report = Report(task, str(script), observed=obs.ranks.get(0, {}),
                     reference=baseline.ranks.get(0, {}) if baseline is not None else {},
                     output_tail=_tail(obs.output), against=against, bands=rules.bands,

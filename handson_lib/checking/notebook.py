@@ -4,6 +4,7 @@ Ships in the student edition: it needs neither the reference solutions nor the c
 """
 
 import difflib
+import json
 import os
 import re
 import shutil
@@ -11,7 +12,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
-from handson_lib import launch
+from handson_lib import launch, settings
 from handson_lib.messages import tr
 from handson_lib.checking import checks, runs
 from handson_lib.sites import jobs, jobscript
@@ -98,6 +99,35 @@ def set_answer_call(call):
     runs a grade cell; None: a plain call."""
     global _ANSWER_CALL
     _ANSWER_CALL = call
+
+
+#: Under the judge: what gives the source of the student's answer cells (autograder.judge).
+_ANSWER_SOURCE = None
+
+
+def set_answer_source(source):
+    global _ANSWER_SOURCE
+    _ANSWER_SOURCE = source
+
+
+def answer_source(function):
+    """The source that defines the student's `function`, for a run of it in processes of their own
+    (02's stretch on 2 ranks): in a notebook, the cell that defined it; under the autograder, the
+    notebook's imports and answer cells as handed in (nothing the kernel did), so that no student code
+    runs where the grader starts those processes."""
+    if _ANSWER_SOURCE is not None:
+        return _ANSWER_SOURCE(function)
+    import inspect
+    import linecache
+    lines = linecache.getlines(function.__code__.co_filename)
+    return "".join(lines) if lines else inspect.getsource(function)
+
+
+def runs_folder():
+    """Where the grader keeps this student's runs under the autograder (a run there is one its sandbox
+    may read and write), else None (the temporary folder)."""
+    judge = settings.current().judge
+    return json.loads(judge).get("runs") if judge else None
 
 
 def on_answers(function, *args, **kwargs):

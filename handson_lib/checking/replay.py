@@ -77,14 +77,18 @@ RECIPES = {
 @dataclass(frozen=True)
 class Plan:
     """The iterations at which the grader compares a run with its replay: `early`, on the path from
-    the start; each j of `steps`, one update from the run's own parameters at j - 1 and j."""
+    the start; each j of `steps`, one update from the run's own parameters at j - 1 and j; `late`,
+    on the path from the start again, within the looser bound that rounding grown over that many
+    steps needs (a timed launch's last step: every step it took counts)."""
     early: int
     steps: tuple
+    late: int = None
 
     @property
     def iterations(self):
         """Every iteration at which the run keeps its parameters."""
-        return tuple(sorted({self.early, *(k for j in self.steps for k in (j - 1, j, j + 1))}))
+        late = () if self.late is None else (self.late,)
+        return tuple(sorted({self.early, *late, *(k for j in self.steps for k in (j - 1, j, j + 1))}))
 
 
 @dataclass
@@ -300,11 +304,12 @@ def replay(task, args, width, seed, plan, kept=None):
         training = _Training(task, args, width, seed)
         own = _reference_kept(kept, training.devices, controls.parameters(training.model).size)
         parameters, stepped, first_epoch, evaluation = {}, {}, None, None
+        path_to = max(plan.early, plan.late or 0)   # one-step checks load the run's parameters: only after it
         for iteration in range(1, max(plan.iterations) + 1):
             batches = training.batches()
-            if iteration <= plan.early:
+            if iteration <= path_to:
                 training.step(batches)
-                if iteration == plan.early:
+                if iteration in (plan.early, plan.late):
                     parameters[iteration] = controls.parameters(training.model)
             j = iteration - 1
             if j in plan.steps and j in own and j - 1 in own:
@@ -345,7 +350,21 @@ def snapshot_plan(task, args, width, seed):
     return Plan(early, tuple(sorted(steps)))
 
 
+def probe_iteration(task, args, width, plan):
+    """The iteration at which the grader stops a run's other processes for a moment (launch.
+    DependenceProbe): drawn now, never told to the run; after the first steps and before the run's
+    end, away from the iterations of the grader's `plan` (a run that averaged only where it is asked
+    for its parameters would wait for the others there)."""
+    import secrets
+    _, total = _epoch(task, args, width)
+    span = range(plan.early + 2, max(plan.early + 3, total - 3))   # the end has collectives of its own
+    away = [k for k in span if all(abs(k - kept) > 3 for kept in plan.iterations)]
+    choices = away or list(span)
+    return choices[secrets.randbelow(len(choices))]
+
+
 def timing_plan(steps):
-    """The Plan of a timed launch that took `steps` training steps: the path compared up to step 3
-    and the last step checked (harness.stepper keeps its parameters there)."""
-    return Plan(min(3, steps), (steps - 1,) if steps >= 3 else ())
+    """The Plan of a timed launch that took `steps` training steps: the path from the start compared
+    at step 3 and at its last step (harness.stepper keeps its parameters there): a step that trained
+    less than its minibatches, anywhere among them, shows at the end."""
+    return Plan(min(3, steps), (), late=steps)

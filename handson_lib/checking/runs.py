@@ -159,15 +159,31 @@ def staged(script, tmp):
     return copy
 
 
+def _watchers(outdir, probe_at, rank=None):
+    """(OutsideView, DependenceProbe or None) of a run: the bytes beside the iterations of the process
+    that marks them, and, where the grader picked an iteration `probe_at`, the probe there."""
+    heartbeat = outdir / ("heartbeat" if rank is None else f"heartbeat-rank{rank}")
+    probe = launch.DependenceProbe(heartbeat, probe_at, rank) if probe_at else None
+    return launch.OutsideView(heartbeat=heartbeat), probe
+
+
+def _seen(outside, probe):
+    seen = outside.result()
+    seen["dependence"] = None if probe is None else probe.result
+    return seen
+
+
 def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, part=None, say=None, snapshots=(),
-                 cpu_limit=None):
+                 cpu_limit=None, probe_at=None):
     """Run `python SCRIPT ARGS` under the instrumenting launcher and a watchdog.
 
     `timed`: the run's time is scored, so it holds the machine's timing slot alone (launch.timing_slot);
     `stall`: stop it once no training iteration has come for that many seconds;
     `part`: its name in the grading profile (HANDSON_PROFILE_LOG); `say`: told how far the run got
     every 10 s (launch.ProgressWatch); `snapshots`: the iterations at which the run keeps its
-    parameters (Observation.snapshots); `cpu_limit`: the CPU-seconds its processes may use."""
+    parameters (Observation.snapshots); `cpu_limit`: the CPU-seconds its processes may use;
+    `probe_at`: an iteration (the grader's, never told to the run) at which its other processes are
+    stopped for a moment (launch.DependenceProbe: Observation.outside["dependence"])."""
     timeout = run_limit(timeout)
     with run_folder("handson-observe-") as tmp:
         outdir, workdir = _observed_folders(tmp)
@@ -176,14 +192,15 @@ def run_observed(script, args, timeout=300, env=None, timed=False, stall=None, p
         full_env.setdefault("MPLBACKEND", "Agg")
         cmd = [sys.executable, "-m", OBSERVE_MODULE, str(outdir), str(staged(script, tmp)),
                *args, "--out", str(workdir / "result")]
-        watch, outside = launch.ProgressWatch(outdir, stall, say=say), launch.OutsideView()
+        watch = launch.ProgressWatch(outdir, stall, say=say)
+        outside, probe = _watchers(outdir, probe_at)
         res = launch.run_watched(cmd, timeout, env=full_env, cwd=str(workdir), timed=timed, progress=watch,
-                                 outside=outside, cpu_limit=cpu_limit)
+                                 outside=outside, cpu_limit=cpu_limit, probe=probe)
         defuse(tmp)
         (record, workers, kept), refused = _read_left(_observed_records, outdir)
         obs = Observation(res.returncode, res.timed_out, res.output + refused, record, workers, res.seconds,
                           timeout, _progress(res, watch),
-                          evidence.measure(record, outdir / "model.npz", seed_of(args)), outside.result(), kept)
+                          evidence.measure(record, outdir / "model.npz", seed_of(args)), _seen(outside, probe), kept)
         _log_part(part, obs)
         return obs
 
@@ -284,25 +301,28 @@ class MPIObservation:
 
 
 def run_observed_mpi(script, np, args, timeout=300, timed=False, stall=None, part=None, say=None, snapshots=(),
-                     cpu_limit=None):
+                     cpu_limit=None, probe_at=None):
     """Run SCRIPT on `np` local ranks under the launcher (each rank observed) and a watchdog;
-    `timed`, `stall`, `part`, `say`, `snapshots` and `cpu_limit` as in run_observed."""
+    `timed`, `stall`, `part`, `say`, `snapshots`, `cpu_limit` and `probe_at` (the other ranks
+    stopped, rank 0 watched) as in run_observed."""
     timeout = run_limit(timeout)
     with run_folder("handson-observe-") as tmp:
         outdir, workdir = _observed_folders(tmp)
         argv = ["-m", OBSERVE_MODULE, str(outdir), str(staged(script, tmp)), *args,
                 "--out", str(workdir / "result")]
-        watch, outside = launch.ProgressWatch(outdir, stall, say=say), launch.OutsideView()
+        watch = launch.ProgressWatch(outdir, stall, say=say)
+        outside, probe = _watchers(outdir, probe_at, rank=0)
         env = settings.child_env(changes={"observe_snapshots": tuple(snapshots)}, MPLBACKEND="Agg",
                                  **YIELD_WHEN_IDLE, **transport())
         res = launch.run_mpi(np, argv, timeout=timeout, cwd=str(workdir), extra_args=["--output", "tag"],
-                             env=env, timed=timed, progress=watch, outside=outside, cpu_limit=cpu_limit)
+                             env=env, timed=timed, progress=watch, outside=outside, cpu_limit=cpu_limit,
+                             probe=probe)
         defuse(tmp)
         (ranks, params, kept), refused = _read_left(_rank_records, outdir, np)
         obs = MPIObservation(np, res.returncode, res.timed_out, res.output + refused, ranks, params, res.seconds,
                              timeout, _progress(res, watch),
                              evidence.measure(ranks.get(0, {}), outdir / "model-rank0.npz", seed_of(args)),
-                             outside.result(), kept)
+                             _seen(outside, probe), kept)
         _log_part(part, obs)
         return obs
 

@@ -85,21 +85,27 @@ def _parts(test, np):
 
 
 def run_on_ranks(function, np=2, timeout=180, test=None):
-    """Run the student's `function` (the notebook's `per_class_accuracy`) on `np` local ranks, as
-    `python -m handson_lib.experiments.rank_metric`; what the ranks returned, as data:
-    {"ranks", "shard_sizes", "per_rank", "single"} ("single": rank 0's own value over the whole test
-    set, shown in the notebook; a grader computes its own, `whole_test_set`), or None when the run
-    wrote nothing (its output says why). `test`: (x, t) of a test set of the grader's, each rank
-    given its part alone; else the digits' own test set, scattered by the ranks."""
-    import tempfile
+    """Run the student's `function` (the notebook's `per_class_accuracy`, or the source that defines
+    it: checking.notebook.answer_source) on `np` local ranks, as `python -m
+    handson_lib.experiments.rank_metric`; what the ranks returned, as data: {"ranks", "shard_sizes",
+    "per_rank", "single"} ("single": rank 0's own value over the whole test set, shown in the
+    notebook; a grader computes its own, `whole_test_set`), or None when the run wrote nothing (its
+    output says why). `test`: (x, t) of a test set of the grader's, each rank given its part alone;
+    else the digits' own test set, scattered by the ranks. Only the ranks run the student's code."""
     from handson_lib import launch
-    with tempfile.TemporaryDirectory(prefix="stretch-") as folder:
+    from handson_lib.checking import notebook, runs
+    with runs.run_folder("stretch-", dir=notebook.runs_folder()) as folder:
         script, out = Path(folder) / "per_class_accuracy.py", Path(folder) / "per_class.json"
-        save_function(function, script)
+        if isinstance(function, str):
+            script.write_text(function)
+        else:
+            save_function(function, script)
         argv = ["-m", "handson_lib.experiments.rank_metric", str(script), str(out)]
         if test is not None:
             parts = Path(folder) / "parts"
             parts.mkdir()
+            if launch.wrapped():   # the ranks, as the grading account, remove their parts
+                parts.chmod(0o777)
             for rank, (x, t) in enumerate(_parts(test, np)):
                 numpy.savez(parts / f"part-{rank}.npz", x=x.astype(numpy.float32), t=t.astype(numpy.int32))
             argv.append(str(parts))

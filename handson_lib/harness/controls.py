@@ -1,9 +1,10 @@
 """What the grader fixes inside every observed or stepped run, so that what the run trained can be
 set beside the grader's own replay of the same training (handson_lib.checking.replay):
 
-  - which examples each worker or rank gets: `chainer.datasets.split_dataset_n_random` splits by
-    the run's seed, whatever seed the script passes; `chainermn.scatter_dataset` shuffles by it,
-    whatever the script asks (`split_order`, `scatter_order`);
+  - which examples each worker or rank gets: `chainer.datasets.split_dataset_n_random` (and
+    `split_dataset_random`, a split in two) split by the run's seed, whatever seed the script
+    passes; `chainermn.scatter_dataset` shuffles by it, whatever the script asks (`split_order`,
+    `scatter_order`);
   - the order in which each training iterator visits its examples: epoch by epoch from the run's
     seed and the iterator's place (the worker's index, the rank), set on the trainer's iterators
     when the trainer is made (`TrainingOrder`);
@@ -86,6 +87,9 @@ def _set_order(iterator, sampler):
     if not hasattr(iterator, "order_sampler") or not hasattr(iterator, "reset"):
         return False
     iterator.order_sampler = sampler
+    loop = getattr(iterator, "_prefetch_loop", None)   # MultiprocessIterator's keeps its own reference
+    if loop is not None and hasattr(loop, "order_sampler"):
+        loop.order_sampler = sampler
     iterator.reset()
     return True
 
@@ -114,20 +118,29 @@ def fix_evaluation_order(extensions):
 
 
 def install(seed):
-    """Fix the data's split and order in this process, for a run of `seed` (before the script runs)."""
+    """Fix the data's split and order in this process, for a run of `seed` (before the script runs).
+    Returns what undoes it (for a test that installs it in its own process)."""
     import chainer
     from chainer.datasets import sub_dataset
     from chainer.iterators import order_samplers
 
-    original_split = sub_dataset.split_dataset_n_random
+    undo = [(sub_dataset, "split_dataset_n_random"), (chainer.datasets, "split_dataset_n_random"),
+            (sub_dataset, "split_dataset_random"), (chainer.datasets, "split_dataset_random"),
+            (order_samplers.ShuffleOrderSampler, "__init__")]
+    undo = [(owner, name, getattr(owner, name)) for owner, name in undo]
+    original_n, original_two = sub_dataset.split_dataset_n_random, sub_dataset.split_dataset_random
 
     def split_dataset_n_random(dataset, n, seed=None):
-        return original_split(dataset, n, seed=derived(run_seed, SPLIT))
+        return original_n(dataset, n, seed=derived(run_seed, SPLIT))
+
+    def split_dataset_random(dataset, first_size, seed=None):
+        return original_two(dataset, first_size, seed=derived(run_seed, SPLIT))
 
     run_seed = seed
-    split_dataset_n_random.__doc__ = original_split.__doc__
-    sub_dataset.split_dataset_n_random = split_dataset_n_random
-    chainer.datasets.split_dataset_n_random = split_dataset_n_random
+    for fixed, original in ((split_dataset_n_random, original_n), (split_dataset_random, original_two)):
+        fixed.__doc__ = original.__doc__
+        setattr(sub_dataset, fixed.__name__, fixed)
+        setattr(chainer.datasets, fixed.__name__, fixed)
 
     original_init = order_samplers.ShuffleOrderSampler.__init__
     made = [0]
@@ -139,7 +152,12 @@ def install(seed):
         original_init(self, random_state)
 
     order_samplers.ShuffleOrderSampler.__init__ = sampler_init
-    _fix_scatter(run_seed)
+    undo += _fix_scatter(run_seed)
+
+    def undone():
+        for owner, name, value in undo:
+            setattr(owner, name, value)
+    return undone
 
 
 def _fix_scatter(run_seed):
@@ -149,8 +167,10 @@ def _fix_scatter(run_seed):
         import chainermn
         from chainermn.datasets import scatter
     except ImportError:
-        return
+        return []
     original = scatter.scatter_dataset
+    undo = [(scatter, "scatter_dataset", original), (chainermn, "scatter_dataset", chainermn.scatter_dataset),
+            (chainermn.datasets, "scatter_dataset", chainermn.datasets.scatter_dataset)]
 
     def scatter_dataset(dataset, comm, root=0, shuffle=False, seed=None, max_buf_len=256 * 1024 * 1024, *,
                         force_equal_length=True):
@@ -161,3 +181,4 @@ def _fix_scatter(run_seed):
     scatter.scatter_dataset = scatter_dataset
     chainermn.scatter_dataset = scatter_dataset
     chainermn.datasets.scatter_dataset = scatter_dataset
+    return undo

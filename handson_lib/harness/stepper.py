@@ -6,7 +6,9 @@ Each rank runs SCRIPT with ARGS until it calls `trainer.run()`. Instead of train
 connects to the coordinator's Unix socket SOCKET, introduces itself with one JSON line (TOKEN, its
 rank, the world's size, its iterator's batch size) and then runs one `updater.update()` (forward,
 backward, allreduce, update) for each `s` it reads, answering `d` once the step is done; `q`, or
-the socket closing, ends the script. SIDE ("reference" or "student") only names the launch.
+the socket closing, ends the script. SIDE ("reference" or "student") only names the launch. The
+data's split and order are the grader's (harness.controls); the launch keeps its parameters after
+step 3 and after its last step, which the grader sets beside its replay of as many steps.
 
 The coordinator (handson_lib.checking.timing.paired, the grader's side) steps two such launches in turn,
 the reference's and the student's, and times every step from outside, where neither launch can
@@ -76,18 +78,17 @@ def serve(trainer, control, token):
 
 
 #: The parameters a launch keeps for the grader (checking.replay.timing_plan): after this early
-#: step, and after each of its last three steps.
-EARLY_STEP, LAST_STEPS = 3, 3
-_KEPT = []
+#: step, and after its last one.
+EARLY_STEP = 3
+_LAST = []
 
 
 def keep(model, iteration):
     """Keep the parameters after `iteration` where the grader compares them: the early step at once,
-    the last ones in memory until the launch is told to quit (`kept_to`)."""
+    the last one in memory until the launch is told to quit (`kept_to`)."""
     if iteration == EARLY_STEP:
         controls.keep_parameters(".", model, iteration, _who())
-    _KEPT.append((iteration, controls.parameters(model)))
-    del _KEPT[:-LAST_STEPS]
+    _LAST[:] = [(iteration, controls.parameters(model))]
 
 
 def _who():
@@ -96,9 +97,9 @@ def _who():
 
 
 def kept_to(folder):
-    """Write the last steps' parameters (in `folder`: the side's own)."""
+    """Write the last step's parameters (in `folder`: the side's own)."""
     import numpy
-    for iteration, params in _KEPT:
+    for iteration, params in _LAST:
         numpy.savez(str(Path(folder) / controls.snapshot_name(iteration, _who())), params=params, iteration=iteration)
 
 

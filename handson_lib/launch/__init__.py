@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from handson_lib.launch.outside import (OutsideView, _descendants, _loopback_sent,  # noqa: F401
+from handson_lib.launch.outside import (DependenceProbe, OutsideView, _descendants, _loopback_sent,  # noqa: F401
                                         machine_busy_seconds, tree_cpu)
 from handson_lib.launch.progress import ProgressWatch, Ticker, read_small  # noqa: F401
 from handson_lib import settings
@@ -362,7 +362,7 @@ def wrapped_command(cmd, cwd=None, confinement=None):
 
 
 def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_000, progress=None,
-                timed=None, outside=None, cpu_limit=None):
+                timed=None, outside=None, cpu_limit=None, probe=None):
     """Run `cmd` in its own session; kill the whole tree after `timeout` seconds, or earlier when
     `progress` (a ProgressWatch) sees no progress for its `stall` seconds, or when its processes
     have used more than `cpu_limit` CPU-seconds (seen from outside: a machine's load slows a run's
@@ -370,11 +370,13 @@ def run_watched(cmd, timeout, env=None, cwd=None, echo=False, max_output=2_000_0
 
     `timed`: None runs at once; True waits to hold the machine's timing slot alone (a run whose
     time is scored), False shares it with other untimed runs (see timing_slot). The time limit
-    starts once the slot is held. `outside`: an OutsideView that watches the run meanwhile."""
+    starts once the slot is held. `outside`: an OutsideView that watches the run meanwhile;
+    `probe`: a DependenceProbe, which stops the run's other processes for a moment to see whether
+    the one that marks its progress needs them."""
     with timing_slot(timed) as slot:
         if timed is not None:
             env = settings.child_env(env, changes={"slot_held": True})
-        result = _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot, outside, cpu_limit)
+        result = _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot, outside, cpu_limit, probe)
         result.waited, result.stepped_aside, result.contended = slot.waited, slot.stepped_aside, slot.contended
         return result
 
@@ -421,7 +423,8 @@ class Launched:
         return text
 
 
-def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, outside=None, cpu_limit=None):
+def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, outside=None, cpu_limit=None,
+                 probe=None):
     started = time.monotonic()
     if progress is not None:
         progress.start()
@@ -439,7 +442,9 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, 
                 proc.wait(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
                 break
             except subprocess.TimeoutExpired:
-                if progress is not None and progress.poll():
+                if probe is not None:
+                    probe.tick(proc.pid)
+                if progress is not None and progress.poll() and not (probe is not None and probe.active):
                     stalled = True
                 elif cpu_limit and (tree_cpu(proc.pid) or 0.0) > cpu_limit:
                     over_cpu = True
@@ -451,6 +456,8 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, 
                 timed_out = True
                 break
     finally:
+        if probe is not None:
+            probe.release()
         if outside is not None:
             outside.stop()
         # The whole tree after a time-out or an interruption; ranks that outlive mpiexec (they
@@ -479,11 +486,12 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, 
 
 
 def run_mpi(np, argv, timeout=300, env=None, cwd=None, echo=False, omp_threads=1, python=True,
-            extra_args=(), progress=None, timed=False, outside=None, cpu_limit=None):
+            extra_args=(), progress=None, timed=False, outside=None, cpu_limit=None, probe=None):
     """Launch `python ARGV` on `np` local ranks under a watchdog; returns an MPIResult.
 
     It shares the machine's timing slot (`timed=False`), so that it never runs beside a run whose
     time is scored; `timed=True` waits for the slot alone, None ignores it (see run_watched)."""
     cmd = mpiexec_command(np, argv, python=python, extra_args=extra_args)
     return run_watched(cmd, timeout, env=local_mpi_env(env, omp_threads=omp_threads), cwd=cwd,
-                       echo=echo, progress=progress, timed=timed, outside=outside, cpu_limit=cpu_limit)
+                       echo=echo, progress=progress, timed=timed, outside=outside, cpu_limit=cpu_limit,
+                       probe=probe)

@@ -5,6 +5,7 @@ Nothing a run does inside changes what /proc says of it.
 
 import os
 import threading
+import time
 from pathlib import Path
 
 
@@ -70,8 +71,11 @@ class OutsideView:
     between ranks on one machine, the bytes of their messages; None without such a namespace).
     Nothing the run does inside changes what /proc says of it."""
 
-    def __init__(self, interval=0.2):
+    def __init__(self, interval=0.2, heartbeat=None):
         self.interval, self.processes, self.loopback = interval, {}, None
+        # Where the run marks its iterations (a claim): the bytes sent beside each mark, so that the
+        # bytes of each iteration can be told from bytes sent all at once.
+        self.heartbeat, self.traffic = heartbeat, []
         self._own_namespace = os.readlink("/proc/self/ns/net")
         self._stop = threading.Event()
         self._thread = None
@@ -100,6 +104,10 @@ class OutsideView:
                 sent = _loopback_sent(proc.pid, self._own_namespace)
         if sent is not None:
             self.loopback = max(self.loopback or 0, sent)
+            iteration = _iteration_in(self.heartbeat) if self.heartbeat is not None else None
+            if iteration is not None and (not self.traffic or self.traffic[-1][0] != iteration) \
+                    and len(self.traffic) < 5000:
+                self.traffic.append((iteration, sent))
 
     def start(self, pid):
         def watch():
@@ -118,4 +126,126 @@ class OutsideView:
         """{"processes": [{"pid", "ppid", "name", "cpu"}], "cpu": their sum, "loopback_bytes"}."""
         processes = [{"pid": pid, **seen} for pid, seen in sorted(self.processes.items())]
         return {"processes": processes, "cpu": round(sum(p["cpu"] for p in processes), 3),
-                "loopback_bytes": self.loopback}
+                "loopback_bytes": self.loopback, "traffic": [list(t) for t in self.traffic]}
+
+
+def _iteration_in(path):
+    """The training iteration a run's progress mark says (its own words: read as a claim), or None."""
+    try:
+        return int(Path(path).read_bytes()[:32])
+    except (OSError, ValueError):
+        return None
+
+
+def _is_python(proc):
+    try:
+        return proc.name().startswith("python")
+    except Exception:   # gone already
+        return False
+
+
+class DependenceProbe:
+    """Whether the process that marks a run's progress needs the others (seen from outside): once it
+    has marked iteration `at`, every other process of the run is stopped (SIGSTOP) for a window of
+    several of its steps, and the iterations it marked meanwhile are read; then they go on (SIGCONT).
+    A main process whose workers compute its gradients, or a rank whose gradients are averaged with
+    the others', waits for them (at most the step in hand ends); one that trains alone goes on.
+
+    `rank`: the MPI rank whose mark is `heartbeat` (the others are the ranks' processes), or None: a
+    single process whose mark it is (the others are its descendants). The run never learns `at`."""
+
+    def __init__(self, heartbeat, at, rank=None, shortest=2.0, longest=10.0, steps=6):
+        self.heartbeat, self.at, self.rank = Path(heartbeat), at, rank
+        self.shortest, self.longest, self.steps = shortest, longest, steps
+        self.result, self._stopped, self._marks, self._until = None, [], [], None
+
+    @property
+    def active(self):
+        return self._until is not None
+
+    def tick(self, root_pid):
+        """One look, from the watchdog's loop: start the window when it is due, end it when it is over."""
+        now = time.monotonic()
+        if self.result is not None:
+            return
+        if self._until is not None:
+            if now >= self._until:
+                self._finish()
+            return
+        iteration = _iteration_in(self.heartbeat)
+        if iteration is not None and (not self._marks or self._marks[-1][1] != iteration):
+            self._marks.append((now, iteration))
+        if iteration is not None and iteration >= self.at:
+            self._start(root_pid, iteration, now)
+
+    def _who(self, root_pid):
+        """(the process whose mark is watched, the others to stop) among the run's python processes."""
+        import psutil
+        try:
+            tree = [psutil.Process(root_pid), *_descendants(root_pid)]
+        except psutil.Error:
+            return None, []
+        pythons = [p for p in tree if _is_python(p)]
+        if self.rank is None:
+            top = [p for p in pythons if not any(_is_python(a) for a in _ancestors(p, tree))]
+            watched = top[0] if top else None
+            return watched, [p for p in pythons if watched is not None and p.pid != watched.pid]
+        ranks = {}
+        for p in pythons:
+            try:
+                ranks[p.pid] = p.environ().get("OMPI_COMM_WORLD_RANK")
+            except psutil.Error:
+                ranks[p.pid] = None
+        own = [p for p in pythons if ranks[p.pid] == str(self.rank)]
+        watched = next((p for p in own if not any(ranks.get(a.pid) == str(self.rank) for a in _ancestors(p, tree))),
+                       None)
+        return watched, [p for p in pythons if ranks[p.pid] not in (None, str(self.rank))]
+
+    def _start(self, root_pid, iteration, now):
+        watched, others = self._who(root_pid)
+        if watched is None or not others:
+            self.result = {"skipped": "no other process to stop" if watched is not None else "no process marks"}
+            return
+        gaps = [b[0] - a[0] for a, b in zip(self._marks, self._marks[1:])]
+        step = sorted(gaps)[len(gaps) // 2] if gaps else self.shortest
+        self._window = min(self.longest, max(self.shortest, self.steps * step))
+        for proc in others:
+            try:
+                proc.suspend()
+                self._stopped.append(proc)
+            except Exception:   # ended meanwhile
+                pass
+        self._from, self._until = iteration, now + self._window
+
+    def _finish(self):
+        iteration = _iteration_in(self.heartbeat)
+        self.release()
+        self.result = {"stopped": len(self._stopped), "window": round(self._window, 1), "at": self._from,
+                       "advanced": None if iteration is None else iteration - self._from}
+        self._until = None
+
+    def release(self):
+        """Let every process it stopped go on (also when the run ends meanwhile)."""
+        for proc in self._stopped:
+            try:
+                proc.resume()
+            except Exception:
+                pass
+
+
+def _ancestors(proc, tree):
+    """The processes of `tree` above `proc`."""
+    by_pid = {p.pid: p for p in tree}
+    found, seen = [], set()
+    try:
+        parent = proc.ppid()
+    except Exception:
+        return found
+    while parent in by_pid and parent not in seen:
+        seen.add(parent)
+        found.append(by_pid[parent])
+        try:
+            parent = by_pid[parent].ppid()
+        except Exception:
+            break
+    return found

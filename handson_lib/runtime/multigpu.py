@@ -8,6 +8,7 @@ update, the learning rate divided by the number of workers (as Chainer's updater
 the new parameters sent back to every worker. The run says on screen which backend ran.
 """
 
+import atexit
 import multiprocessing
 import os
 import statistics
@@ -176,6 +177,13 @@ def _worker_main(index, conn, model, iterator, converter, params, grads, layout,
         raise
 
 
+def _end_workers(workers):
+    """At the exit of a process whose updater was not finalized: its workers end with it."""
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+
+
 class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
     """MultiprocessParallelUpdater's CPU stand-in: one worker process per device entry."""
 
@@ -252,14 +260,17 @@ class CPUParallelUpdater(chainer.training.updaters.StandardUpdater):
         _params_to(model, numpy.frombuffer(self._params, dtype=numpy.float32), self._layout)
         for index in range(1, self._worker_count):
             parent, child = ctx.Pipe()
+            # Not daemonic: a worker may start processes of its own (Chainer's MultiprocessIterator,
+            # its data's pool); finalize() ends every worker, and so does an exit without it (atexit).
             worker = ctx.Process(
-                target=_worker_main, daemon=True, name=f"handson-mpu-{self._device_names[index]}",
+                target=_worker_main, daemon=False, name=f"handson-mpu-{self._device_names[index]}",
                 args=(index, child, model, self._mpu_iterators[index], self.converter,
                       self._params, self._grads, self._layout, self._threads))
             worker.start()
             child.close()
             self._workers.append(worker)
             self._conns.append(parent)
+        atexit.register(_end_workers, list(self._workers))
         _limit_threads(self._threads)
 
     def _receive(self, conn, index):

@@ -19,6 +19,6 @@ autograder in the grader's own process, in `handson check` on the student's own 
   - multi_gpu, multi_node: each task's correctness verdicts, from the above;
   - speed: the speed verdicts of the timed training steps; credit: their points in the bands.
 
-Nothing that runs inside a run or a kernel imports this package (tests/test_layout.py), and it
-imports nothing of the course but its messages.
+Nothing that runs inside a run or a kernel imports this package (the course's layout test holds
+it to that), and it imports nothing of the course but its messages.
 """

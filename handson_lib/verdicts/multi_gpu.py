@@ -101,4 +101,5 @@ def correctness(report, run, replayed, gpus, rules, flags=(), expected_cpu=None)
     if not seen.review_contradicts(report, flags):
         seen.work_seen(report, (run.outside or {}).get("cpu"), expected_cpu, rules)
     seen.workers_seen(report, run.outside, gpus)
+    seen.dependence_seen(report, (run.outside or {}).get("dependence"), "one worker process per device", ranks=False)
     return report

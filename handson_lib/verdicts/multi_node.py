@@ -158,6 +158,9 @@ def correctness(report, run, replayed, rules, flags=(), expected_cpu=None, avera
         _evaluator_computed(report, run, replayed.evaluation, rules.evaluation_tolerance)
     if not seen.review_contradicts(report, flags):
         seen.work_seen(report, (run.outside or {}).get("cpu"), expected_cpu, rules)
+    outside = run.outside or {}
+    seen.dependence_seen(report, outside.get("dependence"), "parameters identical on every rank", ranks=True)
     if averaging:
         seen.averaging_seen(report, *averaging, rules)
+        seen.traffic_seen(report, outside.get("traffic"), 2 * (np - 1) * averaging[3], rules)
     return report

@@ -25,6 +25,10 @@ class Rules:
     #: not another training (the course's runs match to the bit; three or four ranks whose gradients
     #: MPI adds in an order of its own, by 2e-6 at most over 7 runs; a rank that trains alone, 1e-3).
     replay_tolerance: float = 1e-4
+    #: The same at a late iteration (a timed launch's last of 18 steps), where rounding has grown: the
+    #: course's runs match to the bit; three ranks, 1e-4; a launch that skipped the work of 12 of its
+    #: 18 steps, 5e-2.
+    late_path_tolerance: float = 1e-3
     #: The largest difference between one update of a run and the grader's update from the run's own
     #: parameters, relative to the grader's update (rounding: about 1e-4; an update of another
     #: gradient, the order of 1).

@@ -85,10 +85,71 @@ def averaging_seen(report, sent, expected, iterations, gradient_bytes, rules):
                              megabytes=gradient_bytes / 1e6))
 
 
+#: A column of PrintReport's header: `epoch`, `iteration`, `elapsed_time`, or a reported key (`main/loss`).
+_COLUMN = r"(?:epoch|iteration|elapsed_time|[\w.-]+/[\w./-]+)"
+#: The iterations the process that marks a run's progress may mark while the others are stopped: the
+#: step in hand ends.
+STEPS_IN_HAND = 1
+
+
+def dependence_seen(report, dependence, check, ranks):
+    """Overrule `check` where the process that marks the run's progress went on training while the
+    grader had stopped the run's other processes (launch.DependenceProbe: `dependence`): it does not
+    need them. `ranks`: the others are ranks (else a main process's workers)."""
+    advanced = (dependence or {}).get("advanced")
+    if advanced is None or advanced <= STEPS_IN_HAND or not report.passed(check):
+        return
+    if ranks:
+        why = tr("while the grader stopped the other ranks for {window:.1f} s, rank 0 went on training ({advanced} "
+                 "iterations): it does not average its gradients with theirs", window=dependence["window"],
+                 advanced=advanced)
+    else:
+        why = tr("while the grader stopped the run's {n} other process(es) for {window:.1f} s, its main process went "
+                 "on training ({advanced} iterations): no worker computes a part of its gradients",
+                 n=dependence["stopped"], window=dependence["window"], advanced=advanced)
+    report.overrule(check, tr("tampering suspected, for the instructor to review: ") + why)   # TAMPERING
+
+
+#: Where most of a run's iterations carried less than this share of what averaging moves, its
+#: bytes were not the iterations' averaging (sent all at once, or a few iterations' only).
+QUIET_ITERATIONS = 0.5
+
+
+def _per_iteration(traffic):
+    """The bytes of each stretch of at least two iterations, from (iteration, bytes so far) samples."""
+    rates, start = [], None
+    for iteration, sent in traffic:
+        if start is None or iteration < start[0]:
+            start = (iteration, sent)
+        elif iteration - start[0] >= 2:
+            rates.append((sent - start[1]) / (iteration - start[0]))
+            start = (iteration, sent)
+    return rates
+
+
+def traffic_seen(report, traffic, per_iteration, rules):
+    """Overrule "parameters identical on every rank" where most stretches of iterations carried less
+    than rules.averaging_share of `per_iteration` (2L(p-1) bytes: what averaging moves each
+    iteration), from the bytes the grader saw on the sandbox's loopback beside the iterations the
+    ranks marked. Bytes sent all at once, or at a few iterations, are not every iteration's averaging."""
+    rates = _per_iteration(traffic or [])
+    if len(rates) < 3 or not per_iteration or not report.passed("parameters identical on every rank"):
+        return
+    quiet = sum(rate < rules.averaging_share * per_iteration for rate in rates) / len(rates)
+    if quiet > QUIET_ITERATIONS:
+        report.overrule("parameters identical on every rank",
+                        tr("tampering suspected, for the instructor to review: ")   # TAMPERING
+                        + tr("in {share:.0%} of the stretches of iterations the grader watched, the ranks sent each "
+                             "other less than {least:.2f} MB an iteration (averaging the gradients moves {megabytes:.2f} "
+                             "MB every iteration): they did not average at every iteration", share=quiet,
+                             least=rules.averaging_share * per_iteration / 1e6, megabytes=per_iteration / 1e6))
+
+
 #: What the trainer's reports print, as the launcher tags each rank's lines ("[1,r]<stdout>: ...",
-#: `mpiexec --output tag`): PrintReport's header and ProgressBar's bars.
-_TAGGED_REPORT = re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>: ?(?:\x1b\[J)?(?:epoch\s+main/|\s*(?:total|this epoch) \[)",
-                            re.M)
+#: `mpiexec --output tag`): PrintReport's header (two columns or more, whichever the script chose)
+#: and ProgressBar's bars.
+_TAGGED_REPORT = re.compile(rf"^\[\d+,(\d+)\]<std(?:out|err)>: ?(?:\x1b\[J)?(?:{_COLUMN}(?:[ \t]+{_COLUMN})+[ \t]*$|"
+                            r"\s*(?:total|this epoch) \[)", re.M)
 
 
 def reporting_ranks(output):

@@ -23,8 +23,9 @@ import numpy
 from handson_lib.messages import tr
 
 
-#: What a Comparison compares: the path from the start, the processes with each other, one update.
-PATH, ALIKE, STEP = "path", "alike", "step"
+#: What a Comparison compares: the path from the start (a few iterations, and a late one, where
+#: rounding has grown), the processes with each other, one update.
+PATH, LATE, ALIKE, STEP = "path", "late", "alike", "step"
 
 
 @dataclass
@@ -32,7 +33,7 @@ class Comparison:
     """A run's kept parameters against the replay's: the largest difference of each kind (PATH and
     ALIKE relative to the largest parameter, at least 1; STEP relative to the replay's update), where
     it was ("name@iteration"), and what the run did not keep."""
-    worst: dict = field(default_factory=lambda: {PATH: 0.0, ALIKE: 0.0, STEP: 0.0})
+    worst: dict = field(default_factory=lambda: {PATH: 0.0, LATE: 0.0, ALIKE: 0.0, STEP: 0.0})
     where: dict = field(default_factory=dict)
     missing: list = field(default_factory=list)
     compared: int = 0
@@ -40,12 +41,13 @@ class Comparison:
 
     def add(self, kind, difference, where):
         self.compared += 1
-        self.steps += kind == STEP
+        self.steps += kind in (STEP, LATE)
         if kind not in self.where or difference > self.worst[kind]:
             self.worst[kind], self.where[kind] = difference, where
 
     def tolerances(self, rules):
-        return {PATH: rules.replay_tolerance, ALIKE: rules.replay_tolerance, STEP: rules.step_tolerance}
+        return {PATH: rules.replay_tolerance, LATE: rules.late_path_tolerance, ALIKE: rules.replay_tolerance,
+                STEP: rules.step_tolerance}
 
     def matched(self, rules):
         tolerance = self.tolerances(rules)
@@ -94,7 +96,8 @@ def compare(snapshots, replayed, who):
     for name in who:
         for k, expected in sorted(replayed.parameters.items()):
             if k in kept[name]:
-                found.add(PATH, _path_difference(kept[name][k], expected), f"{name}@{k}")
+                found.add(LATE if k == plan.late and k != plan.early else PATH,
+                          _path_difference(kept[name][k], expected), f"{name}@{k}")
         for k in plan.iterations:   # every process holds the first one's parameters
             if name != who[0] and k in kept[name] and k in first:
                 found.add(ALIKE, _path_difference(kept[name][k], numpy.asarray(first[k], numpy.float64)),
@@ -129,7 +132,7 @@ def not_shown(comparison, width, unit, rules):
         return tr("at iteration {iteration} {name} holds other parameters than {first} (by up to {worst:.2g} of the "
                   "largest): the {unit} did not train together", iteration=iteration, name=name, first=first,
                   worst=worst, unit=tr("ranks") if unit == "ranks" else tr("workers"))
-    if kind == PATH:
+    if kind in (PATH, LATE):
         return tr("at iteration {iteration} the parameters of {name} are not those of the grader's replay of {together} "
                   "from the start (off by {worst:.2g} of the largest)", iteration=iteration, name=name,
                   together=together, worst=worst)
@@ -150,7 +153,7 @@ def shown_by_training(report, names, comparison, rules, width, unit):
         if not report.passed(name):
             continue
         if cause is not None:   # a failed check's own words already name the fix: the first says it again
-            report.overrule(name, tr("not shown by what the run trained ({why}); \"{cause}\" says why: {fix}",
+            report.overrule(name, tr("not shown by what the run trained; \"{cause}\" says why: {fix} ({why})",
                                      why=why, cause=cause.title, fix=cause.message) if first else
                             tr("not shown by what the run trained (see \"{cause}\")", cause=cause.title))
         else:
