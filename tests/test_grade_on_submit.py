@@ -322,7 +322,19 @@ def test_the_staff_page_shows_the_queue_every_student_the_distribution_and_the_p
     expect(teacher.locator("img[src='plot/task1.png']")).to_have_count(1)
     assert teacher.request.get(PAGE + "plot/task1.png").headers["content-type"] == "image/png"
     Browser.shot(teacher, "22-grading-service-staff")
-    service_class["teacher"] = teacher
+    # "grade again" for one student (a form with the hub's xsrf token): graded anew, once.
+    teacher.locator("tr.latest[data-student='student02'] button").click()
+    teacher.wait_for_url(PAGE)
+
+    def graded_again():
+        store = store_of(service_class["lay"])
+        try:
+            latest = store.latest("student02", "task1")
+        finally:
+            store.close()
+        return latest.regrade and latest.state == grading_queue.RELEASED and latest
+    again = _wait(graded_again, 600, "student02 graded again from the staff's page")
+    assert again.score == TASK1["skeleton"].expected and again.tries == 1, again
 
 
 def test_a_student_asking_for_anothers_state_or_feedback_is_refused(service_class):
