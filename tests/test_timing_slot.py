@@ -111,6 +111,49 @@ def test_a_run_whose_iterations_stop_is_stopped_early(tmp_path, beats):
         assert watch.first is None and watch.longest is None
 
 
+#: A run that waits for a core before its first mark: on CPU 0 at the lowest priority, it computes
+#: 0.05 CPU-seconds, then marks ten iterations and ends.
+STARVED = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    os.sched_setaffinity(0, {0})
+    os.nice(19)
+    try:   # its session's group too (the kernel shares a core between sessions' groups first)
+        Path("/proc/self/autogroup").write_text("19")
+    except OSError:
+        pass
+    while time.process_time() < 0.05:
+        pass
+    beat = Path(sys.argv[1]) / "heartbeat"
+    for _ in range(10):
+        beat.touch()
+""")
+BURNER = "import os\nos.sched_setaffinity(0, {0})\nwhile True:\n    pass"
+
+
+@pytest.mark.slow
+def test_a_run_starved_of_cpu_by_a_busy_machine_is_slow_not_stalled(tmp_path):
+    """Two processes at normal priority keep CPU 0 busy: the run's first mark comes long after the
+    stall (it gets under 1 % of the core), but it waited for a core all along, as the scheduler
+    counts (launch.QueueWait); a run that sleeps is still stopped (the test above)."""
+    import subprocess
+    import psutil
+    burners = [subprocess.Popen([sys.executable, "-c", BURNER]) for _ in range(2)]
+    try:
+        while min(sum(psutil.Process(b.pid).cpu_times()[:2]) for b in burners) < 0.3:   # both burning
+            time.sleep(0.05)
+        script = tmp_path / "starved.py"
+        script.write_text(STARVED)
+        watch = launch.ProgressWatch(tmp_path, stall=2)
+        res = launch.run_watched([sys.executable, str(script), str(tmp_path)], 120, progress=watch)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert res.ok and not res.stalled, res.output
+    assert watch.first is not None and watch.first > 2, watch.first   # it did wait longer than the stall
+
+
 def test_a_steady_run_is_not_stopped_and_its_waits_are_measured(tmp_path):
     script = tmp_path / "steady.py"
     script.write_text(HEARTBEATS.replace("time.sleep(120)", "pass"))

@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from handson_lib.launch.outside import (DependenceProbe, OutsideView, _descendants, _loopback_sent,  # noqa: F401
-                                        machine_busy_seconds, tree_cpu)
+from handson_lib.launch.outside import (DependenceProbe, OutsideView, QueueWait, _descendants,  # noqa: F401
+                                        _loopback_sent, machine_busy_seconds, tree_cpu)
 from handson_lib.launch.progress import ProgressWatch, Ticker, read_small  # noqa: F401
 from handson_lib import settings
 from handson_lib.messages import tr
@@ -434,6 +434,8 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, 
         outside.start(proc.pid)
     # A shared run with a progress watch steps aside from the timing slot once it idles.
     idle = IdleWatch(proc.pid, progress) if progress is not None and slot is not None and slot.can_step_aside else None
+    # A run starved of CPU by a busy machine is slow, not stalled: its stall waits until it is not.
+    queue_wait = QueueWait(proc.pid) if progress is not None and progress.stall else None
     timed_out, stalled, over_cpu = False, False, False
     deadline = started + timeout
     try:
@@ -444,7 +446,10 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, 
             except subprocess.TimeoutExpired:
                 if probe is not None:
                     probe.tick(proc.pid)
-                if progress is not None and progress.poll() and not (probe is not None and probe.active):
+                if queue_wait is not None:
+                    queue_wait.sample()
+                if progress is not None and progress.poll() and not (probe is not None and probe.active) \
+                        and not queue_wait.starved(progress.stall):
                     stalled = True
                 elif cpu_limit and (tree_cpu(proc.pid) or 0.0) > cpu_limit:
                     over_cpu = True

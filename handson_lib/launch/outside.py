@@ -48,6 +48,57 @@ def tree_cpu(pid):
     return total
 
 
+def queue_wait_seconds(pid):
+    """Seconds process `pid` has spent runnable but waiting for a core (/proc/PID/schedstat's
+    second field, the scheduler's own count); None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class QueueWait:
+    """Whether a run's processes were starved of CPU lately: seen from outside, as the scheduler
+    counts each process's wait for a core. A run that marks no progress while it waits for a core
+    on a busy machine is slow, not stalled (a deadlocked run sleeps: it waits for no core; a loop
+    that burns CPU meets the CPU limit)."""
+
+    #: Starved: one of its processes spent at least this share of the window waiting for a core.
+    SHARE = 0.5
+
+    def __init__(self, pid):
+        self.pid, self.samples = pid, []   # (monotonic time, {pid: seconds waited for a core})
+
+    def sample(self):
+        import psutil
+        now, waits = time.monotonic(), {}
+        try:
+            tree = [psutil.Process(self.pid), *_descendants(self.pid)]
+        except psutil.Error:
+            tree = []
+        for proc in tree:
+            waited = queue_wait_seconds(proc.pid)
+            if waited is not None:
+                waits[proc.pid] = waited
+        self.samples.append((now, waits))
+        return now
+
+    def starved(self, window):
+        """True when, over the last `window` seconds of samples (the watchdog takes one a second),
+        a process of the run waited for a core for at least SHARE of them."""
+        if not self.samples:
+            return False
+        now = self.samples[-1][0]
+        self.samples = [s for s in self.samples if now - s[0] <= window + 1.0]
+        first, last = self.samples[0], self.samples[-1]
+        span = last[0] - first[0]
+        if span <= 0:
+            return False
+        waited = [last[1][pid] - first[1][pid] for pid in last[1] if pid in first[1]]
+        return max(waited, default=0.0) >= self.SHARE * span
+
+
 def _loopback_sent(pid, own_namespace):
     """Bytes sent on the loopback of process `pid`'s network namespace, or None when it shares
     this process's namespace (`own_namespace`: its loopback would count everyone's traffic) or
