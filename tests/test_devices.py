@@ -9,6 +9,16 @@ import pytest
 from handson_lib.runtime import devices
 
 
+@pytest.fixture(autouse=True)
+def no_cupy_left_behind():
+    """A fake CuPy a test imports from its own folder (gpu_count_apart imports CuPy here before it
+    counts in a child) leaves with the test: a later test would find CuPy importable."""
+    before = {name for name in sys.modules if name.split(".")[0] == "cupy"}
+    yield
+    for name in [name for name in sys.modules if name.split(".")[0] == "cupy" and name not in before]:
+        del sys.modules[name]
+
+
 def fake_cupy(monkeypatch, get_device_count, nccl=None):
     """A CuPy whose runtime answers `get_device_count()`; `nccl`: the cupy.cuda.nccl module."""
     cupy = types.ModuleType("cupy")
