@@ -42,11 +42,14 @@ from handson_lib.classroom.layout import layout
 pytestmark = [pytest.mark.classroom, pytest.mark.browser, pytest.mark.timeout(3600)]
 
 TASK1 = synthetic_class.CLASSES["task1"]
-#: The class, by size: (student, kind of submission, how it is handed in). The first are in Chromium.
+#: The class, by size: (student, kind of submission, how it is handed in). The first four (CI's
+#: class) hold every attack on the service: a flood, a notebook renamed, one that crashes nbgrader,
+#: and (student03) a folder in another's name; the kinds that attack the grader itself are graded
+#: in tests/test_hostile.py and tests/test_verdicts.py, and here in the class of 10.
 CLASS = [("student01", "correct", "browser"), ("student02", "skeleton", "flood"),
-         ("student03", "forged_report", "submit"), ("student04", "not json", "submit"),
+         ("student03", "renamed", "submit"), ("student04", "not json", "submit"),
          ("student05", "correct", "browser"), ("student06", "patched_checks", "submit"),
-         ("student07", "renamed", "submit"), ("student08", "forged_records", "submit"),
+         ("student07", "forged_report", "submit"), ("student08", "forged_records", "submit"),
          ("student09", "skeleton", "submit"), ("student10", "correct", "submit")]
 FLOOD = 20
 #: The grading service's page, and the hub's API.
@@ -215,8 +218,12 @@ def kill_the_service_while_it_grades(lay):
     assert len(before) == 2, before   # the page (the hub's process) and its worker
     for proc in before:
         proc.kill()
-    _wait(lambda: [p for p in service_processes(lay) if p.pid not in {q.pid for q in before}], 120,
-          "the hub to start the grading service again")
+    try:
+        _wait(lambda: [p for p in service_processes(lay) if p.pid not in {q.pid for q in before}], 120,
+              "the hub to start the grading service again")
+    except AssertionError as err:   # what the hub said of its services (the log goes with `down`)
+        said = [line for line in lay.hub_log.read_text(errors="replace").splitlines() if "ervice" in line]
+        raise AssertionError(f"{err}; the hub's log on services:\n" + "\n".join(said[-30:])) from None
     return [p.pid for p in before]
 
 
@@ -253,7 +260,8 @@ def test_the_class_is_graded_within_twenty_demos(service_class):
     print(f"class of {len(service_class['students'])}: handed in within {service_class['handed_in']:.0f} s, "
           f"every feedback released {seconds:.0f} s after the first login"
           + (f"; make demo {demo:.0f} s (bound {20 * demo:.0f} s)" if demo else ""))
-    assert service_class["handed_in"] < 60 + 30 * (len(service_class["students"]) > 4)
+    # How fast the class hands in is this test's own pace (logins, 20 submits in a row) on a machine
+    # that may be busy: printed, not bounded; the bound is the grading's, relative to `make demo`.
     if demo is not None:
         assert seconds <= 20 * demo, (seconds, demo)
 
