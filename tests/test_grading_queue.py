@@ -207,11 +207,12 @@ def test_only_the_students_own_folders_of_released_assignments_are_queued():
 # ----------------------------------------------------------------------------- the worker, with a scripted launcher
 
 class ScriptedMachine:
-    """Jobs that return every student's result on their second look (a result as a node writes it)."""
+    """Jobs that return every student's result on their second look (a result as a node writes it),
+    a student of `slow` on the sixth (the job runs until then)."""
     local, pbs, nodes = True, False, []
 
     def __init__(self):
-        self.jobs, self.sent = {}, []
+        self.jobs, self.sent, self.slow = {}, [], set()
 
     def usable_hosts(self, excluded):
         return []
@@ -232,11 +233,12 @@ class ScriptedMachine:
         if job["looks"] < 2:
             return "running", "running"
         (job["folder"] / "results").mkdir(exist_ok=True)
-        for student in job["students"]:
+        later = [s for s in job["students"] if s in self.slow and job["looks"] < 6]
+        for student in set(job["students"]) - set(later):
             (job["folder"] / "results" / f"{student}.json").write_text(json.dumps({
                 "student": student, "node": "vm", "status": "graded", "seconds": 1.0, "parts": [],
                 "grades": {"01": {"c": [1.0, 1.0]}}, "comments": {}, "penalties": {}, "files": {}}))
-        return "done", "exit 0"
+        return ("running", "running") if later else ("done", "exit 0")
 
     def cancel(self, jobid):
         return ""
@@ -333,6 +335,25 @@ def test_a_submission_handed_in_again_before_it_is_collected_gives_way_to_the_ne
         worker.tick()
     assert [r.state for r in worker.store.of_student("alice")] == [RELEASED, SUPERSEDED]
     assert worker.machine_scripted.sent == ["alice"]
+
+
+def test_a_result_of_an_older_job_is_not_taken_again_once_its_student_is_sent_anew(worker):
+    """alice is graded in a job that still grades bob when she hands in again: her newer submission
+    goes to a job of its own, and the first job's result of her is not taken for it (it was: the
+    newer job then ended as if it had returned her, and her newer submission stayed 'grading')."""
+    worker.machine_scripted.slow.add("bob")
+    hand_in(worker, "alice", 1)
+    hand_in(worker, "bob", 2)
+    for _ in range(4):
+        worker.tick()                        # alice's result back and released; bob's job still runs
+    assert [r.state for r in worker.store.of_student("alice")] == [RELEASED]
+    hand_in(worker, "alice", 3)
+    for _ in range(6):
+        worker.tick()
+    assert [r.state for r in worker.store.of_student("alice")] == [RELEASED, RELEASED]
+    assert worker.calls["written"].count("alice") == 2   # once per submission
+    assert [r.state for r in worker.store.of_student("bob")] == [RELEASED]
+    assert [job for (job,) in worker.store.db.execute("SELECT ended FROM jobs")] == ["returned every student"] * 2
 
 
 # ----------------------------------------------------------------------------- the page's handlers, without a hub

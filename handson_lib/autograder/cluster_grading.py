@@ -174,8 +174,8 @@ class ClusterSession:
             self.end(job, "")   # it ends by itself once its node has cleaned up (settle)
         elif state == DONE:
             self.take_results(job)
-            if not job.ended:
-                self.end(job, self.ended_why(job, word))
+            if not job.ended:   # its last results may have come with its end
+                self.end(job, self.ended_why(job, word) if self.left_in(job) else "")
         elif state == RUNNING and job.beat and now - job.beat_seen > HEARTBEAT_LIMIT:
             self.end(job, f"no heartbeat from {job.node} for {now - job.beat_seen:.0f} s: the node died?",
                      cancel=True, node_failed=True)

@@ -158,9 +158,20 @@ class QueueSession(cluster_grading.ClusterSession):
             if student in self.given_up:
                 self.store.fail(job.number, student, self.given_up[student])
 
+    def grading_in(self, job):
+        """The students whose row of `job` still waits for its result (not one graded there before
+        and sent to a newer job since: the older job's result of them is not theirs now)."""
+        return {r.student for r in self.store.of_job(job.number) if r.state == grading_queue.GRADING}
+
+    def left_in(self, job):
+        return [s for s in super().left_in(job) if s in self.grading_in(job)]
+
     def write(self, job, result):
-        """The trusted side (returned_results), then the gradebook's score into the queue."""
+        """The trusted side (returned_results), then the gradebook's score into the queue; nothing
+        for a student whose row of this job is decided already."""
         course, assignment, student = self.roll.course_dir, self.roll.assignment, result["student"]
+        if student not in self.grading_in(job):
+            return
         returned_results.write_result(result, job.folder / "course" / "autograded", course, assignment)
         give_to_instructor(course / "autograded" / student / assignment)
         self.results[student] = result
