@@ -50,7 +50,7 @@ demo: setup
 
 # The test tiers (tests/conftest.py; README "Tests"). Two workers, each taking whole files (a
 # module's fixtures are built once); the timed tier alone, after the rest.
-PYTEST := $(BIN)/python -m pytest --durations=15
+PYTEST := $(BIN)/python -m pytest --durations=30
 PARALLEL := -n 2 --dist loadfile
 
 # A newcomer's tier: no root, no system package, no browser, no GPU; the last lines list the rest.

@@ -54,8 +54,12 @@ TIERS = {
 #: no long file starts last and leaves the other worker idle (the rest keep their order).
 #: Notebooks to read, with no graded question: the course's ending.
 READING_ONLY = {"07_ending.ipynb"}
-LONGEST_FIRST = ("test_classroom.py", "test_autograde.py", "test_verdicts.py", "test_cluster.py", "test_notebooks.py",
-                 "test_network.py", "test_questions.py")
+#: The files that take the cluster's turn (turn_on_the_cluster) are spread between the others, so
+#: that the two workers seldom wait for each other's turn.
+LONGEST_FIRST = ("test_autograde.py", "test_classroom.py", "test_hostile.py", "test_cluster_grading.py",
+                 "test_hostile_review.py", "test_release.py", "test_verdicts.py", "test_task2_multi_node.py",
+                 "test_cluster.py", "test_network.py", "test_notebooks.py", "test_task1_multi_gpu.py",
+                 "test_questions.py")
 #: Markers that put a test in the system tier.
 SYSTEM_MARKERS = ("system", "scheduler", "browser", "classroom", "whole_class")
 

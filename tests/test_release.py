@@ -3,8 +3,8 @@ no answer.
 
 The edition is built into a temporary folder (slow tier: what it holds and lists). The tests that
 need it set up, with its own `make setup` into a fresh venv (from PyPI; pip's wheel cache makes
-later runs quick), judge the student's own speed-ups in the site's bands, so they are timed: the
-edition is set up once per test-all, in the timed pass. The answers (solution cells of
+later runs quick), judge the student's own speed-ups in the site's bands, per CPU used where the
+machine's load held the steps back: they run beside the other tests, as on a busy laptop. The answers (solution cells of
 solutions/*.ipynb by grade id, the solved scripts) are filled into a COPY of the edition, so the
 edition itself never holds them.
 """
@@ -84,7 +84,9 @@ def solved(edition, tmp_path_factory):
     return copy
 
 
-@pytest.mark.timed
+# Not timed alone: 01's and 02's speed checks judge per CPU used where the machine's load held the
+# steps back (issue 49), so they must pass beside the rest of the tests, as on a student's busy laptop.
+@pytest.mark.slow
 def test_every_student_notebook_runs_with_the_answers_filled_in(edition, solved):
     """Their graded cells pass: 01's and 02's judge the student's own speed-ups in the bands."""
     notebooks = sorted((solved / "notebooks").glob("*.ipynb"))
@@ -105,7 +107,7 @@ SELF_CHECKS = {"multi-gpu": ("train_cifar_multi_gpu.py", "throughput: 2 devices 
                "mnist-multi-node": ("train_mnist_multi_node.py", None)}
 
 
-@pytest.mark.timed
+@pytest.mark.slow
 @pytest.mark.parametrize("task", SELF_CHECKS)
 def test_self_checks_of_the_edition_pass_on_the_solved_scripts(edition, solved, task):
     """`handson check` as the student types it: every check passes, the speed-up included (over the

@@ -5,6 +5,7 @@ Tiers: the check of the solution (correctness) and the skeletons are quick; the 
 size that decides their check, and the watchdog's stops, in the slow tier; the throughput and
 scaling ratios against the reference are timed."""
 
+import re
 import time
 
 import pytest
@@ -124,10 +125,13 @@ def test_deadlock_is_stopped_early_once_the_iterations_stop(reference, tmp_path)
     assert stall is not None and stall < limit
     started = time.monotonic()
     _, report = _check_mistake("deadlock", reference, tmp_path, timeout=300)
-    assert time.monotonic() - started < stall + 20 < limit
+    # Not at the limit: once the stall's seconds of a whole core have passed (more wall seconds
+    # when the machine is loaded past its cores).
+    assert time.monotonic() - started < limit
     message = failed_checks(report)["runs to the end"]
-    assert message.startswith(f"deadlock: the 2-rank run waited {stall:.0f} s for its first training iteration "
-                              "and was stopped early by the watchdog"), message
+    waited = re.match(r"deadlock: the 2-rank run waited (\d+) s for its first training iteration and was stopped "
+                      r"early by the watchdog", message)
+    assert waited and int(waited.group(1)) >= int(stall), message
 
 
 @pytest.mark.slow

