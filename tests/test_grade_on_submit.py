@@ -219,7 +219,9 @@ def kill_the_service_while_it_grades(lay):
     for proc in before:
         proc.kill()
     try:
-        _wait(lambda: [p for p in service_processes(lay) if p.pid not in {q.pid for q in before}], 120,
+        # The hub polls its managed services every 30 s (JupyterHub's default for them): 25-28 s to a
+        # restart on an idle machine, 5 times of 5; once, graded beside a CI run, none within 120 s.
+        _wait(lambda: [p for p in service_processes(lay) if p.pid not in {q.pid for q in before}], 300,
               "the hub to start the grading service again")
     except AssertionError as err:   # what the hub said of its services (the log goes with `down`)
         said = [line for line in lay.hub_log.read_text(errors="replace").splitlines() if "ervice" in line]
