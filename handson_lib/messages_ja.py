@@ -261,10 +261,10 @@ MESSAGES = {
         ' {share:.0%} です（実行の外から採点者が見た値）',
     'the grader saw {n} process(es) computing ({cpu} CPU-seconds), {gpus} expected: one process did the work':
         '採点者が見た計算中のプロセスは {n} 個（CPU 時間 {cpu} 秒）で、{gpus} 個のはずです: 1 つのプロセスがすべての計算をしました',
-    'the ranks sent each other {sent:.1f} MB over the run; averaging the gradients moves about {expected:.0f} MB '
-    '({iterations} iterations of 2L(p-1), L = {megabytes:.2f} MB): each rank trained alone. Wrap the optimizer '
-    'with chainermn.create_multi_node_optimizer(opt, comm)':
-        '実行中にランク間で送られたのは {sent:.1f} MB です。勾配を平均すると約 {expected:.0f} MB が流れます'
+    'the ranks sent each other {sent:.1f} MB in their first {iterations} iterations; averaging the gradients '
+    'moves about {expected:.0f} MB there ({iterations} iterations of 2L(p-1), L = {megabytes:.2f} MB): each rank '
+    'trained alone. Wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)':
+        '最初の {iterations} イテレーションでランク間で送られたのは {sent:.1f} MB です。その間に勾配を平均すると約 {expected:.0f} MB が流れます'
         '（{iterations} イテレーション × 2L(p-1)、L = {megabytes:.2f} MB）: 各ランクは単独で学習しました。'
         'オプティマイザを chainermn.create_multi_node_optimizer(opt, comm) でラップしてください',
     "your launch: its training steps took more than {total:.0f} s in all ({factor:.0f} times the reference's, at "

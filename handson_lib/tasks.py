@@ -32,19 +32,26 @@ class Task:
     check: str                   # its function in handson_lib.checking.checks
     script: str                  # the file checked: exercises/<script> (the reference solution has the same name)
     run_args: tuple = ()         # the script's arguments in the check's runs
+    graded_args: tuple = ()      # ... in its runs judged against the reference, where they differ (see args_against_reference)
     gpus: int = 0                # the reference run measured before the students: one process on this many devices,
     ranks: int = 0               # ... or this many MPI ranks (neither: no reference run)
     jobscript: str = ""          # a job-script task: its kind (sites.pbs_lines.SCRIPTS) ...
     runs: str = ""               # ... the task whose script it runs ...
     layout: str = ""             # ... and the resources the exercise asks for, as its comment says them
 
+    def args_against_reference(self):
+        """The script's arguments in the runs judged against the reference (the autograder's): a
+        shorter training may do there, since the grader sets it beside the reference's under the
+        same seed and needs no more accuracy than the reference reached; `run_args` elsewhere."""
+        return self.graded_args or self.run_args
+
     def reference_run(self):
         """(script, arguments, ranks or None) of the reference run measured before the students,
         or None."""
         if self.gpus:
-            return self.script, ["--gpus", *map(str, range(self.gpus)), *self.run_args], None
+            return self.script, ["--gpus", *map(str, range(self.gpus)), *self.args_against_reference()], None
         if self.ranks:
-            return self.script, list(self.run_args), self.ranks
+            return self.script, list(self.args_against_reference()), self.ranks
         return None
 
 
@@ -66,10 +73,14 @@ TASKS = (
     Task("multi-gpu", "task1", "task1_report", "check_multi_gpu", "train_cifar_multi_gpu.py",
          ("--epoch", "3", "--train-size", "2000", "--test-size", "500", "--batchsize", "32", "--no-progress"),
          gpus=2),
-    # Task #2's correctness run (and the notebook's runs): enough steps to beat min_accuracy surely
-    # (4 epochs: 0.63-0.70 over 10 runs on 2 ranks; after 3 the accuracy still swings, 0.18-0.68).
+    # Task #2's correctness run in the self-check (and the notebook's runs): enough steps to beat
+    # min_accuracy surely (4 epochs: 0.63-0.70 over 10 runs on 2 ranks; after 3 the accuracy still
+    # swings, 0.18-0.68). Against the reference, 2 epochs (0.41-0.76 over 16 seeds on 2 ranks):
+    # every step the grader compares with its replay lies in the first epoch or just after it, and
+    # the accuracy needed is at most a share of the reference's own under the same seed.
     Task("multi-node", "task2", "task2_report", "check_multi_node", "train_cifar_multi_node.py",
          ("--epoch", "4", "--train-size", "1280", "--test-size", "256", "--batchsize", "32", "--no-progress"),
+         ("--epoch", "2", "--train-size", "1280", "--test-size", "256", "--batchsize", "32", "--no-progress"),
          ranks=2),
     # accuracy 0.88-0.92 already after 2 epochs: the rest is start-up
     Task("mnist-multi-node", "task2", "task2_mnist_report", "check_mnist_multi_node", "train_mnist_multi_node.py",

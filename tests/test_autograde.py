@@ -210,7 +210,9 @@ def graded_task1_class(tmp_path_factory, request, reference_cache):
                        timeout=600)
 
 
-@pytest.mark.timed
+# Beside the other tests, not timed alone: the paired timing takes the reference's steps and the
+# student's in turn, so that a correct student keeps the throughput point on a busy machine.
+@pytest.mark.slow
 @pytest.mark.students("correct")
 def test_task1_grades_the_scripts_each_student_handed_in(graded_task1_class):
     """The assignment's source holds the skeleton scripts; the student's own scripts must be the
@@ -231,8 +233,10 @@ TASK2_CLASS = synthetic_class.CLASSES["task2"]
 #: up to 6 students, 2 at a time, each with 1- and 2-rank runs, the MNIST conversion and the stretch.
 TASK2_CLASS_TIMEOUT = 1800
 #: The tier of each task2 student: `make test-slow` grades a smaller class, the system tier (what
-#: CI runs) the whole class; the correct student's score rests on a measured ratio (timed).
-TASK2_TIER = {"correct": pytest.mark.timed, "skeleton": pytest.mark.slow, "deadlock": pytest.mark.slow,
+#: CI runs) the whole class. The correct student's throughput points rest on a ratio measured beside
+#: the other tests (the paired timing's turns keep it near 1 on a busy machine: 0.96-1.13 in 10
+#: gradings at a load of 6 on 2 cores), not alone.
+TASK2_TIER = {"correct": pytest.mark.slow, "skeleton": pytest.mark.slow, "deadlock": pytest.mark.slow,
               "crash_on_one_rank": pytest.mark.whole_class, "missing_script": pytest.mark.whole_class,
               "no_multi_node_optimizer": pytest.mark.whole_class, "tampered_test": pytest.mark.whole_class,
               "forged_alone": pytest.mark.whole_class, "alone_described": pytest.mark.whole_class,
@@ -276,6 +280,10 @@ def test_task2_submission_gets_its_expected_score(graded_task2_class, student):
         ("crash_on_one_rank", "planted crash on the last rank"),
         ("missing_script", "train_cifar_multi_node.py was not handed in"),
         ("no_multi_node_optimizer", "create_multi_node_optimizer"),
+        # Ranks that train alone, whatever their record says (forged_alone) or they send
+        # (alone_described): the grader's replay of ranks training together is what fails.
+        ("forged_alone", "shards are disjoint: not shown by what the run trained"),
+        ("alone_described", "is not the update of 2 ranks training together"),
         ("skeleton", "failed: q1_ranks_test, mnist_conversion, task2_jobscript, task2_correctness, "
                      "task2_throughput, stretch_per_class_test")]])
 def test_task2_feedback_line_says_what_went_wrong(graded_task2_class, student, words):

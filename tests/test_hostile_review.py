@@ -56,7 +56,7 @@ def task1_reference(measure_reference):
 
 @pytest.fixture(scope="module")
 def task2_reference(measure_reference):
-    return {2: measure_reference(TASK2.name, checks.MULTI_NODE_ARGS, np=2)}
+    return {2: measure_reference(TASK2.name, checks.GRADED_MULTI_NODE_ARGS, np=2)}
 
 
 @pytest.mark.system

@@ -1,8 +1,11 @@
 """MPI start-up in one place: local launches, abort on exception, watchdog on deadlock."""
 
+import os
+import shutil
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -26,6 +29,14 @@ def _leftovers(marker):
         except psutil.Error:
             pass
     return found
+
+
+def _running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_mpiexec_is_the_venvs_and_oversubscribes_only_when_needed():
@@ -116,3 +127,41 @@ def test_local_env_allows_root_and_puts_the_venv_first():
     assert env["OMP_NUM_THREADS"] == "1"
     if psutil.Process().uids().effective == 0:
         assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1" and env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
+
+
+def test_a_launcher_given_a_killed_ones_pid_still_starts(tmp_path):
+    """Open MPI's launcher binds its PMIx sockets in `ompi.<its pid>`; one killed by the watchdog
+    leaves that folder behind, and a later launcher that gets the same pid failed with "The PMIx
+    server's listener thread failed to start" (twice in one CI run). The folders of launchers that
+    are gone are removed before a launch; a live process's is kept."""
+    import socket
+    import tempfile
+    base = Path(tempfile.mkdtemp(prefix="ho", dir="/tmp"))   # short: a socket's path has 108 bytes
+    try:
+        def plant(pid):
+            folder = base / f"ompi.{pid}"
+            folder.mkdir()
+            for name in (f"pmix.{socket.gethostname()}.tool.{pid}", f"pmix.{socket.gethostname()}.tool",
+                         f"pmix.{socket.gethostname()}.tool.prterun-{socket.gethostname()}-{pid}@0"):
+                sock = socket.socket(socket.AF_UNIX)
+                sock.bind(str(folder / name)[:107])
+                sock.close()
+        alive = os.getpid()
+        plant(alive)
+        # The pids the next processes get: the launcher takes one of them.
+        planted = [pid for pid in range(alive + 1, alive + 400) if not psutil.pid_exists(pid)]
+        for pid in planted:
+            plant(pid)
+        script = _script(tmp_path, "hello.py", """
+            from mpi4py import MPI
+            print("started", MPI.COMM_WORLD.size, flush=True)
+        """)
+        res = launch.run_mpi(2, [script], timeout=60, env={**os.environ, "TMPDIR": str(base)})
+        assert res.ok and "started 2" in res.output, res.output
+        # Those of processes that ran meanwhile go at the next launch; a live one's (a thread's
+        # id included: no launcher can get it either) never.
+        launch.clear_stale_mpi_sessions({"TMPDIR": str(base)})
+        left = sorted(int(p.name.split(".")[1]) for p in base.iterdir())
+        assert alive in left and all(_running(pid) for pid in left), left
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

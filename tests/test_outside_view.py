@@ -160,10 +160,12 @@ def test_a_run_that_says_it_trained_with_too_little_cpu_is_tampering():
     assert small.ok
 
 
-def _mpi(np, loopback, iterations=80, size=545098):
+def _mpi(np, loopback, iterations=80, size=545098, last_sampled=80):
+    """A run's observation; the grader's last sample of the loopback saw it at `last_sampled`."""
     ranks = {r: {"iterations": iterations, "batch_sizes": [32], "dataset": {"n_train": 1280}} for r in range(np)}
+    traffic = [[0, 0], [last_sampled, loopback]] if loopback is not None else []
     return MPIObservation(np, 0, False, "", ranks, {r: numpy.zeros(size, numpy.float32) for r in range(np)}, 20.0,
-                          outside={"cpu": 10.0, "loopback_bytes": loopback})
+                          outside={"cpu": 10.0, "loopback_bytes": loopback, "traffic": traffic})
 
 
 def test_ranks_that_sent_each_other_next_to_nothing_did_not_average_their_gradients():
@@ -172,13 +174,31 @@ def test_ranks_that_sent_each_other_next_to_nothing_did_not_average_their_gradie
     alone = _report("parameters identical on every rank")
     seen.averaging_seen(alone, *baselines.averaging(_mpi(2, 10_000_000), reference, work), Rules())   # the scatter only
     message = alone.checks[0].message
-    assert not alone.ok and message.startswith(checks.TAMPERING + "the ranks sent each other 10.0 MB over the run; "
-                                               "averaging the gradients moves about 349 MB"), message
+    assert not alone.ok and message.startswith(checks.TAMPERING + "the ranks sent each other 10.0 MB in their first "
+                                               "80 iterations; averaging the gradients moves about 349 MB"), message
     honest = _report("parameters identical on every rank")
     seen.averaging_seen(honest, *baselines.averaging(_mpi(2, 368_000_000), reference, work), Rules())
     assert honest.ok
     # Outside the sandbox the bytes are not seen: nothing to weigh.
     assert baselines.averaging(_mpi(2, None), reference, work) is None
+
+
+def test_only_the_iterations_the_graders_samples_saw_are_weighed():
+    """A short run on a busy machine may end between two of the grader's samples: its last one saw
+    the start-up's bytes only (a class of 60 graded 4 at a time took a correct MNIST conversion for
+    ranks training alone). The bytes are weighed against the iterations the samples covered."""
+    reference = _mpi(2, None)
+    work = baselines.work(["--epoch", "4", "--train-size", "1280"], reference, "reference")
+    assert baselines.averaging(_mpi(2, 900_000, last_sampled=1), reference, work) is None   # start-up only
+    half = _report("parameters identical on every rank")
+    seen.averaging_seen(half, *baselines.averaging(_mpi(2, 184_000_000, last_sampled=40), reference, work), Rules())
+    assert half.ok, half.text()   # half the run seen, half the bytes
+    alone = _report("parameters identical on every rank")
+    seen.averaging_seen(alone, *baselines.averaging(_mpi(2, 2_000_000, last_sampled=40), reference, work), Rules())
+    assert not alone.ok and "in their first 40 iterations" in alone.checks[0].message, alone.text()
+    # A mark past the training asked is held to the training asked, no more.
+    over = baselines.averaging(_mpi(2, 368_000_000, last_sampled=10_000), reference, work)
+    assert over[2] == 80, over
 
 
 # ----------------------------------------------------------------------------- the grader's seed
@@ -339,3 +359,61 @@ def test_a_record_of_reports_on_rank_0_only_is_not_believed_over_the_launchers_t
     # A failed check keeps the records' own words: they say which ranks and what to do.
     told = _reports(EVERY_RANK_REPORTS, [["LogReport", "PrintReport"], ["LogReport", "PrintReport"]])
     assert not told.passed and "add them under `if comm.rank == 0:`" in told.message
+
+
+def test_the_stop_of_the_other_processes_lasts_a_few_steps_of_a_fast_run_not_the_longest_window(tmp_path):
+    """A short run (the MNIST conversion: 15 iterations in about 1 s) seen by the watchdog's looks a
+    few iterations at a time: the window is a few of its steps (the shortest, 2 s), not the gaps
+    between looks taken for steps (it was 10 s of a 12 s run); a slow run's steps set it."""
+    fast = launch.DependenceProbe(tmp_path / "heartbeat", at=12)
+    fast._marks = [(100.0, 1), (100.6, 9), (101.2, 15)]
+    assert fast.window() == fast.shortest
+    slow = launch.DependenceProbe(tmp_path / "heartbeat", at=12)
+    slow._marks = [(100.0, 1), (101.0, 2), (102.0, 3)]
+    assert slow.window() == 6.0   # six of its 1 s steps
+    unseen = launch.DependenceProbe(tmp_path / "heartbeat", at=12)
+    assert unseen.window() == unseen.shortest
+
+
+#: A run whose marking process needs another: each step waits for its helper's answer (`needs`),
+#: or goes on alone (`alone`); it marks every step in a heartbeat file, 100 steps a second.
+STEPS_WITH_A_HELPER = textwrap.dedent("""
+    import subprocess, sys, time
+    from pathlib import Path
+    helper = subprocess.Popen([sys.executable, "-c", "import sys\\nfor line in sys.stdin:\\n    print(line, end='', flush=True)"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    for step in range(1, 3000):
+        if sys.argv[2] == "needs":
+            helper.stdin.write("step\\n")
+            helper.stdin.flush()
+            helper.stdout.readline()
+        Path(sys.argv[1]).write_text(str(step))
+        time.sleep(0.01)
+""")
+
+
+@pytest.mark.parametrize("run", ["needs", "alone"])
+def test_the_steps_a_fast_run_made_while_the_grader_found_its_processes_are_not_counted(tmp_path, run):
+    """On a busy machine the grader takes a while to find a run's processes and stop them: a fast
+    run's marking process made steps meanwhile, with its helper still running (a correct MNIST
+    conversion was taken for rank 0 training alone after 3 such steps). Counted from the stop, a
+    process that needs its helper made at most the step in hand; one that does not goes on."""
+    heartbeat = tmp_path / "heartbeat"
+    proc = subprocess.Popen([sys.executable, "-c", STEPS_WITH_A_HELPER, str(heartbeat), run])
+    probe = launch.DependenceProbe(heartbeat, at=20, shortest=1.0, longest=1.0)
+    find = probe._who
+    probe._who = lambda root: (find(root), time.sleep(0.3))[0]   # a busy machine: 30 steps meanwhile
+    try:
+        deadline = time.monotonic() + 60
+        while probe.result is None and time.monotonic() < deadline:
+            probe.tick(proc.pid)
+            time.sleep(0.02)
+    finally:
+        probe.release()
+        proc.kill()
+        proc.wait()
+    assert probe.result is not None and probe.result.get("stopped") == 1, probe.result
+    if run == "needs":
+        assert probe.result["advanced"] <= 1, probe.result
+    else:
+        assert probe.result["advanced"] > 10, probe.result

@@ -138,6 +138,40 @@ def test_the_solution_trains_what_the_grader_replays_to_the_bit(task1_run):
     assert comparison.worst[structure.STEP] < 1e-4, comparison
 
 
+def test_a_path_kept_for_the_session_replays_as_the_path_computed(task1_run, tmp_path):
+    """The replay's path from the start is computed for a session's first student and kept in its
+    reference cache (the grader's): the next students' replays, from it, are the same to the bit;
+    another seed's replay computes its own; a kept file that is not the model's parameters is
+    computed again."""
+    from handson_lib import settings
+    obs, computed = task1_run
+    seed, plan = 4242, computed.plan
+    cache = tmp_path / "references"
+    cache.mkdir()
+    with settings.override(reference_cache=str(cache)):
+        first = replay.replay("multi-gpu", SMALL, 2, seed, plan, obs.snapshots)
+        kept = sorted(cache.glob("replay-path-*.npz"))
+        assert len(kept) == 1
+        again = replay.replay("multi-gpu", SMALL, 2, seed, plan, obs.snapshots)
+        for replayed in (first, again):
+            assert replayed.parameters.keys() == computed.parameters.keys()
+            for k, array in computed.parameters.items():
+                assert numpy.array_equal(replayed.parameters[k], array)
+            for k, array in computed.stepped.items():
+                assert numpy.array_equal(replayed.stepped[k], array)
+        assert structure.compare(obs.snapshots, again, ["main", "worker1"]).matched(Rules())
+        # The kept path is what the replay used: planted otherwise, the run no longer matches it.
+        with numpy.load(kept[0]) as arrays:
+            numpy.savez(kept[0], **{name: arrays[name] * 1.01 for name in arrays.files})
+        assert not structure.compare(obs.snapshots, replay.replay("multi-gpu", SMALL, 2, seed, plan, obs.snapshots),
+                                     ["main", "worker1"]).matched(Rules())
+        numpy.savez(kept[0], p1=numpy.zeros(3))
+        assert structure.compare(obs.snapshots, replay.replay("multi-gpu", SMALL, 2, seed, plan, obs.snapshots),
+                                 ["main", "worker1"]).matched(Rules())
+        replay.replay("multi-gpu", SMALL, 2, seed + 1, plan, None)
+        assert len(list(cache.glob("replay-path-*.npz"))) == 2
+
+
 def test_parameters_of_one_process_trained_otherwise_do_not_match(task1_run):
     """The snapshots of the same run with its worker's files dropped, or the main's from another
     training (a shift of the parameters): no match."""

@@ -36,7 +36,7 @@ def correctness_failures(report):
 def reference(measure_reference):
     """The reference solution's graded run on 2 ranks, measured once per session
     (conftest.measure_reference); speed and scaling are timed step by step beside the reference."""
-    return {2: measure_reference(SOLUTION.name, checks.MULTI_NODE_ARGS, np=2)}
+    return {2: measure_reference(SOLUTION.name, checks.GRADED_MULTI_NODE_ARGS, np=2)}
 
 
 def test_the_check_of_the_solution_passes_every_correctness_check(reference):

@@ -39,16 +39,29 @@ def expected_cpu(baseline, images):
     return theirs * asked / done
 
 
+#: The fewest iterations the grader's samples of the loopback must cover before its bytes are weighed:
+#: a short run on a busy machine may end between two samples, its last one taken at start-up.
+COVERED_ITERATIONS = 2
+
+
 def averaging(obs, reference, images):
-    """(bytes the ranks sent each other, bytes averaging the gradients moves, iterations, the
-    gradients' bytes L) of a run beside the reference's (the same training): about 2L(p-1) an
-    iteration. None where nothing is seen (outside the sandbox) or the reference cannot say."""
-    sent = (obs.outside or {}).get("loopback_bytes")
+    """(bytes the ranks sent each other by the last iteration the grader's samples saw, bytes
+    averaging the gradients moves over as many iterations, those iterations, the gradients' bytes
+    L): about 2L(p-1) an iteration. Only what the samples covered is weighed (a run that ends
+    between two samples sent the rest unseen). None where nothing is seen (outside the sandbox),
+    the samples cover fewer than COVERED_ITERATIONS, or the reference cannot say."""
+    outside = obs.outside or {}
+    sent = outside.get("loopback_bytes")
     params = getattr(reference, "params", None) or {}
     iterations = (getattr(reference, "ranks", None) or {}).get(0, {}).get("iterations")
     asked, done = images
     if sent is None or obs.np < 2 or 0 not in params or not iterations or not asked or not done:
         return None
     iterations = round(iterations * asked / done)   # the reference's, for as many images as asked
+    # The iteration the run had marked at the grader's last sample (its claim: one that says less
+    # weighs less, one that says more is held to more), at most as many as the training asks.
+    covered = min(max((iteration for iteration, _ in outside.get("traffic") or []), default=0), iterations)
+    if covered < COVERED_ITERATIONS:
+        return None
     gradient_bytes = 4 * params[0].size
-    return sent, iterations * 2 * (obs.np - 1) * gradient_bytes, iterations, gradient_bytes
+    return sent, covered * 2 * (obs.np - 1) * gradient_bytes, covered, gradient_bytes

@@ -23,7 +23,8 @@ from handson_lib import tasks
 from handson_lib.checking.against import AGAINST, default_against, resolve_against  # noqa: F401
 from handson_lib.checking.jobscripts import JOBSCRIPTS, check_jobscript  # noqa: F401
 from handson_lib.checking.multi_gpu import MULTI_GPU_ARGS, check_multi_gpu  # noqa: F401
-from handson_lib.checking.multi_node import MNIST_ARGS, MULTI_NODE_ARGS, check_mnist_multi_node, check_multi_node  # noqa: F401
+from handson_lib.checking.multi_node import (GRADED_MULTI_NODE_ARGS, MNIST_ARGS, MULTI_NODE_ARGS,  # noqa: F401
+                                              check_mnist_multi_node, check_multi_node)
 from handson_lib.checking.rules import credit_bands, grading_site, rules_for, site_thresholds  # noqa: F401
 from handson_lib.checking.scripts import grader_seed, locate, still_unset  # noqa: F401
 from handson_lib.checking.timing.scored import TIMING_ARGS  # noqa: F401

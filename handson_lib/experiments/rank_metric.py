@@ -22,6 +22,7 @@ import inspect
 import json
 import linecache
 import sys
+import time
 from pathlib import Path
 
 import chainer
@@ -109,7 +110,9 @@ def run_on_ranks(function, np=2, timeout=180, test=None):
             for rank, (x, t) in enumerate(_parts(test, np)):
                 numpy.savez(parts / f"part-{rank}.npz", x=x.astype(numpy.float32), t=t.astype(numpy.int32))
             argv.append(str(parts))
+        started = time.monotonic()
         run = launch.run_mpi(np, argv, timeout=timeout)
+        runs.log_part(f"the stretch's answer cells on {np} ranks", time.monotonic() - started)
         print(run.output[-3000:])
         return json.loads(out.read_text()) if out.is_file() else None
 

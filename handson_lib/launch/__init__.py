@@ -63,7 +63,40 @@ def local_mpi_env(base=None, omp_threads=1):
     env.setdefault("OMPI_MCA_btl", "^ofi")
     # A script without the course's abort hook: ChainerMN's own aborts every rank on an exception.
     env.setdefault("CHAINERMN_FORCE_ABORT_ON_EXCEPTION", "1")
+    clear_stale_mpi_sessions(env)
     return env
+
+
+def clear_stale_mpi_sessions(env=None):
+    """Remove the session folders (`ompi.<pid>`) that killed launchers left in the temporary folder;
+    the names of those removed.
+
+    Open MPI's launcher names its folder after its own pid and binds its PMIx sockets there: a
+    launcher that gets a dead one's pid finds them taken and stops ("The PMIx server's listener
+    thread failed to start"). Only this user's folders, and only those whose process is gone."""
+    env = os.environ if env is None else env
+    base = Path(env.get("TMPDIR") or "/tmp")
+    removed = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    for entry in entries:
+        prefix, _, pid = entry.name.partition(".")
+        if prefix != "ompi" or not pid.isdigit():
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.geteuid() or not entry.is_dir(follow_symlinks=False):
+                continue
+            os.kill(int(pid), 0)
+            continue          # its launcher is alive
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue          # alive under another user, or gone meanwhile
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
 
 
 def mpiexec_command(np, argv, oversubscribe=None, python=True, extra_args=()):

@@ -227,7 +227,7 @@ class DependenceProbe:
         if iteration is not None and (not self._marks or self._marks[-1][1] != iteration):
             self._marks.append((now, iteration))
         if iteration is not None and iteration >= self.at:
-            self._start(root_pid, iteration, now)
+            self._start(root_pid, iteration)
 
     def _who(self, root_pid):
         """(the process whose mark is watched, the others to stop) among the run's python processes."""
@@ -252,21 +252,33 @@ class DependenceProbe:
                        None)
         return watched, [p for p in pythons if ranks[p.pid] not in (None, str(self.rank))]
 
-    def _start(self, root_pid, iteration, now):
+    def _start(self, root_pid, iteration):
         watched, others = self._who(root_pid)
         if watched is None or not others:
             self.result = {"skipped": "no other process to stop" if watched is not None else "no process marks"}
             return
-        gaps = [b[0] - a[0] for a, b in zip(self._marks, self._marks[1:])]
-        step = sorted(gaps)[len(gaps) // 2] if gaps else self.shortest
-        self._window = min(self.longest, max(self.shortest, self.steps * step))
+        self._window = self.window()
         for proc in others:
             try:
                 proc.suspend()
                 self._stopped.append(proc)
             except Exception:   # ended meanwhile
                 pass
-        self._from, self._until = iteration, now + self._window
+        # Counted from the mark once every other process is stopped: the iterations a fast run made
+        # while the grader found its processes (a busy machine: a tenth of a second or more) are not
+        # made without them.
+        stopped_at = _iteration_in(self.heartbeat)
+        self._from = iteration if stopped_at is None else max(iteration, stopped_at)
+        self._until = time.monotonic() + self._window
+
+    def window(self):
+        """Seconds of `steps` of the watched process's iterations, at the rate its marks came so far
+        (between shortest and longest). The watchdog's looks may each see several iterations at once
+        (a fast run): the gaps between looks are not steps."""
+        (first_seen, first), (last_seen, last) = (self._marks[0], self._marks[-1]) if self._marks else ((0, 0), (0, 0))
+        if last <= first:   # past `at` by the first look: a run too fast for its rate to be seen
+            return self.shortest
+        return min(self.longest, max(self.shortest, self.steps * (last_seen - first_seen) / (last - first)))
 
     def _finish(self):
         iteration = _iteration_in(self.heartbeat)

@@ -70,16 +70,18 @@ def workers_seen(report, outside, gpus):
 
 
 def averaging_seen(report, sent, expected, iterations, gradient_bytes, rules):
-    """Task #2: the bytes the ranks sent each other over the run (`sent`, seen on the grading
-    sandbox's own loopback; None elsewhere) against what averaging the gradients moves
-    (`expected`: about 2L(p-1) bytes an iteration for gradients of L bytes)."""
+    """Task #2: the bytes the ranks sent each other by the last iteration the grader's samples saw
+    (`sent`, on the grading sandbox's own loopback; None elsewhere) against what averaging the
+    gradients moves in as many `iterations` (`expected`: about 2L(p-1) bytes an iteration for
+    gradients of L bytes)."""
     if sent is None or not expected:
         return
     if report.passed("parameters identical on every rank") and sent < rules.averaging_share * expected:
         report.overrule("parameters identical on every rank",
                         tr("tampering suspected, for the instructor to review: ")   # TAMPERING
-                        + tr("the ranks sent each other {sent:.1f} MB over the run; averaging the gradients moves about "
-                             "{expected:.0f} MB ({iterations} iterations of 2L(p-1), L = {megabytes:.2f} MB): each rank "
+                        + tr("the ranks sent each other {sent:.1f} MB in their first {iterations} iterations; averaging the "
+                             "gradients moves about {expected:.0f} MB there ({iterations} iterations of 2L(p-1), L = "
+                             "{megabytes:.2f} MB): each rank "
                              "trained alone. Wrap the optimizer with chainermn.create_multi_node_optimizer(opt, comm)",
                              sent=sent / 1e6, expected=expected / 1e6, iterations=iterations,
                              megabytes=gradient_bytes / 1e6))
