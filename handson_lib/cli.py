@@ -144,8 +144,12 @@ def main(argv=None):
         print(not_here, file=sys.stderr)
         return 2
     parser = make_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
     module = importlib.import_module(args._command.module_name)
+    # A positional after the command's options (`classroom export --lms moodle FILE`): argparse has
+    # given the optional positional its default already; the command may take it (`trailing`).
+    if extra and not (hasattr(module, "trailing") and module.trailing(args, extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     rc = getattr(module, args._command.run)(args)
     return 0 if rc is None else int(rc)
 

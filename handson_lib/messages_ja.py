@@ -1296,4 +1296,63 @@ MESSAGES = {
         'CPU 代替実装: FP16 の通信（allreduce）とダブルバッファリングの計算を 1 つのプロセスで模擬します（pure_nccl のコードは通りません。通信はなく、速度は分かりません）',
     "images/s as the course's observer timed each run; the script's own `Throughput:` line keeps a clock of its own, so the last digits may differ":
         'images/s は、コースのオブザーバーが計った各実行の値です。スクリプト自身の `Throughput:` の行は自分の時計で計るので、下の桁が違うことがあります',
+    # ---- handson_lib/classroom/grading_pages.py and grading_service.py (the grading service's page, /services/grading/)
+    'queued':
+        'キューで待機中',
+    'queued: place {place}':
+        'キューで待機中: {place} 番目',
+    'queued: after your grading in progress':
+        'キューで待機中: 採点中の提出が終わってから採点します',
+    'queued: you reached the limit of gradings per hour; graded when the hour allows':
+        'キューで待機中: 1 時間あたりの採点回数の上限に達しました。上限を下回ったら採点します',
+    'replaced by a newer submission':
+        'より新しい提出に置き換えられました',
+    'grading':
+        '採点中',
+    'graded, feedback being released':
+        '採点済み、フィードバックを返却中',
+    'feedback released':
+        'フィードバック返却済み',
+    'not graded':
+        '採点されていません',
+    'submitted':
+        '提出',
+    'grading started':
+        '採点開始',
+    'graded':
+        '採点済み',
+    '(place {place})':
+        '（{place} 番目）',
+    'assignment':
+        '課題',
+    'state':
+        '状態',
+    'phases':
+        '経過',
+    'score':
+        '得点',
+    'feedback':
+        'フィードバック',
+    'Signed in as {name}. Each submission is graded in turn; this page reloads by itself.':
+        '{name} としてログインしています。提出は順番に採点されます。このページは自動で更新されます。',
+    'No submission yet: submit from the Assignments tab.':
+        'まだ提出がありません: Assignments タブから提出してください。',
+    'Grading of your submissions':
+        'あなたの提出の採点',
+    'Grading of the class':
+        'クラスの採点',
+    'students':
+        '受講者数',
+    'student':
+        '受講者',
+    'since':
+        '開始時刻',
+    'Queue':
+        'キュー',
+    'Every student':
+        '受講者ごとの最新の提出',
+    'Grade everyone again: {assignment}':
+        '全員を採点し直す: {assignment}',
+    'grade again':
+        '採点し直す',
 }

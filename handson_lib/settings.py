@@ -33,8 +33,8 @@ class SettingsError(ValueError):
 
 
 def setting(variable, set_by, does, default=None, kind="text"):
-    """A field carried by `variable`; kind: text, seconds (a positive number), flag or iterations
-    (whole numbers, comma-separated: a sorted tuple)."""
+    """A field carried by `variable`; kind: text, seconds (a positive number), count (a whole
+    number, 0 or more), flag or iterations (whole numbers, comma-separated: a sorted tuple)."""
     return field(default=default, metadata={"variable": variable, "set_by": set_by, "does": does,
                                             "kind": kind})
 
@@ -52,6 +52,14 @@ def _parse(f, text):
     if kind == "flag":
         word = text.strip().lower()
         return True if word in _TRUE else False if word in _FALSE else f.default
+    if kind == "count":
+        try:
+            value = int(text)
+        except ValueError:
+            raise SettingsError(f"{variable}={text!r}: a whole number expected") from None
+        if value < 0:
+            raise SettingsError(f"{variable}={text!r}: a whole number, 0 or more, expected")
+        return value
     if kind == "iterations":
         try:
             return tuple(sorted({int(k) for k in text.split(",") if k.strip()}))
@@ -126,6 +134,10 @@ class GraderSettings(_Carried):
     profile_log: str = setting(
         "HANDSON_PROFILE_LOG", "`handson autograde` (per student)",
         "file where every observed run appends its part and seconds (`autograde_<assignment>_profile.csv`)")
+    grading_job: str = setting(
+        "HANDSON_GRADING_JOB", "the classroom's grading service (internal)",
+        "in every process of a grading job that the service runs on the hub's machine: the job's folder, by "
+        "which its processes are found and stopped (as `SLURM_JOB_ID` or `PBS_JOBID` on a cluster)")
     plot_reports: bool = setting(
         "HANDSON_PLOT_REPORTS", "`course/nbgrader_config.py`",
         "`0`: under the autograder a script's `PlotReport`s are registered (the rank-0 check sees "
@@ -185,6 +197,10 @@ class Settings(_Carried):
     judge: str = setting(
         "GRADER_JUDGE", "`handson autograde`, for nbgrader (internal; never enters the sandbox)",
         "where the report cells' checks keep their runs, and the sandbox they start them in (JSON)")
+    gradings_per_hour: int = setting(
+        "HANDSON_GRADINGS_PER_HOUR", "`handson classroom up --gradings-per-hour N`, for its grading service",
+        "the most gradings of one student's submissions that the classroom's grading service starts in an "
+        "hour (a student's latest submission is graded once the hour allows; `0`: no limit)", kind="count")
     classroom_dir: str = setting(
         "HANDSON_CLASSROOM_DIR", "site admin",
         "state folder of `handson classroom` (default `/var/lib/handson-classroom`): hub database, "

@@ -80,6 +80,10 @@ def pytest_addoption(parser):
     parser.addoption("--tier", action="append", choices=list(TIERS), default=[],
                      help="run only the tests of this tier (repeatable; default: every tier): "
                           + ", ".join(TIERS))
+    parser.addoption("--grade-on-submit-class", type=int, default=4, metavar="N",
+                     help="tests/test_grade_on_submit.py: the class's size (4, as CI runs it; 10: issue 50's "
+                          "done-when run, 2 students in Chromium and 8 through nbgrader submit, timed against "
+                          "`make demo`)")
     parser.addoption("--no-tier-summary", action="store_true",
                      help="do not end with the tiers left out (a pass of `make test-all`, which runs them all)")
 
@@ -174,6 +178,18 @@ def turn_on_the_cluster():
     """The machine's one local cluster, for one test at a time: pytest-xdist runs files in
     parallel, and the cluster, network and classroom tests each bring it up their own way."""
     with open(Path(tempfile.gettempdir()) / "handson-cluster-tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def turn_on_the_classroom():
+    """The machine's one classroom (its accounts, ports and state folder), for one test module at
+    a time: tests/test_classroom.py and tests/test_grade_on_submit.py each bring it up."""
+    with open(Path(tempfile.gettempdir()) / "handson-classroom-tests.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

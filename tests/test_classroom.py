@@ -33,7 +33,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import CHROMIUM_ARGS, turn_on_the_cluster
+from conftest import CHROMIUM_ARGS, turn_on_the_classroom, turn_on_the_cluster
 from handson_lib import COURSE_ROOT
 from handson_lib.classroom import accounts, hub, limits, nbgrader_setup
 from handson_lib.classroom.layout import layout
@@ -61,7 +61,13 @@ def as_student(name, *cmd, cwd="/", timeout=600):
 
 
 @pytest.fixture(scope="module")
-def classroom():
+def classroom_turn():
+    with turn_on_the_classroom():
+        yield
+
+
+@pytest.fixture(scope="module")
+def classroom(classroom_turn):
     if os.geteuid() != 0:
         pytest.fail("`handson classroom` needs root (Linux accounts, JupyterHub)")
     # Whatever an earlier run left (a class in another language too): exported aside, then removed.

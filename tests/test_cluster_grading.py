@@ -288,6 +288,9 @@ class ScriptedScheduler:
     def queue_for(self, seconds, wanted=None):
         return "h-short", 3600
 
+    def usable_hosts(self, excluded):
+        return []
+
     def submit(self, script, cwd):
         jobid = str(len(self.jobs) + 1)
         node, how = self.plan[len(self.jobs)]
@@ -440,3 +443,101 @@ def test_a_node_name_that_is_no_name_never_reaches_a_job_script(tmp_path, monkey
     assert sorted(session.results) == ["alice", "bob", "carol", "dave"], text
     assert session.failed_nodes == set()
     assert all("rm -rf" not in job["script"] for job in scheduler.jobs.values())
+
+
+# ----------------------------------------------------------------------------- issue 50: the cluster path, finished
+
+def test_a_grading_job_is_never_requeued_by_the_scheduler_itself(tmp_path):
+    """Slurm requeues a dead node's job by default and starts it again after the grader sent its
+    students elsewhere: the job says no (sbatch reads #SBATCH, PBS reads -r n)."""
+    from handson_lib.autograder import grading_scheduler
+    script = grading_scheduler.job_script(tmp_path, "grade-setup-1", "h-short", 600).read_text()
+    assert "#SBATCH --no-requeue" in script.splitlines() and "#PBS -r n" in script.splitlines()
+
+
+PBSNODES = """n1
+     Mom = n1.cluster
+     state = free
+     resources_available.ncpus = 36
+
+n2
+     Mom = n2.cluster
+     state = down,offline
+     resources_available.ncpus = 36
+
+n3
+     Mom = n3.cluster
+     state = job-busy
+"""
+
+
+def test_on_pbs_a_failed_node_is_left_out_by_naming_a_usable_one(tmp_path, monkeypatch):
+    """PBS Pro has no option that excludes a node: the job names one that `pbsnodes -a` lists as
+    usable and that did not fail this session."""
+    from handson_lib.autograder import grading_scheduler
+    from handson_lib.sites import jobs, table
+    assert jobs.parse_pbsnodes(PBSNODES) == ["n1", "n3"]
+    monkeypatch.setattr(jobs, "pbs_nodes", lambda env=None: jobs.parse_pbsnodes(PBSNODES))
+    pbs = grading_scheduler.Scheduler(False, table.get_site("reedbush"), [])
+    assert pbs.pbs and pbs.usable_hosts({"n1"}) == ["n3"] and pbs.usable_hosts(set()) == []
+    script = grading_scheduler.job_script(tmp_path, "grade-1", "h-short", 600, {"n1"}, host="n3").read_text()
+    assert "#PBS -l select=1:host=n3" in script and "#SBATCH --exclude=n1" in script
+    slurm = grading_scheduler.Scheduler(True, table.get_site("local"), ["n1", "n2"])
+    assert not slurm.pbs and slurm.usable_hosts({"n1"}) == []
+
+
+def test_a_jobs_course_copy_is_graded_there_whatever_root_the_course_names(tmp_path):
+    """The classroom's course configuration names its own folder as nbgrader's root: a job's copy
+    must not grade into (and write the gradebook of) the course it was copied from."""
+    from traitlets.config.loader import PyFileConfigLoader
+    course = tmp_path / "course"
+    (course / "source" / "setup").mkdir(parents=True)
+    (course / "submitted" / "alice" / "setup").mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.root = {str(course)!r}\n")
+    import sqlite3
+    sqlite3.connect(course / "gradebook.db").close()
+    cluster_grading.job_course(course, tmp_path / "job" / "course", "setup", ["alice"])
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path / "job" / "course")).load_config()
+    assert config.CourseDirectory.root == str(tmp_path / "job" / "course")
+
+
+def test_a_killed_sessions_folders_are_swept_and_a_live_or_foreign_one_is_not(tmp_path, monkeypatch):
+    """Before a node grades: sessions whose lock nobody holds (their grading was killed with its
+    node) are removed, mounts first; a live session, a link and another account's folder stay."""
+    import fcntl
+    stale, live = tmp_path / "handson-autograde-stale", tmp_path / "handson-autograde-live"
+    foreign = tmp_path / "handson-autograde-foreign"
+    for folder in (stale, live, foreign):
+        folder.mkdir()
+        (folder / nbgrader_course.SESSION_LOCK).touch()
+    (tmp_path / "handson-autograde-link").symlink_to(stale)
+    if os.geteuid() == 0:
+        os.chown(foreign, 65534, 65534)
+    else:
+        foreign.rename(tmp_path / "not-a-session")   # no other account's folder to make without root
+    removed = []
+    monkeypatch.setattr(nbgrader_course.sandbox, "remove_session", lambda folder, print_fn=print: removed.append(folder))
+    with open(live / nbgrader_course.SESSION_LOCK) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert nbgrader_course.stale_sessions(tmp_path) == [stale]
+        assert nbgrader_course.sweep_stale_sessions(print, tmp_path) == 1
+    assert removed == [stale]
+
+
+@pytest.mark.scheduler
+@pytest.mark.timeout(300)
+def test_slurm_takes_the_grading_jobs_as_not_requeueable(cluster_up, tmp_path):
+    """Measured: Slurm's default is Requeue=1, and sbatch does not read `#PBS -r n`; the job's
+    `#SBATCH --no-requeue` makes it 0."""
+    from handson_lib.autograder import grading_scheduler
+    from handson_lib.sites import cluster_jobs
+    from handson_lib.sites.cluster_daemons import cluster_env
+    script = grading_scheduler.job_script(tmp_path, "grade-requeue", "h-debug", 120)
+    ours = script.read_text().replace("exec ", "sleep 20 # ")
+    found = {}
+    for name, text in (("ours", ours), ("without", ours.replace("#SBATCH --no-requeue\n", ""))):
+        script.write_text(text)
+        jobid = cluster_jobs.qsub(script, tmp_path)
+        found[name] = cluster_jobs.job_info(jobid).get("Requeue")
+        cluster_grading.site_jobs.qdel(jobid, env=cluster_env())
+    assert found == {"ours": "0", "without": "1"}, found

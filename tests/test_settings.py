@@ -24,9 +24,11 @@ PLANTED = "handson_lib/autograder/synthetic_class.py"
 def test_the_settings_cross_to_another_process_and_read_back_the_same():
     grader = GraderSettings(submission="/course/autograded/s1/task2", site="reedbush", run_timeout=300,
                             cell_timeout=45.5, reference_cache="/session/shared", session="/session",
-                            profile_log="/session/s1/profile.jsonl", plot_reports=False)
+                            profile_log="/session/s1/profile.jsonl", grading_job="/jobs/job-00001",
+                            plot_reports=False)
     every = Settings(**{f.name: "x" for f in Settings._declared() if f.metadata["kind"] == "text"},
-                     slot_held=True, observe_phases=True, observe_snapshots=(3, 31, 32, 33), grader=grader)
+                     slot_held=True, observe_phases=True, observe_snapshots=(3, 31, 32, 33), gradings_per_hour=0,
+                     grader=grader)
     env = every.to_env()
     assert set(env) == set(settings.VARIABLES.values())
     assert Settings.from_env(env) == every and every.grader.autograding

@@ -253,6 +253,12 @@ scripts it asks for arrive in a folder of your home), work there, and Submit. Yo
 the latest submission is graded. The grader runs your notebook and the scripts next to it, and your
 instructor releases the feedback in the same list. Where the course runs without a hub, your
 instructor says where to hand in the same files.
+
+Where your class grades as you submit, the hub's page Services > grading (`/services/grading/`)
+shows each of your submissions as it goes: submitted, queued (with your place), grading started,
+graded, feedback released, each with its time; then your score per part and a link to the
+feedback, which Fetch Feedback also brings to your Assignment List. Only your latest submission is
+graded, one at a time: submitting again while one waits replaces it. Nobody else sees your page.
 """
 
 
@@ -317,6 +323,8 @@ Reedbush-H 用で、`exercises/miyabi/` と `exercises/abci/` に Miyabi-G 用�
 ## 提出
 
 コースの JupyterHub で、Nbgrader > Assignment List から課題を取得（Fetch）します。ノートブックと、その課題で求められるスクリプトが、ホームのフォルダーに届きます。そこで作業し、提出（Submit）してください。何度でも提出でき、採点されるのは最後の提出です。採点ではノートブックと、その隣のスクリプトを実行します。フィードバックは講師が同じ一覧に返却します。JupyterHub を使わないコースでは、同じファイルをどこに提出するかを講師が伝えます。
+
+提出するとすぐに採点するクラスでは、JupyterHub の Services > grading（`/services/grading/`）のページに、あなたの提出ごとの経過が表示されます: 提出、キューで待機中（何番目か）、採点開始、採点済み、フィードバック返却済み、それぞれの時刻です。そのあと、部分ごとの得点とフィードバックへのリンクが表示されます。フィードバックは Assignment List の Fetch Feedback でも取得できます。採点されるのは最後の提出だけで、1 つずつ採点します: 待機中にもう一度提出すると、新しい提出に置き換わります。あなたのページは、ほかの人には見えません。
 """
 
 #: The README of each language's edition.

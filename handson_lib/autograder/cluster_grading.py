@@ -83,14 +83,21 @@ class ClusterSession:
         self.started = self.last_progress = time.monotonic()
 
     # ------------------------------------------------------------------ submitting
+    def new_job(self, students):
+        """The GradingJob of a new job (its number and folder)."""
+        number = len(self.jobs) + 1
+        return GradingJob(number, self.folder / f"job-{number:03d}", list(students))
+
     def submit(self, students):
         """One job for `students`: its folder with the course's copy, its script, qsub."""
-        job = GradingJob(len(self.jobs) + 1, self.folder / f"job-{len(self.jobs) + 1:03d}", list(students))
+        job = self.new_job(students)
         job_course(self.roll.course_dir, job.folder / "course", self.roll.assignment, job.students)
         (job.folder / "job.json").write_text(json.dumps({**self.spec, "students": job.students}))
         queue, walltime = self.scheduler.queue_for(grading_scheduler.walltime_for(len(students)), self.partition)
+        hosts = self.scheduler.usable_hosts(self.failed_nodes)
         script = grading_scheduler.job_script(job.folder, f"grade-{self.roll.assignment}-{job.number}", queue,
-                                              walltime, self.failed_nodes)
+                                              walltime, self.failed_nodes, host=hosts[job.number % len(hosts)]
+                                              if hosts else None)
         with sigint_held():   # a job qsub took is always followed (and cancelled by Ctrl-C)
             job.jobid = self.scheduler.submit(script, job.folder)
             self.jobs.append(job)
@@ -120,15 +127,19 @@ class ClusterSession:
     def follow(self):
         """Poll the jobs until every student is taken or given up on."""
         while self.waiting_students():
-            for job in self.active():
-                self.take_results(job)
-                if not job.ended:   # a refused result ends it
-                    self.check(job)
+            self.poll()
             if not self.active() and self.waiting_students():
                 self.requeue(self.waiting_students(), "no job of the session holds them")
             if time.monotonic() - self.last_progress > QUIET_PROGRESS:
                 self.progress()
             time.sleep(POLL)
+
+    def poll(self):
+        """One look at every job followed: the results it returned taken, then its state."""
+        for job in self.active():
+            self.take_results(job)
+            if not job.ended:   # a refused result ends it
+                self.check(job)
 
     def progress(self):
         self.last_progress = time.monotonic()
@@ -163,8 +174,8 @@ class ClusterSession:
             self.end(job, "")   # it ends by itself once its node has cleaned up (settle)
         elif state == DONE:
             self.take_results(job)
-            if not job.ended:
-                self.end(job, self.ended_why(job, word))
+            if not job.ended:   # its last results may have come with its end
+                self.end(job, self.ended_why(job, word) if self.left_in(job) else "")
         elif state == RUNNING and job.beat and now - job.beat_seen > HEARTBEAT_LIMIT:
             self.end(job, f"no heartbeat from {job.node} for {now - job.beat_seen:.0f} s: the node died?",
                      cancel=True, node_failed=True)
@@ -258,10 +269,7 @@ class ClusterSession:
     def write(self, job, result):
         """The trusted side: a checked result into the gradebook, the graded files, the report."""
         roll = self.roll
-        blobs = returned_results.graded_blobs(result, job.folder / "course" / "autograded", roll.assignment)
-        if result["status"] == "graded":
-            returned_results.write_grades(roll.course_dir, roll.assignment, result)
-        returned_results.place_graded_files(blobs, roll.course_dir, roll.assignment, result["student"])
+        returned_results.write_result(result, job.folder / "course" / "autograded", roll.course_dir, roll.assignment)
         self.results[result["student"]] = result
         roll.done_rows[result["student"]] = report_row(result, scores(roll.course_dir, roll.assignment),
                                                        roll.course_dir, roll.assignment, roll.before)
@@ -347,6 +355,10 @@ def job_course(course_dir, target, assignment, students):
     for name in ("nbgrader_config.py", nbgrader_course.LANG_FILE):
         if (course_dir / name).is_file():
             shutil.copy2(course_dir / name, target / name)
+    with open(target / "nbgrader_config.py", "a") as config:
+        # The copy is the node's course, whatever root the course's configuration names (the
+        # classroom's names its own folder): the node never writes the course's gradebook.
+        config.write(f"\nc = get_config()  # noqa: F821\nc.CourseDirectory.root = {str(target)!r}\n")
     shutil.copytree(course_dir / "source" / assignment, target / "source" / assignment, symlinks=True)
     with sqlite3.connect(course_dir / "gradebook.db") as source, sqlite3.connect(target / "gradebook.db") as copy:
         source.backup(copy)

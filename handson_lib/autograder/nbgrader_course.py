@@ -18,11 +18,13 @@ grading_report, where the time went by grading_profile.
 
 import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -404,20 +406,65 @@ def _measure_references(assignment, cache, print_fn):
         reference.measure_reference(name, [*args, "--seed", str(seed)], RUN_TIMEOUT, np=np, cache=cache)
 
 
+#: A grading session's folder (in the temporary folder), and the lock its session holds while it
+#: lives: a folder whose lock nobody holds is left from a session that was killed (its node died).
+SESSION_PREFIX = "handson-autograde-"
+SESSION_LOCK = ".session.lock"
+
+
+def stale_sessions(tmp=None):
+    """The grading sessions' folders in `tmp` (default: the temporary folder) left by sessions that
+    ended without removing them: folders of this account's own, not links, whose lock no process
+    holds. A folder without a lock (being made now) is left alone."""
+    found = []
+    for folder in sorted(Path(tmp or tempfile.gettempdir()).glob(SESSION_PREFIX + "*")):
+        try:
+            info = os.lstat(folder)
+            fd = os.open(folder / SESSION_LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue   # its session holds the lock: alive
+        finally:
+            os.close(fd)
+        found.append(folder)
+    return found
+
+
+def sweep_stale_sessions(print_fn=print, tmp=None):
+    """Remove what killed sessions left (their students' tmpfs mounts first: sandbox.remove_session),
+    before a node grades; how many were removed."""
+    stale = stale_sessions(tmp)
+    for folder in stale:
+        sandbox.remove_session(folder, print_fn)
+    if stale:
+        print_fn(f"removed {len(stale)} grading session(s) that a killed grading left: "
+                 + ", ".join(folder.name for folder in stale))
+    return len(stale)
+
+
 @contextlib.contextmanager
 def _session_folders(shared=None, print_fn=print):
     """(the folder that keeps a grading session's reference runs and demos, the session's own
     folder for each student's profile and runs): `shared` where given (a test session grades
     several classes with one set of references), else inside the session's folder; the
     session's folder is removed at the end (sandbox.remove_session: whatever a submission left
-    there, never an error in place of the grading's result)."""
-    scratch = tempfile.mkdtemp(prefix="handson-autograde-")
+    there, never an error in place of the grading's result). The session holds the folder's lock
+    while it lives (stale_sessions)."""
+    scratch = tempfile.mkdtemp(prefix=SESSION_PREFIX)
+    alive = os.open(Path(scratch) / SESSION_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(alive, fcntl.LOCK_EX)
     try:
         shared = Path(shared) if shared is not None else Path(scratch) / "references"
         shared.mkdir(parents=True, exist_ok=True)
         yield str(shared), scratch
     finally:
         sandbox.remove_session(scratch, print_fn)
+        os.close(alive)
 
 
 def _name_of(proc):

@@ -21,6 +21,7 @@ seconds, and a sandbox that left the job's process tree would outlive it), then 
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -28,8 +29,8 @@ import threading
 import time
 from pathlib import Path
 
-from handson_lib import launch
-from handson_lib.autograder import nbgrader_course, sandbox
+from handson_lib import launch, settings
+from handson_lib.autograder import nbgrader_course, returned_results, sandbox
 
 #: Seconds between two heartbeats.
 HEARTBEAT_EVERY = 5.0
@@ -38,8 +39,9 @@ CANNOT_GRADE = 3
 #: At most so many parts of a student's profile go back, each text cut to MOST_PART_CHARS: the
 #: kernel's part of the log is written where the submission can write.
 MOST_PARTS, MOST_PART_CHARS = 200, 200
-#: The scheduler's job id in every process a job starts (Slurm's, PBS's): the job's processes.
-JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID")
+#: The scheduler's job id in every process a job starts (Slurm's, PBS's; the grading service's on
+#: the hub's machine): the job's processes.
+JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", settings.variable("grading_job"))
 
 
 def write_whole(path, data):
@@ -52,6 +54,20 @@ def write_whole(path, data):
 def node_name():
     """The scheduler's name of this node (Slurm's), else the host's."""
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def node_type():
+    """What makes nodes alike for the reference's measurement: the processor's model and the
+    cores this job may use (the nodes of a queue are usually one type: the reference is measured
+    once per type, not once per node)."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as info:
+            model = next((line.split(":", 1)[1] for line in info if line.startswith("model name")), "")
+    except OSError:
+        pass
+    words = re.sub(r"[^A-Za-z0-9.]+", "-", model).strip("-")[:60] or "cpu"
+    return f"{words}-{launch.cpu_count()}cores"
 
 
 def beat(job_dir, stop):
@@ -111,7 +127,7 @@ def student_result(course_dir, assignment, result):
     """What goes back to the submitting grader for one student: the status, the seconds and the
     parts (the profile), the grade cells' scores and comments, and the graded files' digests."""
     student = result["student"]
-    graded = result["status"] == "graded"
+    graded = returned_results.is_graded(result["status"])
     grades, comments, penalties = cell_grades(course_dir, assignment, student) if graded else ({}, {}, {})
     return {"student": student, "node": node_name(), "status": result["status"], "seconds": result["seconds"],
             "parts": capped_parts(result.get("parts", [])), "grades": grades, "comments": comments, "penalties": penalties,
@@ -149,7 +165,8 @@ def grade_job(job_dir, print_fn=print):
         write_whole(job_dir / "failed.json", {"node": node_name(), "why": f"the grading sandbox cannot start: {why}"})
         print_fn(f"{node_name()}: the grading sandbox cannot start here: {why}")
         return CANNOT_GRADE
-    references = Path(spec["references"]) / node_name()   # measured once on each node, before its students
+    nbgrader_course.sweep_stale_sessions(print_fn)   # a session killed with its node left its tmpfs mounts
+    references = Path(spec["references"]) / node_type()   # measured once per node type, before its students
     references.mkdir(parents=True, exist_ok=True)
 
     def returned(result):

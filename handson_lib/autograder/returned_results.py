@@ -36,6 +36,12 @@ class Refused(ValueError):
         self.node_fault = node_fault
 
 
+def is_graded(status):
+    """Whether nbgrader graded the submission: "graded", alone or with a note after it ("graded;
+    not graded (not the assignment's files): ...")."""
+    return status == "graded" or status.startswith("graded;")
+
+
 def read_plain(path, most):
     """The bytes of `path`, a plain file (never through a link, never a FIFO) of at most `most`
     bytes; Refused otherwise (too large: the student's doing, not the node's)."""
@@ -84,7 +90,7 @@ def checked(data, student, job_students, expected):
     if not _number(seconds) or not 0 <= seconds < 10 ** 6:
         raise Refused(f"its seconds ({seconds!r}) are not a duration")
     grades = data.get("grades")
-    if status == "graded":
+    if is_graded(status):
         _check_grades(grades, expected)
     elif grades:
         raise Refused(f"scores for a submission whose grading ended with {status[:80]!r}")
@@ -181,6 +187,16 @@ def place_graded_files(blobs, course_dir, assignment, student):
 def copy_graded_files(result, graded_root, course_dir, assignment):
     """graded_blobs, then place_graded_files: Refused (nothing copied) when one file differs."""
     place_graded_files(graded_blobs(result, graded_root, assignment), course_dir, assignment, result["student"])
+
+
+def write_result(result, graded_root, course_dir, assignment):
+    """A checked result (`checked`) into the course: its graded files read and checked first
+    (Refused: nothing written), then the gradebook's scores (a graded submission), then the
+    graded files; what `nbgrader autograde` would have written there."""
+    blobs = graded_blobs(result, graded_root, assignment)
+    if is_graded(result["status"]):
+        write_grades(course_dir, assignment, result)
+    place_graded_files(blobs, course_dir, assignment, result["student"])
 
 
 def submission_timestamp(course_dir, assignment, student):

@@ -377,11 +377,16 @@ def _copied(folder, graded=None):
     return copied
 
 
+#: What nbgrader's exchange puts in every submission's folder beside the student's files.
+NBGRADER_FILES = ("timestamp.txt", "submission_secret.txt")
+
+
 def left_out(folder, graded):
-    """The files of a submission's `folder` the sandbox does not copy in: not the assignment's."""
+    """The files of a submission's `folder` the sandbox does not copy in: not the assignment's
+    (nbgrader's own files of a collected submission aside)."""
     kept = set(_copied(Path(folder), graded))
     return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*")
-                  if (p.is_file() or p.is_symlink()) and p not in kept)
+                  if (p.is_file() or p.is_symlink()) and p not in kept and str(p.relative_to(folder)) not in NBGRADER_FILES)
 
 
 #: The period of a CPU quota (cgroup v1 cpu.cfs_period_us): the quota is that many cores of it.

@@ -10,7 +10,7 @@ import time
 import psutil
 
 from handson_lib import COURSE_ROOT, tasks
-from handson_lib.classroom import accounts, environments, hub, limits, nbgrader_setup, tls
+from handson_lib.classroom import accounts, environments, grading_command, hub, limits, nbgrader_setup, tls
 from handson_lib.classroom import collect as collect_plugin
 from handson_lib.classroom.layout import ClassroomError, layout, load_settings, save_settings
 from handson_lib.autograder import nbgrader_course
@@ -59,9 +59,9 @@ def restore_course_root(settings):
 
 
 def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=print, adopt=False,
-       ssl=(None, None), memory_gib=None, home_gib=None, lang=None):
-    """Bring the classroom up, or bring it in line with what is asked; what is not given is kept
-    from the last `up` (first time: 2 students, local servers, loopback, setup and task2)."""
+       ssl=(None, None), memory_gib=None, home_gib=None, lang=None, **grading):
+    """Bring the classroom up, or in line with what is asked (`grading`: grading_command's); what is
+    not given is kept from the last `up` (first time: 2 students, local servers, loopback, setup and task2)."""
     lay = layout()
     settings = load_settings(lay)
     students = students or settings.get("students", 2)
@@ -105,7 +105,7 @@ def up(students=None, spawner=None, bind=None, assignments=None, due=None, out=p
     settings.update(students=students, spawner=spawner, bind=bind, lang=lang,
                     limits={"*": user_limits.as_dict(), accounts.INSTRUCTOR: instructor_limits(user_limits).as_dict()},
                     assignments=sorted(set(settings.get("assignments", [])) | set(assignments)))
-    settings.update(tls_update)
+    settings.update(tls_update, **grading_command.grading_settings(settings, **grading))
     save_settings(lay, settings)
     old_config = lay.hub_config.read_text() if lay.hub_config.exists() else None
     hub.write_config(lay, settings, names, proxy)
@@ -209,6 +209,7 @@ def summary(lay, settings, out=print):
                if teacher else ""))
     out(f"  accounts: {accounts.INSTRUCTOR} (Formgrader), "
         f"{', '.join(accounts.student_names(settings.get('students', 0)))}")
+    grading_command.summary(settings, out)
     out(f"  released through nbgrader's exchange ({lay.exchange}): "
         f"{', '.join(nbgrader_setup.released(lay)) or 'nothing'}")
     out(f"  state (hub database, exchange, gradebook): {lay.root}")
@@ -219,7 +220,7 @@ def classroom_processes(lay):
     runs as root from STATE/node with arguments that name neither, and outlives a hub killed
     with SIGKILL, so it is found by its path under STATE/node and by the pid the hub recorded."""
     users = set(accounts.classroom_users(lay.passwords))
-    started_here = (str(lay.hub), str(lay.node))
+    started_here = (str(lay.hub), str(lay.node), str(lay.grading), grading_command.SERVICE_MODULE)
     # JupyterHub records its proxy's pid (STATE/hub/proxy.pid).
     proxy = hub.recorded_pid(lay.proxy_pid, "configurable-http-proxy")
     found = []
@@ -246,6 +247,7 @@ def down(out=print, timeout=20, purge=False, export=None):
     lay = layout()
     settings = load_settings(lay)
     stopped = hub.stop(lay)
+    grading_command.stop_jobs(lay, out)
     if settings.get("spawner") == "batch" and cluster.is_up():
         for name in accounts.classroom_users(lay.passwords):
             cluster.slurm(["scancel", "--user", name])
@@ -275,7 +277,7 @@ def down(out=print, timeout=20, purge=False, export=None):
 
 #: What `down --purge` removes from the state folder: the class's data. The environments and the
 #: proxy stay, so that the next class comes up in seconds.
-CLASS_DATA = ("exchange", "exchange.ext4", "course", "hub", "secrets", "homes", "settings.json")
+CLASS_DATA = ("exchange", "exchange.ext4", "course", "hub", "secrets", "homes", "grading", "settings.json")
 
 
 def purge_class(lay, settings, export, out=print):
@@ -292,7 +294,7 @@ def purge_class(lay, settings, export, out=print):
         if result.returncode != 0:
             raise ClassroomError(f"the grades could not be exported, nothing was removed:\n{result.stderr[-2000:]}")
     # tar(1), not Python's tarfile: a student's folders nested thousands deep do not stop it
-    present = [name for name in ("course", "exchange") if (lay.root / name).exists()]
+    present = [name for name in ("course", "exchange", "grading") if (lay.root / name).exists()]
     if present:
         descriptor = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "wb") as raw:
@@ -300,7 +302,8 @@ def purge_class(lay, settings, export, out=print):
                                     stderr=subprocess.PIPE, text=True, timeout=3600)
         if packed.returncode not in (0, 1):   # 1: a file changed while read (a live file system)
             raise ClassroomError(f"the export to {archive} failed, nothing was removed: {packed.stderr[-1500:]}")
-        out(f"  exported the gradebook, grades.csv, the submissions and the feedback to {archive} (root only)")
+        out(f"  exported the gradebook, grades.csv, the submissions, the feedback and the grading service's queue "
+            f"to {archive} (root only)")
     else:
         out(f"  no course or exchange in {lay.root}: nothing to export")
     accounts.remove_files_of(users)
@@ -362,9 +365,10 @@ def collect(assignment, out=print):
 
 
 def add_arguments(parser):
-    parser.add_argument("action", choices=["up", "down", "status", "collect"])
-    parser.add_argument("assignment", nargs="?", choices=list(nbgrader_course.ASSIGNMENTS),
-                        help="collect: the assignment whose submissions to collect from the exchange")
+    parser.add_argument("action", choices=["up", "down", "status", "collect", "regrade", "export"])
+    parser.add_argument("target", nargs="?", metavar="ASSIGNMENT|FILE",
+                        help="collect, regrade: the assignment (" + ", ".join(nbgrader_course.ASSIGNMENTS)
+                             + "); export: the file to write")
     parser.add_argument("--students", type=int, default=None,
                         help="up: student accounts student01.. (default: as before, first 2)")
     parser.add_argument("--spawner", choices=hub.SPAWNERS, default=None,
@@ -398,6 +402,15 @@ def add_arguments(parser):
                         help="down --purge: where the archive goes (default: the current folder)")
     parser.add_argument("--due", default=None, help="up: due date of the released assignments "
                         "('2026-12-01 17:00:00 JST'); a later submission is marked late")
+    grading_command.add_arguments(parser)
+
+
+def trailing(args, extra):
+    """The file of `export --lms moodle FILE`, given after the options: taken (True), else not."""
+    if args.action == "export" and args.target is None and len(extra) == 1 and not extra[0].startswith("-"):
+        args.target = extra[0]
+        return True
+    return False
 
 
 def main(args):
@@ -406,9 +419,15 @@ def main(args):
         if action == "up":
             return up(args.students, args.spawner, args.bind, args.assignments, args.due,
                       adopt=args.adopt_accounts, ssl=(args.ssl_cert, args.ssl_key),
-                      memory_gib=args.memory_per_user, home_gib=args.home_size, lang=args.lang)
+                      memory_gib=args.memory_per_user, home_gib=args.home_size, lang=args.lang,
+                      grade_on_submit=args.grade_on_submit, gradings_per_hour=args.gradings_per_hour,
+                      grade_on=args.grade_on)
         if action == "collect":
-            return collect(args.assignment)
+            return collect(grading_command.assignment_named(args.target, "collect"))
+        if action == "regrade":
+            return grading_command.regrade(grading_command.assignment_named(args.target, "regrade"), args.student)
+        if action == "export":
+            return grading_command.export(args.lms, args.target, args.accounts, args.assignments)
         if action == "down":
             if os.geteuid() != 0:
                 raise ClassroomError("`handson classroom down` needs root")

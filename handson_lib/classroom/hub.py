@@ -33,6 +33,9 @@ DEFAULT_BIND = "127.0.0.1"
 PORT = 8000
 HUB_API_PORT = 8081
 PROXY_API_PORT = 8001
+#: The grading service (`up --grade-on-submit`): its name, hence its page at /services/grading/.
+GRADING_SERVICE = "grading"
+GRADING_PORT = 8002
 SPAWNERS = ("local", "batch")
 
 
@@ -98,6 +101,7 @@ c.LimitedSpawner.limits = {settings.get("limits", {})!r}
 c.JupyterHub.ssl_cert = {settings["ssl_cert"]!r}
 c.JupyterHub.ssl_key = {settings["ssl_key"]!r}
 """
+    grading = grading_config(lay, settings)
     return f"""# Written by `handson classroom up` (handson_lib/classroom/hub.py) at every start: edits are lost.
 import os
 
@@ -155,7 +159,26 @@ def choose_environment(spawner):
 
 
 c.Spawner.pre_spawn_hook = choose_environment
-{local}{batch}{tls}"""
+{local}{batch}{tls}{grading}"""
+
+
+def grading_config(lay: Layout, settings):
+    """The grading service (`up --grade-on-submit`, classroom.grading_service): a managed service of
+    the hub, as root (it grades in the sandbox), restarted by the hub when it dies; every user may
+    open its page (which shows each student their own submissions only)."""
+    if not settings.get("grade_on_submit"):
+        return ""
+    env = course_settings.Settings(lang=settings.get("lang", "en"), classroom_dir=str(lay.root),
+                                   gradings_per_hour=settings.get("gradings_per_hour")).to_env()
+    service = {"name": GRADING_SERVICE, "url": f"http://127.0.0.1:{GRADING_PORT}",
+               "command": [sys.executable, "-m", "handson_lib.classroom.grading_service"],
+               "environment": {**env, "LANG": "C.UTF-8"}, "cwd": str(lay.root), "oauth_no_confirm": True,
+               "display": True}
+    return f"""
+# Grading as students submit (`up --grade-on-submit`): handson_lib/classroom/grading_service.py.
+c.JupyterHub.services.append({service!r})
+c.JupyterHub.load_roles.append({{"name": "user", "scopes": ["self", "access:services!service={GRADING_SERVICE}"]}})
+"""
 
 
 def write_config(lay: Layout, settings, students, proxy_command):

@@ -11,6 +11,8 @@
       exchange/                  nbgrader's exchange, 1777 (sticky, as /tmp); nbgrader sets the
                                  permissions inside (students write inbound/, cannot list it)
       course/                    instructor 0700: nbgrader's course folder, gradebook.db
+      grading/                   root 0700: the grading service (`up --grade-on-submit`): its queue
+                                 (queue.sqlite), its jobs' folders, the references it measured
 """
 
 import json
@@ -102,6 +104,10 @@ class Layout:
     @property
     def course(self):
         return self.root / "course"
+
+    @property
+    def grading(self):
+        return self.root / "grading"
 
 
 def layout() -> Layout:

@@ -203,6 +203,34 @@ def qdel(jobid, env=None):
     return ""
 
 
+#: Words of PBS's `state = ...` line of a node that takes no job.
+PBS_NODE_UNUSABLE = ("down", "offline", "unknown", "stale", "state-unknown")
+
+
+def parse_pbsnodes(text):
+    """The nodes `pbsnodes -a` (PBS Pro, Torque) lists as usable: each node's name starts a line,
+    its attributes follow indented (`state = free`)."""
+    nodes, name = [], None
+    for line in text.splitlines():
+        if line.strip() and not line[0].isspace():
+            name = line.strip()
+            nodes.append(name)
+        elif name and line.strip().startswith("state =") and \
+                any(word in line.split("=", 1)[1] for word in PBS_NODE_UNUSABLE):
+            nodes.remove(name)
+            name = None
+    return nodes
+
+
+def pbs_nodes(env=None):
+    """parse_pbsnodes of `pbsnodes -a` here ([] where it fails)."""
+    try:
+        result = subprocess.run(["pbsnodes", "-a"], capture_output=True, text=True, timeout=60, env=_env(env))
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return parse_pbsnodes(result.stdout) if result.returncode == 0 else []
+
+
 class Terminated(BaseException):
     """SIGTERM arrived while this process waited for a job it submitted (a watchdog stopping it)."""
 
