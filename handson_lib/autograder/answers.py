@@ -38,6 +38,35 @@ def allreduce_traffic_bytes(nbytes, p):
     return 2.0 * nbytes * (p - 1) / p
 
 
+# ----------------------------------------------------------------------------- the scaling model (issue 51)
+
+#: The ring's coefficients, in the order of ring_allreduce_terms.
+RING_COEFFICIENTS = ("alpha", "seconds_per_byte")
+
+
+def ring_allreduce_terms(p, nbytes):
+    """The ring allreduce's terms: 2(p-1) latency steps, and 2(p-1)/p * S bytes through each
+    process's link (T = 2(p-1)*alpha + 2(p-1)/p * S / B)."""
+    if p < 1:
+        raise ValueError(f"the number of processes must be at least 1, got {p!r}")
+    return (2.0 * (p - 1), 2.0 * (p - 1) / p * nbytes)
+
+
+def intra_node_seconds(nbytes, gpus_per_node, link_bytes_per_s):
+    """What a hierarchical allreduce does inside a node, on a link of `link_bytes_per_s`: the GPUs'
+    reduce to one and broadcast back (each a pipelined ring: about S through each link once the
+    node has more than one GPU), and the copies to the host and back (S each way)."""
+    gpu_ring = 2 * nbytes if gpus_per_node > 1 else 0
+    return (gpu_ring + 2 * nbytes) / link_bytes_per_s
+
+
+def hierarchical_allreduce_seconds(nodes, nbytes, alpha, bandwidth, local=0.0):
+    """Seed 001's `hierarchical` communicator: `local` seconds inside each node, then one process
+    per node on the ring between them (p = nodes, not GPUs); `bandwidth` in bytes per second."""
+    steps, wire = ring_allreduce_terms(nodes, nbytes)
+    return local + steps * alpha + wire / bandwidth
+
+
 # ----------------------------------------------------------------------------- 05 tuning
 
 #: 05 question 1: the levers that configure NVIDIA's cuDNN, so do nothing without a GPU.

@@ -1,0 +1,134 @@
+"""A cost model fitted on the allreduce's own measurements, and the training step it predicts
+(issue 51: predict before you scale).
+
+The cost of one allreduce of S bytes over p processes is taken as linear in a few terms of (p, S)
+whose coefficients the measurements decide: for the ring, T = 2(p-1)·alpha + 2(p-1)/p·S·(1/B),
+so the terms are 2(p-1) and 2(p-1)/p·S and the coefficients alpha (seconds per step of the ring)
+and 1/B (seconds per byte on the wire). Which terms is the student's answer in the notebook (and
+the instructor's in handson_lib.autograder.answers): this module takes them as a function and fits
+any such model.
+
+The fit is weighted least squares on relative errors (times of 4 KiB and of 100 MB messages are
+six orders apart: unweighted, the largest would decide alone); each coefficient comes with its
+standard error and a 95 % interval (Student's t), each point with its relative residual. A fit
+whose terms the measurements cannot tell apart (one message size, one p) is refused with what to
+measure more.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy
+
+#: The interval shown beside each coefficient.
+CONFIDENCE = 0.95
+
+
+class FitError(ValueError):
+    """The measurements cannot decide the model's coefficients; the message says what to add."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measurement: `seconds` for an allreduce of `nbytes` over `p` processes."""
+    p: int
+    nbytes: float
+    seconds: float
+
+
+@dataclass
+class Fitted:
+    """A fitted model: coefficients by name, their standard errors and 95 % intervals, the points
+    and their relative residuals ((measured - predicted) / measured)."""
+    names: tuple
+    coefficients: dict
+    errors: dict
+    intervals: dict
+    points: list
+    residuals: list
+    terms: object = field(repr=False, default=None)
+
+    def predict(self, p, nbytes):
+        """Seconds of one allreduce of `nbytes` over `p` processes, as the model says."""
+        return float(numpy.dot(_row(self.terms, p, nbytes), [self.coefficients[n] for n in self.names]))
+
+    def worst_residual(self):
+        return max(abs(r) for r in self.residuals)
+
+    def table(self):
+        """The coefficients, one line each, with their interval."""
+        lines = [f"{'coefficient':<14}{'value':>14}{'std. error':>14}   {int(CONFIDENCE * 100)} % interval"]
+        for name in self.names:
+            low, high = self.intervals[name]
+            lines.append(f"{name:<14}{self.coefficients[name]:>14.4g}{self.errors[name]:>14.2g}"
+                         f"   [{low:.4g}, {high:.4g}]")
+        lines.append(f"worst relative residual over {len(self.points)} points: {self.worst_residual():.1%}")
+        return "\n".join(lines)
+
+
+def _row(terms, p, nbytes):
+    row = numpy.asarray(terms(p, nbytes), dtype=float)
+    if row.ndim != 1:
+        raise ValueError(f"the terms of (p={p}, S={nbytes}) must be a flat list of numbers, got {row!r}")
+    return row
+
+
+def fit(points, terms, names):
+    """Fit `seconds = sum(coefficient_i * terms(p, nbytes)[i])` to `points` (Point, or (p, nbytes,
+    seconds)); `names` the coefficients' names, in the order of the terms. Returns a Fitted."""
+    points = [p if isinstance(p, Point) else Point(*p) for p in points]
+    names = tuple(names)
+    if any(pt.seconds <= 0 for pt in points):
+        raise FitError("every measured time must be positive")
+    design = numpy.array([_row(terms, pt.p, pt.nbytes) for pt in points])
+    if design.shape[1] != len(names):
+        raise FitError(f"the terms give {design.shape[1]} values per point but {len(names)} names")
+    measured = numpy.array([pt.seconds for pt in points])
+    sizes, ranks = {pt.nbytes for pt in points}, {pt.p for pt in points}
+    if len(sizes) < 2:
+        raise FitError(f"every point has one message size ({sorted(sizes)[0]:.0f} bytes): a cost per byte "
+                       "and a cost per message cannot be told apart on one size; measure several, from a "
+                       "few KiB to the gradients' L")
+    if len(points) <= len(names):
+        raise FitError(f"{len(points)} points cannot fit {len(names)} coefficients and say how well: "
+                       "measure more message sizes or process counts")
+    weighted = design / measured[:, None]     # relative errors: each row divided by its time
+    if numpy.linalg.matrix_rank(weighted) < len(names):
+        raise FitError(f"the measurements cannot tell the coefficients {', '.join(names)} apart "
+                       f"(message sizes {sorted(sizes)}, process counts {sorted(ranks)}): measure "
+                       "several sizes, from a few KiB to the gradients' L, at several process counts")
+    coefficients, *_ = numpy.linalg.lstsq(weighted, numpy.ones(len(points)), rcond=None)
+    predicted = design @ coefficients
+    residuals = (measured - predicted) / measured
+    dof = len(points) - len(names)
+    variance = float(residuals @ residuals) / dof
+    covariance = variance * numpy.linalg.inv(weighted.T @ weighted)
+    errors = numpy.sqrt(numpy.maximum(numpy.diag(covariance), 0.0))
+    from scipy import stats
+    spread = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof))
+    return Fitted(names, dict(zip(names, map(float, coefficients))), dict(zip(names, map(float, errors))),
+                  {n: (float(c - spread * e), float(c + spread * e)) for n, c, e in zip(names, coefficients, errors)},
+                  points, [float(r) for r in residuals], terms)
+
+
+# ----------------------------------------------------------------------------- the training step
+
+def step_seconds(compute, allreduce, overlap=0.0):
+    """One training step: the compute (forward, backward, update), the allreduce, less the part of
+    the allreduce that runs while the backward pass still computes (`overlap`, seconds)."""
+    if overlap < 0 or overlap > min(compute, allreduce):
+        raise ValueError(f"the overlap ({overlap} s) must lie between 0 and the shorter of the compute "
+                         f"({compute} s) and the allreduce ({allreduce} s)")
+    return compute + allreduce - overlap
+
+
+def scaling(processes, compute, allreduce_of, batch_per_process, overlap=0.0):
+    """{p: (images/s, efficiency)} for each p of `processes`, from the compute of one step (the
+    same on every process: data parallel), `allreduce_of(p)` seconds, and the images one process
+    trains per step; efficiency = throughput(p) / (p * throughput(1))."""
+    one = batch_per_process / step_seconds(compute, allreduce_of(1), min(overlap, allreduce_of(1)))
+    out = {}
+    for p in processes:
+        seconds = step_seconds(compute, allreduce_of(p), min(overlap, allreduce_of(p)))
+        rate = p * batch_per_process / seconds
+        out[p] = (rate, rate / (p * one))
+    return out
