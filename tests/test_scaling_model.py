@@ -73,3 +73,28 @@ def test_the_step_model_predicts_throughput_and_efficiency():
     assert overlapped[2][1] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="overlap"):
         model.step_seconds(0.1, 0.05, overlap=0.2)
+
+
+def test_the_benchmarks_records_become_points_only_where_the_allreduce_was_right(tmp_path):
+    """What the ranks returned is data: a wrong allreduce, or a record without a time, is no point."""
+    result = {"ranks": 3, "results": [
+        {"path": "mpi4py", "bytes": 4096, "time_s": 1e-4, "correct": True},
+        {"path": "mpi4py", "bytes": 1 << 20, "time_s": 1e-2, "correct": False},
+        {"path": "mpi4py", "bytes": 1 << 22, "time_s": None, "correct": True},
+        {"path": "p2p", "bytes": 4096, "time_s": 5e-5, "correct": True}]}
+    assert model.points_of(result) == [model.Point(3, 4096.0, 1e-4)]
+    fitted = model.fit(_measured([2, 3]), answers.ring_allreduce_terms, answers.RING_COEFFICIENTS)
+    unseen = [model.Point(p, s, t) for p, s, t in _measured([4])]
+    rows = model.held_out(fitted, unseen)
+    assert all(abs(error) < 0.15 for _, _, error in rows)
+    model.fit_figure(fitted, unseen).savefig(tmp_path / "fit.png")
+    assert (tmp_path / "fit.png").stat().st_size > 1000
+
+
+def test_the_fit_option_is_read_and_refused_clearly():
+    from handson_lib.experiments.allreduce.command import parse_fit
+    assert parse_fit("2,3:4") == ([2, 3], [4])
+    assert parse_fit("2,3") == ([2, 3], [])
+    for bad in ("1,2:3", "two", ":4"):
+        with pytest.raises(ValueError, match="--fit"):
+            parse_fit(bad)

@@ -160,6 +160,9 @@ def add_allreduce_arguments(parser):
 
 
 def bench_allreduce(args):
+    if args.fit:
+        from handson_lib.experiments.allreduce.command import run_fit
+        return run_fit(args, ring_allreduce_terms, RING_COEFFICIENTS)
     return allreduce.run_command(args, traffic_rule=allreduce_traffic_bytes)
 
 

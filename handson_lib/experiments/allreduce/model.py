@@ -132,3 +132,52 @@ def scaling(processes, compute, allreduce_of, batch_per_process, overlap=0.0):
         rate = p * batch_per_process / seconds
         out[p] = (rate, rate / (p * one))
     return out
+
+
+# ----------------------------------------------------------------------------- from the benchmark
+
+def points_of(result, path="mpi4py"):
+    """[Point] of a `handson bench allreduce` result (one p, one or several sizes): the median time
+    of each size on `path`; a record whose allreduce was wrong, or with no time, is left out."""
+    return [Point(int(result["ranks"]), float(r["bytes"]), float(r["time_s"]))
+            for r in result.get("results", [])
+            if r.get("path") == path and r.get("correct") and isinstance(r.get("time_s"), (int, float))
+            and r["time_s"] > 0]
+
+
+def held_out(fitted, points):
+    """[(point, predicted seconds, relative error (predicted - measured) / measured)] of points
+    the fit did not see."""
+    out = []
+    for pt in points:
+        predicted = fitted.predict(pt.p, pt.nbytes)
+        out.append((pt, predicted, (predicted - pt.seconds) / pt.seconds))
+    return out
+
+
+def fit_figure(fitted, unseen=(), ax=None):
+    """Measured against predicted, log-log, one marker per p; the points the fit did not see hollow."""
+    from handson_lib.plotting import pyplot
+    plt = pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 4.5))
+    groups = {}
+    for pt in fitted.points:
+        groups.setdefault((pt.p, True), []).append(pt)
+    for pt in unseen:
+        groups.setdefault((pt.p, False), []).append(pt)
+    every = [pt.seconds for group in groups.values() for pt in group]
+    low, high = min(every) / 1.5, max(every) * 1.5
+    ax.plot([low, high], [low, high], color="grey", lw=1, label="predicted = measured")
+    for (p, seen), group in sorted(groups.items()):
+        ax.scatter([pt.seconds for pt in group], [fitted.predict(pt.p, pt.nbytes) for pt in group],
+                   marker="o", facecolors=None if seen else "none", edgecolors=f"C{p % 10}", color=f"C{p % 10}",
+                   label=f"p = {p}" + ("" if seen else " (held out)"))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_xlabel("measured allreduce time [s]")
+    ax.set_ylabel("predicted by the fitted model [s]")
+    ax.legend(fontsize=8)
+    return ax.figure
