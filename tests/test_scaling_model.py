@@ -98,3 +98,21 @@ def test_the_fit_option_is_read_and_refused_clearly():
     for bad in ("1,2:3", "two", ":4"):
         with pytest.raises(ValueError, match="--fit"):
             parse_fit(bad)
+
+
+@pytest.mark.parametrize("mistake, says", [
+    (lambda n, b, local: answers.hierarchical_allreduce_seconds(4 * n, SEED_001.gradient_bytes, 0.0, b, local),
+     "p counted in GPUs"),
+    (lambda n, b, local: answers.hierarchical_allreduce_seconds(n, SEED_001.gradient_bytes, 0.0, 8 * b, local),
+     "bits taken for bytes"),
+    (lambda n, b, local: local + 2 * (n - 1) * SEED_001.gradient_bytes / b, "the (p-1)/p factor left out"),
+    (lambda n, b, local: answers.hierarchical_allreduce_seconds(n, SEED_001.gradient_bytes, 0.0, b), "inside of a node"),
+])
+def test_each_planted_mistake_of_the_prediction_is_named(mistake, says):
+    bandwidth = SEED_001.p2p_bytes_per_s()
+    local = answers.intra_node_seconds(SEED_001.gradient_bytes, SEED_001.gpus_per_node, INTRA_NODE_LINK)
+    for nodes in (2, 4):
+        right = answers.hierarchical_allreduce_seconds(nodes, SEED_001.gradient_bytes, 0.0, bandwidth, local)
+        mistakes = answers.allreduce_prediction_mistakes(nodes, SEED_001.gradient_bytes, 0.0, bandwidth, local)
+        assert answers.named_mistake(right, mistakes) is None
+        assert says in answers.named_mistake(mistake(nodes, bandwidth, local), mistakes)

@@ -67,6 +67,31 @@ def hierarchical_allreduce_seconds(nodes, nbytes, alpha, bandwidth, local=0.0):
     return local + steps * alpha + wire / bandwidth
 
 
+def allreduce_prediction_mistakes(nodes, nbytes, alpha, bandwidth, local=0.0, gpus_per_node=4):
+    """{the words that name a known mistake: the seconds it predicts} for a prediction of
+    `hierarchical_allreduce_seconds(nodes, nbytes, alpha, bandwidth, local)`: the hidden tests name
+    the one a wrong answer made."""
+    steps, _ = ring_allreduce_terms(nodes, nbytes)
+    return {
+        "p counted in GPUs: the hierarchical communicator puts one process per node on the wire, so p is "
+        "the number of nodes": hierarchical_allreduce_seconds(nodes * gpus_per_node, nbytes, alpha, bandwidth, local),
+        "bits taken for bytes: a link of B bit/s moves B / 8 bytes per second":
+            hierarchical_allreduce_seconds(nodes, nbytes, alpha, bandwidth * 8, local),
+        "the (p-1)/p factor left out: each process sends 2(p-1)/p * S bytes, not 2(p-1) * S":
+            local + steps * alpha + steps * nbytes / bandwidth,
+        "the inside of a node left out: the GPUs' reduce and broadcast and the copies to the host take time too":
+            hierarchical_allreduce_seconds(nodes, nbytes, alpha, bandwidth, 0.0) if local else None,
+    }
+
+
+def named_mistake(value, mistakes, rel=0.01):
+    """The words of the known mistake (`mistakes`: {words: value}) whose value `value` is, or None."""
+    for words, wrong in mistakes.items():
+        if wrong is not None and wrong > 0 and abs(value - wrong) <= rel * wrong:
+            return words
+    return None
+
+
 # ----------------------------------------------------------------------------- 05 tuning
 
 #: 05 question 1: the levers that configure NVIDIA's cuDNN, so do nothing without a GPU.
