@@ -125,7 +125,8 @@ class GraderSettings(_Carried):
         "seconds per notebook cell under the autograder", kind="seconds")
     reference_cache: str = setting(
         "HANDSON_REFERENCE_CACHE", "`handson autograde`",
-        "folder that keeps the reference measured once per grading session (read-only inside the sandbox)")
+        "folder that keeps the reference measured once per grading session, its seed and the paths the grader's "
+        "replays share (the grader's alone: the grading sandbox does not see it)")
     session: str = setting(
         "HANDSON_AUTOGRADE_SESSION", "`handson autograde`",
         "the grading session's folder, in every process of the session: what a submission leaves "

@@ -13,7 +13,7 @@ import pytest
 
 from handson_lib.autograder.synthetic_class import MISTAKES, Mistake
 from handson_lib.checking import checks
-from conftest import ROOT
+from conftest import GRADED_SEED, ROOT
 from test_hostile import judged_sandbox, report_cell
 
 TASK1 = ROOT / "solutions" / "train_cifar_multi_gpu.py"
@@ -56,7 +56,8 @@ def task1_reference(measure_reference):
 
 @pytest.fixture(scope="module")
 def task2_reference(measure_reference):
-    return {2: measure_reference(TASK2.name, checks.GRADED_MULTI_NODE_ARGS, np=2)}
+    """Measured with the seed the checks then draw (conftest.graders_seed), as in a grading session."""
+    return {2: measure_reference(TASK2.name, [*checks.GRADED_MULTI_NODE_ARGS, "--seed", str(GRADED_SEED)], np=2)}
 
 
 @pytest.mark.system
@@ -70,7 +71,7 @@ def test_one_process_computing_two_workers_arithmetic_earns_no_structure_point(t
 
 @pytest.mark.system
 def test_ranks_that_average_only_where_the_grader_looks_earn_no_structure_point(tmp_path, monkeypatch,
-                                                                               task2_reference):
+                                                                               task2_reference, graders_seed):
     source = AVERAGES_WHERE_LOOKED_AT.apply(TASK2.read_text())
     with report_cell(tmp_path, monkeypatch, "train_cifar_multi_node", source) as script:
         report = checks.check_multi_node(script, reference=task2_reference, scaling=False, timed=False)
@@ -78,7 +79,7 @@ def test_ranks_that_average_only_where_the_grader_looks_earn_no_structure_point(
 
 
 @pytest.mark.system
-def test_timed_steps_the_replay_never_sees_are_not_credited(tmp_path, monkeypatch, task2_reference):
+def test_timed_steps_the_replay_never_sees_are_not_credited(tmp_path, monkeypatch, task2_reference, graders_seed):
     source = MISTAKES["twice_the_work_2"].apply(TASK2.read_text()).replace(_RUN, FAKED_MIDDLE_STEPS + _RUN)
     with report_cell(tmp_path, monkeypatch, "train_cifar_multi_node", source) as script:
         report = checks.check_multi_node(script, reference=task2_reference)
@@ -118,7 +119,8 @@ PREFETCHING_PER_DEVICE = (
 
 @pytest.mark.system
 @pytest.mark.parametrize("edit", [ITERATION_COLUMN, PREFETCHING], ids=["iteration_column", "multiprocess_iterator"])
-def test_correct_task2_variants_keep_their_correctness_points(tmp_path, monkeypatch, task2_reference, edit):
+def test_correct_task2_variants_keep_their_correctness_points(tmp_path, monkeypatch, task2_reference, edit,
+                                                           graders_seed):
     source = TASK2.read_text()
     assert edit[0] in source
     with report_cell(tmp_path, monkeypatch, "train_cifar_multi_node", source.replace(*edit)) as script:

@@ -36,6 +36,8 @@ def _running(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
+    except PermissionError:
+        return True
     return True
 
 

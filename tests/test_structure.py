@@ -172,6 +172,28 @@ def test_a_path_kept_for_the_session_replays_as_the_path_computed(task1_run, tmp
         assert len(list(cache.glob("replay-path-*.npz"))) == 2
 
 
+def test_parameters_a_run_hands_in_never_reach_the_replays_path(tmp_path):
+    """A timed launch on 2 ranks ends its first epoch at iteration 10: parameters it leaves for
+    that iteration (not one the plan asked for) are not taken, and those of an iteration the plan
+    did ask for are evaluated on, then put back: the path to 18 is the one computed from the start,
+    and so is the path kept for the session's next students (a run's planted parameters poisoned
+    every later student's timing check before)."""
+    from handson_lib import settings
+    args = ["--train-size", "640", "--test-size", "64", "--batchsize", "32", "--no-progress"]
+    size = replay.replay("multi-node", args, 2, 77, replay.timing_plan(3), None).parameters[3].size
+    planted = {"rank0": {10: numpy.full(size, 0.5, numpy.float32)}}
+    for plan in (replay.timing_plan(18), replay.Plan(10, (), late=18)):
+        clean = replay.replay("multi-node", args, 2, 77, plan, None)
+        cache = tmp_path / f"references-{plan.early}"
+        cache.mkdir()
+        with settings.override(reference_cache=str(cache)):
+            poisoned = replay.replay("multi-node", args, 2, 77, plan, planted)
+            again = replay.replay("multi-node", args, 2, 77, plan, None)
+        for replayed in (poisoned, again):
+            assert numpy.array_equal(replayed.parameters[18], clean.parameters[18]), plan
+        assert (poisoned.evaluation is not None) == (plan.early == 10)
+
+
 def test_parameters_of_one_process_trained_otherwise_do_not_match(task1_run):
     """The snapshots of the same run with its worker's files dropped, or the main's from another
     training (a shift of the parameters): no match."""

@@ -13,7 +13,7 @@ import pytest
 from handson_lib.checking import checks
 from handson_lib.verdicts import records
 from handson_lib.autograder import synthetic_class
-from conftest import ROOT, failed_checks, mutant
+from conftest import GRADED_SEED, ROOT, failed_checks, mutant
 
 SOLUTION = ROOT / "solutions" / "train_cifar_multi_node.py"
 MISTAKES = synthetic_class.mistakes_in(SOLUTION.name)
@@ -34,9 +34,15 @@ def correctness_failures(report):
 
 @pytest.fixture(scope="module")
 def reference(measure_reference):
-    """The reference solution's graded run on 2 ranks, measured once per session
-    (conftest.measure_reference); speed and scaling are timed step by step beside the reference."""
-    return {2: measure_reference(SOLUTION.name, checks.GRADED_MULTI_NODE_ARGS, np=2)}
+    """The reference solution's graded run on 2 ranks with the seed the checks draw here
+    (conftest.graders_seed), measured once per session (conftest.measure_reference); speed and
+    scaling are timed step by step beside the reference."""
+    return {2: measure_reference(SOLUTION.name, [*checks.GRADED_MULTI_NODE_ARGS, "--seed", str(GRADED_SEED)], np=2)}
+
+
+@pytest.fixture(autouse=True)
+def _session_seed(graders_seed):
+    """Every check here draws the seed the reference was measured with, as in a grading session."""
 
 
 def test_the_check_of_the_solution_passes_every_correctness_check(reference):

@@ -74,7 +74,7 @@ def nbgrader_env():
 
 
 #: The reference runs of each assignment's checks, measured before the session's students (the
-#: grading sandbox sees the session's references read-only): (script, arguments, ranks or None).
+#: grader reads them for every student; the grading sandbox does not see them): (script, arguments, ranks or None).
 PRE_MEASURED = {a.name: [t.reference_run() for t in tasks.tasks_of(a.name) if t.reference_run()]
                 for a in tasks.ASSIGNMENTS if any(t.reference_run() for t in tasks.tasks_of(a.name))}
 
@@ -397,7 +397,7 @@ def _finish(roll, results, how, total, session_start, site, profile, print_fn):
 
 def _measure_references(assignment, cache, print_fn):
     """The assignment's reference runs (PRE_MEASURED), measured before any student, outside the
-    sandbox; the students' sandboxes read them."""
+    sandbox; the grader reads them for every student (the sandbox does not see them)."""
     from handson_lib.checking import reference  # instructor-only: the autograder has it
     from handson_lib.checking.scripts import session_seed
     seed = session_seed(cache)   # the students' runs have the same seed: the same training

@@ -24,6 +24,8 @@ misses them (handson_lib.verdicts.structure compares). The replay uses the cours
 """
 
 import argparse
+import contextlib
+import functools
 import hashlib
 import os
 import tempfile
@@ -265,6 +267,26 @@ class _Training:
         else:
             _ranks_step(self.model, self.optimizer, batches, self.iteration == 1)
 
+    @contextlib.contextmanager
+    def path_kept(self):
+        """Within it the model may take other parameters (a run's); after it, its own parameters and
+        optimizer state are back."""
+        flat = controls.parameters(self.model)
+        states = {name: None if param.update_rule.state is None else
+                  {k: numpy.array(v, copy=True) for k, v in param.update_rule.state.items()}
+                  for name, param in self.model.namedparams()}
+        try:
+            yield
+        finally:
+            self.load(flat)
+            for name, param in self.model.namedparams():
+                rule = param.update_rule
+                if states[name] is None:
+                    rule._state = None
+                else:
+                    for k, v in states[name].items():
+                        rule.state[k][...] = v
+
     def load(self, flat):
         """Set the model's parameters to `flat` (the order of harness.controls.parameters)."""
         offset = 0
@@ -310,7 +332,8 @@ def replay(task, args, width, seed, plan, kept=None):
     with threadpool_limits(limits=1), chainer.using_config("train", True):
         training = _Training(task, args, width, seed)
         size = controls.parameters(training.model).size
-        own = _reference_kept(kept, training.devices, size)
+        # Only the iterations the plan asked for: a run cannot hand in parameters elsewhere.
+        own = {k: a for k, a in _reference_kept(kept, training.devices, size).items() if k in plan.iterations}
         stepped, first_epoch, evaluation = {}, None, None
         path_to = max(plan.early, plan.late or 0)   # one-step checks load the run's parameters: only after it
         # The path from the start is the same for every student of a session (its seed, arguments
@@ -325,14 +348,18 @@ def replay(task, args, width, seed, plan, kept=None):
                 training.step(batches)
                 if iteration in (plan.early, plan.late):
                     parameters[iteration] = controls.parameters(training.model)
+            # What the run kept is loaded for a step or an evaluation, never into the path: the path
+            # goes on from its own parameters (a student's must not reach the next students').
             j = iteration - 1
             if j in plan.steps and j in own and j - 1 in own:
-                stepped[iteration] = training.one_step(own[j - 1], own[j], batches)
+                with training.path_kept():
+                    stepped[iteration] = training.one_step(own[j - 1], own[j], batches)
             if first_epoch is None and training.iterators[0].is_new_epoch:
                 first_epoch = iteration
                 if not training.devices and iteration in own:
-                    training.load(own[iteration])
-                    evaluation = _evaluations(training.model, training.test, width, training.batchsize, seed)
+                    with training.path_kept():
+                        training.load(own[iteration])
+                        evaluation = _evaluations(training.model, training.test, width, training.batchsize, seed)
     if computed and kept_path:
         kept_path.put(task, args, width, seed, plan, parameters)
     log_part(f"{task}: the grader's replay on {width}", time.monotonic() - started)   # where grading time goes
@@ -356,7 +383,8 @@ class SessionPaths:
         return cls(cache) if cache and os.access(cache, os.W_OK) else None
 
     def _path(self, task, args, width, seed, plan):
-        key = repr((PATH_FORMAT, task, [str(a) for a in args], int(width), int(seed), plan.early, plan.late))
+        key = repr((PATH_FORMAT, _code_digest(), task, [str(a) for a in args], int(width), int(seed), plan.early,
+                    plan.late))
         return self.folder / f"replay-path-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
 
     def get(self, task, args, width, seed, plan, size):
@@ -365,18 +393,42 @@ class SessionPaths:
         try:
             with numpy.load(self._path(task, args, width, seed, plan), allow_pickle=False) as arrays:
                 kept = {int(name[1:]): numpy.array(arrays[name]) for name in arrays.files}
-        except (OSError, ValueError, KeyError):
+        except Exception:   # none kept, or not a whole file of ours: computed again
             return None
         if set(kept) != wanted or any(a.shape != (size,) or not numpy.all(numpy.isfinite(a)) for a in kept.values()):
             return None
         return kept
 
     def put(self, task, args, width, seed, plan, parameters):
+        """Keep a path computed from the start alone (no run's parameters ever reach it); best
+        effort: a full disk costs the next students the replay, never this one its grade."""
         path = self._path(task, args, width, seed, plan)
-        fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".npz")
-        with os.fdopen(fd, "wb") as f:
-            numpy.savez(f, **{f"p{iteration}": array for iteration, array in parameters.items()})
-        os.replace(tmp, path)   # whole or not at all: students graded beside it may read it now
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".npz")
+            with os.fdopen(fd, "wb") as f:
+                numpy.savez(f, **{f"p{iteration}": array for iteration, array in parameters.items()})
+            os.replace(tmp, path)   # whole or not at all: students graded beside it may read it now
+        except OSError:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+@functools.lru_cache(maxsize=1)
+def _code_digest():
+    """A digest of the code a replay runs (this module, the launcher's controls, the models, the
+    data, the training's flags): a kept path is never one an earlier version of the course computed
+    (a grading service keeps its references from one session to the next)."""
+    root = Path(__file__).resolve().parent.parent
+    files = [Path(__file__).resolve(), root / "harness" / "controls.py", *sorted((root / "runtime").glob("*.py")),
+             *sorted((root / "data").glob("*.py"))]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode())
+        with contextlib.suppress(OSError):
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 #: Bumped when what a kept path holds changes.

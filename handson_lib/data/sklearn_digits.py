@@ -35,7 +35,7 @@ def digits(ndim=1, seed=0, test_fraction=0.2, dtype=None):
 
 def _digits_arrays():
     """(data (1797, 64), target (1797,)): scikit-learn's `load_digits()`, read from the file it
-    ships without importing scikit-learn (its import, SciPy's with it, cost 0.7 CPU-seconds in
+    ships without importing scikit-learn (its import cost about a quarter of a CPU-second in
     every rank and grader process that loads the digits); through `load_digits` where the file
     is not found."""
     import gzip

@@ -92,8 +92,8 @@ def clear_stale_mpi_sessions(env=None):
             continue          # its launcher is alive
         except ProcessLookupError:
             pass
-        except OSError:
-            continue          # alive under another user, or gone meanwhile
+        except (OSError, OverflowError):
+            continue          # alive under another user, gone meanwhile, or no pid at all
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(entry.name)
     return removed
