@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from handson_lib.experiments.allreduce.launcher import measure
+from handson_lib.experiments.allreduce.model import FIT_SWEEP
 from handson_lib.experiments.allreduce.report import bandwidth_figure, format_table
 from handson_lib.experiments.allreduce.units import DEFAULT_SWEEP
 from handson_lib.plotting import pyplot
@@ -53,9 +54,6 @@ def parse_fit(spec):
         raise ValueError(f"--fit needs process counts of 2 or more to fit on (and to hold out), got {spec!r}")
     return on, out
 
-
-#: The sweep of --fit: from a few KiB up to seed 001's L (ResNet-50's gradients).
-FIT_SWEEP = "4K,64K,1M,16M,102228384"
 
 
 def run_fit(args, terms, names):

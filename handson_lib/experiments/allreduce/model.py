@@ -22,6 +22,10 @@ import numpy
 #: The interval shown beside each coefficient.
 CONFIDENCE = 0.95
 
+#: The message sizes a fit measures: from a few KiB (where the steps' latency decides) up to seed
+#: 001's L, ResNet-50's gradients (where the bytes do).
+FIT_SWEEP = "4K,64K,1M,16M,102228384"
+
 
 class FitError(ValueError):
     """The measurements cannot decide the model's coefficients; the message says what to add."""
@@ -56,12 +60,15 @@ class Fitted:
 
     def table(self):
         """The coefficients, one line each, with their interval."""
-        lines = [f"{'coefficient':<14}{'value':>14}{'std. error':>14}   {int(CONFIDENCE * 100)} % interval"]
+        from handson_lib.messages import tr
+        lines = [f"{tr('coefficient'):<14}{tr('value'):>14}{tr('std. error'):>14}   "
+                 + tr("{percent} % interval", percent=int(CONFIDENCE * 100))]
         for name in self.names:
             low, high = self.intervals[name]
             lines.append(f"{name:<14}{self.coefficients[name]:>14.4g}{self.errors[name]:>14.2g}"
                          f"   [{low:.4g}, {high:.4g}]")
-        lines.append(f"worst relative residual over {len(self.points)} points: {self.worst_residual():.1%}")
+        lines.append(tr("worst relative residual over {n} points: {worst}", n=len(self.points),
+                        worst=f"{self.worst_residual():.1%}"))
         return "\n".join(lines)
 
 
@@ -145,6 +152,46 @@ def points_of(result, path="mpi4py"):
             and r["time_s"] > 0]
 
 
+def measure_points(processes, sizes=FIT_SWEEP, iterations=5, warmup=2, where="auto", timeout=600,
+                   print_fn=print):
+    """{p: [[p, bytes, seconds], ...]}: the median time of one allreduce (mpi4py, one buffer) of each
+    message size on each number of processes `p`, as plain lists (a notebook's answers are data).
+    `where`: local ranks, the local cluster's nodes, or auto (the cluster when one is up). Sizes
+    whose allreduce came out wrong are left out and said."""
+    from handson_lib.experiments.allreduce.launcher import measure
+    from handson_lib.experiments.allreduce.units import human_bytes, parse_sizes
+    from handson_lib.messages import tr
+    wanted = parse_sizes(sizes)
+    out = {}
+    for p in processes:
+        print_fn(tr("measuring the allreduce on {p} processes: {n} sizes from {first} to {last} ...",
+                    p=p, n=len(wanted), first=human_bytes(min(wanted)), last=human_bytes(max(wanted))))
+        result = measure(np=int(p), sizes=wanted, iterations=iterations, warmup=warmup, timeout=timeout, where=where)
+        points = points_of(result)
+        missing = sorted(set(wanted) - {int(pt.nbytes) for pt in points})
+        if missing:
+            print_fn(tr("  left out (a wrong result or no time): {sizes}",
+                        sizes=", ".join(human_bytes(m) for m in missing)))
+        profile = (result.get("link") or {}).get("profile") or "none"
+        print_fn(tr("  across the nodes of the local cluster, link {profile}", profile=profile) if profile != "none"
+                 else tr("  local ranks on this machine: the bytes move through shared memory, no network"))
+        out[int(p)] = [[pt.p, int(pt.nbytes), pt.seconds] for pt in points]
+    return out
+
+
+def points_table(measured):
+    """The measurements of `measure_points`, a line per size, a column per p (milliseconds)."""
+    from handson_lib.experiments.allreduce.units import human_bytes
+    ps = sorted(measured)
+    sizes = sorted({int(s) for p in ps for _, s, _ in measured[p]})
+    times = {(int(p), int(s)): t for p in ps for p, s, t in measured[p]}
+    lines = [f"{'bytes':>14}" + "".join(f"{f'p = {p} [ms]':>14}" for p in ps)]
+    for s in sizes:
+        cells = "".join(f"{times[(p, s)] * 1e3:>14.4g}" if (p, s) in times else f"{'-':>14}" for p in ps)
+        lines.append(f"{human_bytes(s):>14}{cells}")
+    return "\n".join(lines)
+
+
 def held_out(fitted, points):
     """[(point, predicted seconds, relative error (predicted - measured) / measured)] of points
     the fit did not see."""
@@ -157,6 +204,7 @@ def held_out(fitted, points):
 
 def fit_figure(fitted, unseen=(), ax=None):
     """Measured against predicted, log-log, one marker per p; the points the fit did not see hollow."""
+    from handson_lib.messages import tr
     from handson_lib.plotting import pyplot
     plt = pyplot()
     if ax is None:
@@ -168,16 +216,39 @@ def fit_figure(fitted, unseen=(), ax=None):
         groups.setdefault((pt.p, False), []).append(pt)
     every = [pt.seconds for group in groups.values() for pt in group]
     low, high = min(every) / 1.5, max(every) * 1.5
-    ax.plot([low, high], [low, high], color="grey", lw=1, label="predicted = measured")
+    ax.plot([low, high], [low, high], color="grey", lw=1, label=tr("predicted = measured"))
     for (p, seen), group in sorted(groups.items()):
         ax.scatter([pt.seconds for pt in group], [fitted.predict(pt.p, pt.nbytes) for pt in group],
                    marker="o", facecolors=None if seen else "none", edgecolors=f"C{p % 10}", color=f"C{p % 10}",
-                   label=f"p = {p}" + ("" if seen else " (held out)"))
+                   label=f"p = {p}" if seen else tr("p = {p} (held out)", p=p))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
-    ax.set_xlabel("measured allreduce time [s]")
-    ax.set_ylabel("predicted by the fitted model [s]")
+    ax.set_xlabel(tr("measured allreduce time [s]"))
+    ax.set_ylabel(tr("predicted by the fitted model [s]"))
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+def efficiency_figure(curve, measured=None, ax=None):
+    """A predicted efficiency curve ({p: efficiency}) against p on a log axis, and measured points
+    ({p: efficiency}) beside it."""
+    from handson_lib.messages import tr
+    from handson_lib.plotting import pyplot
+    plt = pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    ps = sorted(curve)
+    ax.plot(ps, [curve[p] for p in ps], marker="o", label=tr("predicted by the step model"))
+    for p, value in sorted((measured or {}).items()):
+        ax.scatter([p], [value], marker="D", color="C3", zorder=3, label=tr("the seeds' figure"))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ps)
+    ax.set_xticklabels([str(p) for p in ps])
+    ax.set_ylim(min([0.8] + [curve[p] for p in ps] + list((measured or {}).values())) - 0.02, 1.01)
+    ax.set_xlabel(tr("number of GPUs"))
+    ax.set_ylabel(tr("efficiency against one node"))
+    ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return ax.figure
