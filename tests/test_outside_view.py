@@ -449,3 +449,16 @@ def test_the_grader_draws_a_window_after_the_compared_iterations_of_task_2s_grad
         at = replay.probe_iteration("multi-node", checks.GRADED_MULTI_NODE_ARGS, 2, plan)
         assert len(at) == 2 and at[1] > max(plan.iterations) + 3, (plan, at)
         assert all(abs(a - kept) > 3 for a in at for kept in plan.iterations), (plan, at)
+
+
+def test_a_mark_caught_being_rewritten_is_read_again(tmp_path):
+    """A run that marks a hundred steps a second truncates its mark as often: a window that ended on
+    the empty file had no result (the probe's test of a run going on alone failed so under load)."""
+    import threading
+    heartbeat = tmp_path / "heartbeat"
+    heartbeat.write_text("")
+    probe = launch.DependenceProbe(heartbeat, at=5)
+    probe._from, probe._stopped, probe._window = 5, [], 1.0
+    threading.Timer(0.02, lambda: heartbeat.write_text("40")).start()
+    probe._finish()
+    assert probe.results[-1]["advanced"] == 35, probe.results

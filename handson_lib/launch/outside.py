@@ -188,6 +188,17 @@ def _iteration_in(path):
         return None
 
 
+def _iteration_settled(path, tries=10, pause=0.005):
+    """_iteration_in, read again a few times where the mark is caught being rewritten (a run that
+    marks a hundred steps a second truncates its file as often: one read in many finds it empty)."""
+    for _ in range(tries):
+        iteration = _iteration_in(path)
+        if iteration is not None:
+            return iteration
+        time.sleep(pause)
+    return None
+
+
 def _is_python(proc):
     try:
         return proc.name().startswith("python")
@@ -281,7 +292,7 @@ class DependenceProbe:
         # Counted from the mark once every other process is stopped: the iterations a fast run made
         # while the grader found its processes (a busy machine: a tenth of a second or more) are not
         # made without them.
-        stopped_at = _iteration_in(self.heartbeat)
+        stopped_at = _iteration_settled(self.heartbeat)
         self._from = iteration if stopped_at is None else max(iteration, stopped_at)
         self._until = time.monotonic() + self._window
 
@@ -295,7 +306,7 @@ class DependenceProbe:
         return min(self.longest, max(self.shortest, self.steps * (last_seen - first_seen) / (last - first)))
 
     def _finish(self):
-        iteration = _iteration_in(self.heartbeat)
+        iteration = _iteration_settled(self.heartbeat)
         self.release()
         self.results.append({"stopped": len(self._stopped), "window": round(self._window, 1), "at": self._from,
                              "advanced": None if iteration is None else iteration - self._from})
