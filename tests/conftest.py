@@ -174,10 +174,10 @@ def pytest_runtest_makereport(item, call):
 
 
 @contextlib.contextmanager
-def turn_on_the_cluster():
-    """The machine's one local cluster, for one test at a time: pytest-xdist runs files in
-    parallel, and the cluster, network and classroom tests each bring it up their own way."""
-    with open(Path(tempfile.gettempdir()) / "handson-cluster-tests.lock", "w") as lock:
+def _machine_turn(name):
+    """One test module at a time holds the machine-wide thing `name` (a lock file in the temporary
+    folder: pytest-xdist runs files in parallel)."""
+    with open(Path(tempfile.gettempdir()) / f"handson-{name}-tests.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -185,16 +185,16 @@ def turn_on_the_cluster():
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-@contextlib.contextmanager
+def turn_on_the_cluster():
+    """The machine's one local cluster, for one test at a time: the cluster, network and classroom
+    tests each bring it up their own way."""
+    return _machine_turn("cluster")
+
+
 def turn_on_the_classroom():
     """The machine's one classroom (its accounts, ports and state folder), for one test module at
     a time: tests/test_classroom.py and tests/test_grade_on_submit.py each bring it up."""
-    with open(Path(tempfile.gettempdir()) / "handson-classroom-tests.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return _machine_turn("classroom")
 
 
 @pytest.fixture(scope="module")

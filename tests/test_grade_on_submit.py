@@ -270,6 +270,33 @@ def test_every_student_is_graded_once_with_the_scores_handson_autograde_gives(se
     assert set(report) >= {s for s, k, _ in service_class["students"] if k != "not json"}, report
 
 
+def test_handson_autograde_gives_the_same_submissions_the_scores_the_service_released(service_class, tmp_path):
+    """`handson autograde` of a copy of the course the service graded (the same submitted files,
+    nothing it wrote as grades): every student the score the service released, the correct
+    one's throughput point within its bands (timed again, on a machine that may be busy)."""
+    lay = service_class["lay"]
+    course = tmp_path / "course"
+    shutil.copytree(lay.course, course, symlinks=True,
+                    ignore=shutil.ignore_patterns("autograded", "feedback", "autograde_*"))
+    graded = handson("autograde", "task1", "--course", course, timeout=1800)
+    assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-2000:]
+    rows = {r["student"]: r for r in csv.DictReader((course / "autograde_task1.csv").open())}
+    store = store_of(lay)
+    try:
+        for student, kind, _ in service_class["students"]:
+            latest = store.latest(student, "task1")
+            if kind in ("not json", "renamed"):   # no notebook nbgrader grades: nothing, both ways
+                assert not latest.score and not float((rows.get(student) or {}).get("score") or 0), rows.get(student)
+                continue
+            mine = float(rows[student]["score"])
+            if kind == "correct":
+                assert {mine, latest.score} <= expected(kind), (student, mine, latest)
+            else:
+                assert mine == latest.score, (student, kind, mine, latest)
+    finally:
+        store.close()
+
+
 def test_the_class_is_graded_within_twenty_demos(service_class):
     seconds, demo = service_class["class_seconds"], service_class["demo_seconds"]
     print(f"class of {len(service_class['students'])}: handed in within {service_class['handed_in']:.0f} s, "

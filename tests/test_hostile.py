@@ -208,6 +208,24 @@ for where in (".", "/tmp"):
     os.remove(os.path.join(where, "filler"))
 print("HOSTILE", json.dumps(found))
 ''',
+    # nbgrader executes the notebook it wrote with the grade cells restored, hidden tests included:
+    # the kernel's copy of it must hold none of them (a review read the answers from it).
+    "hidden_reader": """
+import glob, json
+found = {"notebooks": 0, "hidden": [], "grade_sources": 0}
+for path in glob.glob("*.ipynb") + glob.glob("**/*.ipynb", recursive=True):
+    found["notebooks"] += 1
+    for cell in json.load(open(path))["cells"]:
+        text = "".join(cell.get("source", ""))
+        if "HOSTILE" in text:   # this cell, which names what it looks for
+            continue
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade") and cell["cell_type"] == "code" and text:
+            found["grade_sources"] += 1
+        for secret in ("total_batch_size(32, 4) == 128", "lr_set_by_script - 0.05", "HIDDEN TESTS"):
+            if secret in text:
+                found["hidden"].append(secret)
+print("HOSTILE", json.dumps(found))
+""",
     # 3000 nested folders (the grader's cleanup once died of RecursionError on them: no summary,
     # no plot, the session left in /tmp) and a daemon that fills the kernel's own folder.
     "deep_tree": """
@@ -333,6 +351,15 @@ def test_a_submission_reads_nothing_of_the_course_the_instructor_or_the_others(h
     uid, gid = sandbox.account()
     assert found["uid"] == uid != 0 and found["secret"] is None, found
     assert found["processes"] <= 3, found   # its own kernel (and the sandbox's first process): a pid namespace
+
+
+@pytest.mark.system
+def test_the_kernels_copy_of_the_notebook_holds_no_grade_cell_and_no_hidden_test(hostile_class):
+    course_dir, _, _, _, _ = hostile_class
+    found = _hostile_outputs(course_dir, "hidden_reader")
+    assert found["notebooks"] >= 1 and not found["hidden"] and not found["grade_sources"], found
+    graded = json.loads((course_dir / "autograded" / "hidden_reader" / "setup" / "00_setup.ipynb").read_text())
+    assert "total_batch_size(32, 4) == 128" in json.dumps(graded), "the grader's copy lost its hidden tests"
 
 
 @pytest.mark.system

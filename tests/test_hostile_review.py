@@ -90,6 +90,31 @@ def test_timed_steps_the_replay_never_sees_are_not_credited(tmp_path, monkeypatc
     assert not (throughput.passed and throughput.value > 0.7), report.text()
 
 
+#: WIN 4 (Task #2, the review in the sandbox at 4962dae): the test set not scattered, a plain
+#: Evaluator on every rank, and one line that set the instance attribute the ranks' records read as
+#: "wrapped by create_multi_node_evaluator". With 256 test images (whole minibatches on 2 ranks) the
+#: whole set's accuracy is the mean over the ranks' halves: the grader's evaluation agreed. Review:
+#: 9/9 checks, 11/14 (honest work: no multi-node evaluator).
+EVALUATOR_ALONE_MARKED_WRAPPED = Mistake(
+    "train_cifar_multi_node.py", "    test = chainermn.scatter_dataset(test, comm, shuffle=True)\n", "",
+    frozenset({"evaluator aggregated over ranks"}), "",
+    more=(("evaluator = chainermn.create_multi_node_evaluator(\n"
+           "        extensions.Evaluator(test_iter, model, device=device), comm)",
+           "evaluator = extensions.Evaluator(test_iter, model, device=device)\n"
+           "    evaluator.evaluate = evaluator.evaluate"),))
+
+
+@pytest.mark.system
+def test_an_evaluator_alone_on_every_rank_marked_as_wrapped_earns_no_evaluator_point(tmp_path, monkeypatch,
+                                                                                    task2_reference, graders_seed):
+    source = EVALUATOR_ALONE_MARKED_WRAPPED.apply(TASK2.read_text())
+    with report_cell(tmp_path, monkeypatch, "train_cifar_multi_node", source) as script:
+        report = checks.check_multi_node(script, reference=task2_reference, scaling=False, timed=False)
+    failed = _correctness_failures(report)
+    assert "evaluator aggregated over ranks" in failed, report.text()
+    assert "whole test set" in failed["evaluator aggregated over ranks"], report.text()
+
+
 # ------------------------------------------------------------------ false negatives: correct variants
 
 #: Task #2: PrintReport with an "iteration" column (Chainer's ImageNet example's header): a correct

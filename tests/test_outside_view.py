@@ -383,7 +383,7 @@ STEPS_WITH_A_HELPER = textwrap.dedent("""
     helper = subprocess.Popen([sys.executable, "-c", "import sys\\nfor line in sys.stdin:\\n    print(line, end='', flush=True)"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     for step in range(1, 3000):
-        if sys.argv[2] == "needs":
+        if sys.argv[2] == "needs" or (sys.argv[2] == "needs-then-alone" and step <= 60):
             helper.stdin.write("step\\n")
             helper.stdin.flush()
             helper.stdout.readline()
@@ -417,3 +417,48 @@ def test_the_steps_a_fast_run_made_while_the_grader_found_its_processes_are_not_
         assert probe.result["advanced"] <= 1, probe.result
     else:
         assert probe.result["advanced"] > 10, probe.result
+
+
+def test_a_run_that_trains_together_only_up_to_the_compared_iterations_meets_the_second_window(tmp_path):
+    """A run that waits for its helper up to step 60 (past every iteration the grader compares) and
+    goes on alone after it: a window at 20 alone sees a process that needs its helper; the second
+    window, after the compared iterations, sees it go on alone, and that is the probe's result."""
+    heartbeat = tmp_path / "heartbeat"
+    proc = subprocess.Popen([sys.executable, "-c", STEPS_WITH_A_HELPER, str(heartbeat), "needs-then-alone"])
+    probe = launch.DependenceProbe(heartbeat, at=(20, 80), shortest=1.0, longest=1.0)
+    try:
+        deadline = time.monotonic() + 60
+        while len(probe.results) < 2 and time.monotonic() < deadline:
+            probe.tick(proc.pid)
+            time.sleep(0.02)
+    finally:
+        probe.release()
+        proc.kill()
+        proc.wait()
+    first, second = probe.results
+    assert first["advanced"] <= 1 and second["advanced"] > 10, probe.results
+    assert probe.result is second
+
+
+def test_the_grader_draws_a_window_after_the_compared_iterations_of_task_2s_graded_run():
+    """Task #2 on 2 epochs against the reference: one window anywhere, one after the last iteration
+    the grader compares (the run is long enough for it), neither near a compared one."""
+    from handson_lib.checking import checks, replay
+    for seed in range(20):
+        plan = replay.snapshot_plan("multi-node", checks.GRADED_MULTI_NODE_ARGS, 2, seed)
+        at = replay.probe_iteration("multi-node", checks.GRADED_MULTI_NODE_ARGS, 2, plan)
+        assert len(at) == 2 and at[1] > max(plan.iterations) + 3, (plan, at)
+        assert all(abs(a - kept) > 3 for a in at for kept in plan.iterations), (plan, at)
+
+
+def test_a_mark_caught_being_rewritten_is_read_again(tmp_path):
+    """A run that marks a hundred steps a second truncates its mark as often: a window that ended on
+    the empty file had no result (the probe's test of a run going on alone failed so under load)."""
+    import threading
+    heartbeat = tmp_path / "heartbeat"
+    heartbeat.write_text("")
+    probe = launch.DependenceProbe(heartbeat, at=5)
+    probe._from, probe._stopped, probe._window = 5, [], 1.0
+    threading.Timer(0.02, lambda: heartbeat.write_text("40")).start()
+    probe._finish()
+    assert probe.results[-1]["advanced"] == 35, probe.results

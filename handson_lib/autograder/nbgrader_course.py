@@ -180,7 +180,10 @@ def _autograde_one(course_dir, assignment, student, timeout, settings, env=None,
     env.update(settings.but(submission=str(Path(course_dir).resolve() / "autograded" / student / assignment),
                             profile_log=str(log)).to_env())
     try:
+        # The course graded is course_dir, whatever root its nbgrader_config.py names (a classroom's
+        # pins its own: a copy of it graded elsewhere wrote into the original's gradebook).
         res = nbgrader("autograde", assignment, "--student", student, "--force", *options,
+                       f"--CourseDirectory.root={Path(course_dir).resolve()}",
                        course_dir=course_dir, timeout=timeout, env=env)
     finally:
         kernel_parts = profile_parts(log)   # before release: the log is on the student's tmpfs

@@ -353,12 +353,32 @@ def command(settings, argv, folder, own, fds, cwd=None):
         if path.is_dir():
             args += ["--perms", "0777", "--dir", str(path)]
         else:
-            fd = os.open(path, os.O_RDONLY)
+            fd = _notebook_without_grade_cells(path) if path.suffix == ".ipynb" else os.open(path, os.O_RDONLY)
             fds.append(fd)
             args += ["--perms", "0666", "--file", str(fd), str(path)]
     args += ["--chdir", str(cwd or folder or own), "--", "/usr/bin/setpriv", f"--reuid={settings.uid}", f"--regid={settings.gid}",
              "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *argv]
     return args
+
+
+def _notebook_without_grade_cells(path):
+    """A descriptor of `path`'s notebook with every grade cell's source left out: nbgrader writes the
+    notebook it executes with the grade cells restored, hidden tests included, and the grader runs
+    those cells itself (judge), so the kernel's copy needs none of them (a review's answer cell read
+    the hidden tests' answers from it). A file that is not a notebook comes in empty."""
+    try:
+        notebook = json.loads(Path(path).read_text(encoding="utf-8"))
+        for cell in notebook.get("cells", []):
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if meta.get("grade") and not meta.get("solution"):
+                cell["source"] = ""
+        text = json.dumps(notebook)
+    except (OSError, ValueError, AttributeError, TypeError):
+        text = ""
+    fd = os.memfd_create("notebook", 0)
+    os.write(fd, text.encode("utf-8"))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _copied(folder, graded=None):

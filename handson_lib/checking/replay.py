@@ -464,16 +464,22 @@ def snapshot_plan(task, args, width, seed):
 
 
 def probe_iteration(task, args, width, plan):
-    """The iteration at which the grader stops a run's other processes for a moment (launch.
+    """The iterations at which the grader stops a run's other processes for a moment (launch.
     DependenceProbe): drawn now, never told to the run; after the first steps and before the run's
     end, away from the iterations of the grader's `plan` (a run that averaged only where it is asked
-    for its parameters would wait for the others there)."""
+    for its parameters would wait for the others there). One anywhere in that span, and one after
+    the plan's last iteration where the run is long enough: a run that trains together up to the
+    iterations the grader compares and alone after them meets that one, however short the run."""
     import secrets
     _, total = _epoch(task, args, width)
     span = range(plan.early + 2, max(plan.early + 3, total - 3))   # the end has collectives of its own
     away = [k for k in span if all(abs(k - kept) > 3 for kept in plan.iterations)]
     choices = away or list(span)
-    return choices[secrets.randbelow(len(choices))]
+    drawn = [choices[secrets.randbelow(len(choices))]]
+    after = [k for k in choices if k > max(plan.iterations) + 3 and k != drawn[0]]
+    if after:
+        drawn.append(after[secrets.randbelow(len(after))])
+    return tuple(sorted(drawn))
 
 
 def timing_plan(steps):

@@ -188,6 +188,17 @@ def _iteration_in(path):
         return None
 
 
+def _iteration_settled(path, tries=10, pause=0.005):
+    """_iteration_in, read again a few times where the mark is caught being rewritten (a run that
+    marks a hundred steps a second truncates its file as often: one read in many finds it empty)."""
+    for _ in range(tries):
+        iteration = _iteration_in(path)
+        if iteration is not None:
+            return iteration
+        time.sleep(pause)
+    return None
+
+
 def _is_python(proc):
     try:
         return proc.name().startswith("python")
@@ -202,31 +213,44 @@ class DependenceProbe:
     A main process whose workers compute its gradients, or a rank whose gradients are averaged with
     the others', waits for them (at most the step in hand ends); one that trains alone goes on.
 
-    `rank`: the MPI rank whose mark is `heartbeat` (the others are the ranks' processes), or None: a
-    single process whose mark it is (the others are its descendants). The run never learns `at`."""
+    `at`: an iteration, or several (a window at each, in turn). `rank`: the MPI rank whose mark is
+    `heartbeat` (the others are the ranks' processes), or None: a single process whose mark it is
+    (the others are its descendants). The run never learns `at`."""
 
     def __init__(self, heartbeat, at, rank=None, shortest=2.0, longest=10.0, steps=6):
-        self.heartbeat, self.at, self.rank = Path(heartbeat), at, rank
+        self.heartbeat, self.rank = Path(heartbeat), rank
+        self._due = sorted({int(at)} if isinstance(at, int) else {int(a) for a in at})
+        self.at = self._due[0]
         self.shortest, self.longest, self.steps = shortest, longest, steps
-        self.result, self._stopped, self._marks, self._until = None, [], [], None
+        self.results, self._stopped, self._marks, self._until = [], [], [], None
+
+    @property
+    def result(self):
+        """The window in which the watched process went furthest without the others (the one that
+        tells), else the first window's result; None before any window ended."""
+        measured = [r for r in self.results if r.get("advanced") is not None]
+        if measured:
+            return max(measured, key=lambda r: r["advanced"])
+        return self.results[0] if self.results else None
 
     @property
     def active(self):
         return self._until is not None
 
     def tick(self, root_pid):
-        """One look, from the watchdog's loop: start the window when it is due, end it when it is over."""
+        """One look, from the watchdog's loop: start a window when it is due, end it when it is over."""
         now = time.monotonic()
-        if self.result is not None:
-            return
         if self._until is not None:
             if now >= self._until:
                 self._finish()
             return
+        if not self._due:
+            return
         iteration = _iteration_in(self.heartbeat)
         if iteration is not None and (not self._marks or self._marks[-1][1] != iteration):
             self._marks.append((now, iteration))
-        if iteration is not None and iteration >= self.at:
+        if iteration is not None and iteration >= self._due[0]:
+            self._due.pop(0)
             self._start(root_pid, iteration)
 
     def _who(self, root_pid):
@@ -255,8 +279,9 @@ class DependenceProbe:
     def _start(self, root_pid, iteration):
         watched, others = self._who(root_pid)
         if watched is None or not others:
-            self.result = {"skipped": "no other process to stop" if watched is not None else "no process marks"}
+            self.results.append({"skipped": "no other process to stop" if watched is not None else "no process marks"})
             return
+        self._stopped = []
         self._window = self.window()
         for proc in others:
             try:
@@ -267,7 +292,7 @@ class DependenceProbe:
         # Counted from the mark once every other process is stopped: the iterations a fast run made
         # while the grader found its processes (a busy machine: a tenth of a second or more) are not
         # made without them.
-        stopped_at = _iteration_in(self.heartbeat)
+        stopped_at = _iteration_settled(self.heartbeat)
         self._from = iteration if stopped_at is None else max(iteration, stopped_at)
         self._until = time.monotonic() + self._window
 
@@ -281,10 +306,10 @@ class DependenceProbe:
         return min(self.longest, max(self.shortest, self.steps * (last_seen - first_seen) / (last - first)))
 
     def _finish(self):
-        iteration = _iteration_in(self.heartbeat)
+        iteration = _iteration_settled(self.heartbeat)
         self.release()
-        self.result = {"stopped": len(self._stopped), "window": round(self._window, 1), "at": self._from,
-                       "advanced": None if iteration is None else iteration - self._from}
+        self.results.append({"stopped": len(self._stopped), "window": round(self._window, 1), "at": self._from,
+                             "advanced": None if iteration is None else iteration - self._from})
         self._until = None
 
     def release(self):
