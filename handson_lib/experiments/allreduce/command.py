@@ -66,6 +66,7 @@ def run_fit(args, terms, names):
         for p in sorted(set(on + out)):
             print(f"measuring the allreduce on {p} ranks ...", flush=True)
             result = measure(np=p, sizes=args.sizes or FIT_SWEEP, iterations=args.iterations, warmup=args.warmup,
+                             algorithm="ring",
                              timeout=args.timeout, where=args.where)
             points[p] = model.points_of(result)
         fitted = model.fit([pt for p in on for pt in points[p]], terms, names)

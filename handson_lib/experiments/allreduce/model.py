@@ -153,9 +153,10 @@ def points_of(result, path="mpi4py"):
 
 
 def measure_points(processes, sizes=FIT_SWEEP, iterations=5, warmup=2, where="auto", timeout=600,
-                   print_fn=print):
-    """{p: [[p, bytes, seconds], ...]}: the median time of one allreduce (mpi4py, one buffer) of each
-    message size on each number of processes `p`, as plain lists (a notebook's answers are data).
+                   algorithm="ring", print_fn=print):
+    """{p: [[p, bytes, seconds], ...]}: the median time of one allreduce (mpi4py, one buffer, Open
+    MPI's ring algorithm unless `algorithm` says otherwise: the model's) of each message size on
+    each number of processes `p`, as plain lists (a notebook's answers are data).
     `where`: local ranks, the local cluster's nodes, or auto (the cluster when one is up). Sizes
     whose allreduce came out wrong are left out and said."""
     from handson_lib.experiments.allreduce.launcher import measure
@@ -166,7 +167,8 @@ def measure_points(processes, sizes=FIT_SWEEP, iterations=5, warmup=2, where="au
     for p in processes:
         print_fn(tr("measuring the allreduce on {p} processes: {n} sizes from {first} to {last} ...",
                     p=p, n=len(wanted), first=human_bytes(min(wanted)), last=human_bytes(max(wanted))))
-        result = measure(np=int(p), sizes=wanted, iterations=iterations, warmup=warmup, timeout=timeout, where=where)
+        result = measure(np=int(p), sizes=wanted, iterations=iterations, warmup=warmup, timeout=timeout, where=where,
+                         algorithm=algorithm)
         points = points_of(result)
         missing = sorted(set(wanted) - {int(pt.nbytes) for pt in points})
         if missing:
