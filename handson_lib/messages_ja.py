@@ -1355,4 +1355,39 @@ MESSAGES = {
         '全員を採点し直す: {assignment}',
     'grade again':
         '採点し直す',
+    # ---- handson_lib/experiments/allreduce/model.py (notebook 08: the allreduce's cost model)
+    'measuring the allreduce on {p} processes: {n} sizes from {first} to {last} ...':
+        '{p} プロセスで allreduce を測定しています: {first} から {last} まで {n} 通りのサイズ ...',
+    '  left out (a wrong result or no time): {sizes}':
+        '  除外（結果が誤っているか時間がない）: {sizes}',
+    '  across the nodes of the local cluster, link {profile}':
+        '  ローカルクラスタのノード間、リンク {profile}',
+    '  local ranks on this machine: the bytes move through shared memory, no network':
+        '  このマシン上のローカルランク: バイトは共有メモリを通り、ネットワークは使いません',
+    'coefficient':
+        '係数',
+    'value':
+        '値',
+    'std. error':
+        '標準誤差',
+    '{percent} % interval':
+        '{percent} % 区間',
+    'worst relative residual over {n} points: {worst}':
+        '{n} 点の相対残差の最大: {worst}',
+    'predicted = measured':
+        '予測 = 測定',
+    'p = {p} (held out)':
+        'p = {p}（当てはめに使っていない点）',
+    'measured allreduce time [s]':
+        '測定した allreduce の時間 [s]',
+    'predicted by the fitted model [s]':
+        '当てはめたモデルの予測 [s]',
+    'predicted by the step model':
+        'ステップのモデルの予測',
+    "the seeds' figure":
+        'シード資料からの値',
+    'number of GPUs':
+        'GPU 数',
+    'efficiency against one node':
+        '1 ノードに対する効率',
 }

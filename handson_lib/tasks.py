@@ -66,6 +66,7 @@ ASSIGNMENTS = (
     Assignment("scaling", "04_scaling.ipynb"),
     Assignment("tuning", "05_tuning.ipynb"),
     Assignment("large_batch", "06_large_batch.ipynb"),
+    Assignment("predict", "08_predict.ipynb"),
 )
 
 TASKS = (

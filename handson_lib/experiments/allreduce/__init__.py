@@ -32,8 +32,10 @@ Worker mode (what ``measure`` launches under the watchdog; run by hand it prints
 
 The package: `units` (sizes, algbw, Gibit/s), `buffers` (what is allreduced and its checks),
 `worker` (the ranks), `launcher` (`measure`), `bandwidth` (busbw, ratios), `report` (table,
-figure), `command` (`handson bench allreduce`'s arguments and run). The names below are the ones
-the notebooks, the autograder and the reports use.
+figure), `command` (`handson bench allreduce`'s arguments and run), `model` (a cost model fitted
+on the measurements, its intervals and residuals, and the training step it predicts: its terms are
+the caller's, as the traffic rule is), `seed_link` (seed 001's allreduce as its text gives it). The
+names below are the ones the notebooks, the autograder and the reports use.
 """
 
 from handson_lib.experiments.allreduce.bandwidth import (add_bus_bandwidth, busbw_over_link,

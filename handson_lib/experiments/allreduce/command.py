@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from handson_lib.experiments.allreduce.launcher import measure
+from handson_lib.experiments.allreduce.model import FIT_SWEEP
 from handson_lib.experiments.allreduce.report import bandwidth_figure, format_table
 from handson_lib.experiments.allreduce.units import DEFAULT_SWEEP
 from handson_lib.plotting import pyplot
@@ -35,6 +36,55 @@ def add_arguments(parser):
                         help="write the bandwidth figure (busbw per path and size, the link's rate)")
     parser.add_argument("--out", default="results/bench", help="folder for allreduce_<what>_np{P}.json ('' = none)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
+    parser.add_argument("--fit", default=None, metavar="P,P[:Q]",
+                        help="measure on each P (and Q) ranks over --sizes (default 4K up to L), fit the "
+                             "allreduce's cost model on the Ps and predict Q before setting it beside "
+                             "what Q measured (e.g. 2,3:4)")
+
+
+def parse_fit(spec):
+    """'2,3:4' -> ([2, 3], [4]); '2,3' -> ([2, 3], [])."""
+    fitted, _, held = spec.partition(":")
+    try:
+        on = [int(p) for p in fitted.split(",") if p.strip()]
+        out = [int(p) for p in held.split(",") if p.strip()]
+    except ValueError:
+        raise ValueError(f"--fit takes process counts like 2,3:4, got {spec!r}") from None
+    if len(on) < 1 or any(p < 2 for p in on + out):
+        raise ValueError(f"--fit needs process counts of 2 or more to fit on (and to hold out), got {spec!r}")
+    return on, out
+
+
+
+def run_fit(args, terms, names):
+    """`handson bench allreduce --fit`: measure, fit the cost model (`terms`, `names`: the caller's),
+    print its coefficients and the held-out prediction; the figure with --plot."""
+    from handson_lib.experiments.allreduce import model
+    try:
+        on, out = parse_fit(args.fit)
+        points = {}
+        for p in sorted(set(on + out)):
+            print(f"measuring the allreduce on {p} ranks ...", flush=True)
+            result = measure(np=p, sizes=args.sizes or FIT_SWEEP, iterations=args.iterations, warmup=args.warmup,
+                             algorithm="ring",
+                             timeout=args.timeout, where=args.where)
+            points[p] = model.points_of(result)
+        fitted = model.fit([pt for p in on for pt in points[p]], terms, names)
+    except (ValueError, RuntimeError) as error:
+        print(f"handson bench allreduce: {error}", file=sys.stderr)
+        return 2 if isinstance(error, ValueError) else 1
+    print(f"fitted on p = {', '.join(map(str, on))} ({len(fitted.points)} points, mpi4py Allreduce):")
+    print(fitted.table())
+    unseen = [pt for p in out for pt in points[p]]
+    for pt, predicted, error in model.held_out(fitted, unseen):
+        print(f"  p = {pt.p}, {pt.nbytes:>12.0f} bytes: measured {pt.seconds:.4g} s, predicted {predicted:.4g} s "
+              f"({error:+.1%})")
+    if args.plot:
+        pyplot("Agg")
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
+        model.fit_figure(fitted, unseen).savefig(args.plot, dpi=120)
+        print(f"figure written to {args.plot}")
+    return 0
 
 
 def run_command(args, traffic_rule):

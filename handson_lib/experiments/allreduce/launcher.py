@@ -26,7 +26,7 @@ def _size_argument(nbytes=None, model=None, sizes=None):
 
 
 def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, timeout=600,
-            echo=False, in_place=False, traffic_rule=None, where="local"):
+            echo=False, in_place=False, traffic_rule=None, where="local", algorithm="default"):
     """Run the three paths on `np` ranks; returns the result dict (keys: ranks, hosts, link,
     model, bytes, sizes, results, correct, ...).
 
@@ -35,7 +35,8 @@ def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, 
     cluster when one is up); the result's `link` says which link the bytes crossed.
     Exactly one of `nbytes` (int or '1M'), `model` ('resnet50' or a course model) or `sizes`
     (list or '1K:64M') may be given; the default is ResNet-50's gradients (seed 001).
-    `in_place=True` adds the MPI.IN_PLACE allreduce (path 'mpi4py-inplace').
+    `in_place=True` adds the MPI.IN_PLACE allreduce (path 'mpi4py-inplace'). `algorithm`: Open MPI's
+    own choice ('default') or its ring ('ring': the algorithm of the course's cost model).
     `traffic_rule(nbytes, p)`: the bytes one rank sends in an allreduce (yours from notebook 04);
     given, every record gets its busbw and the result its `ratios` (`add_bus_bandwidth`)."""
     if int(np) < 1:
@@ -47,7 +48,7 @@ def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, 
         result_file = Path(tmp, "result.json")
         argv = ["-m", "handson_lib.experiments.allreduce", "--worker", *size_args,
                 "--iterations", str(int(iterations)), "--warmup", str(int(warmup)),
-                *(["--in-place"] if in_place else []),
+                *(["--in-place"] if in_place else []), "--algorithm", algorithm,
                 "--result-file", str(result_file)]
         run = jobs.run_ranks(int(np), argv, timeout=timeout, where=where, name="allreduce", echo=echo)
         if not run.ok or not result_file.exists():
