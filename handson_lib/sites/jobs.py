@@ -371,11 +371,13 @@ class Placement:
         return f"{self.np} rank(s) on {self.nodes} node(s), {self.per_node} per node"
 
 
-def mpi_job_script(placement: Placement, argv, name, walltime_s=600, queue=None):
-    """A PBS job script that runs `python ARGV` on the placement's ranks, one `ppr` per node."""
+def mpi_job_script(placement: Placement, argv, name, walltime_s=600, queue=None, mpi_args=()):
+    """A PBS job script that runs `python ARGV` on the placement's ranks, one `ppr` per node
+    (`mpi_args`: mpiexec's own options before the program, e.g. `--mca KEY VALUE`)."""
     queue = queue or EXPERIMENT_QUEUE
     walltime = format_walltime(min(max(60, int(walltime_s)), queue.max_walltime))
     command = " ".join(_shell_word(a) for a in argv)
+    options = "".join(" " + _shell_word(a) for a in mpi_args)
     return f"""#!/bin/bash
 # Written by handson_lib.sites.jobs for {placement.text}.
 #PBS -q {queue.name}
@@ -385,7 +387,7 @@ def mpi_job_script(placement: Placement, argv, name, walltime_s=600, queue=None)
 #PBS -j oe
 cd "$PBS_O_WORKDIR"
 echo "nodes: $(sort -u "${{PBS_NODEFILE:-/dev/null}}" | tr '\\n' ' ')link: ${{{LINK_ENV}:-none}}"
-mpiexec -n {placement.np} --map-by ppr:{placement.per_node}:node python {command}
+mpiexec -n {placement.np} --map-by ppr:{placement.per_node}:node{options} python {command}
 """
 
 
@@ -394,14 +396,14 @@ def _shell_word(text):
     return text if re.fullmatch(r"[\w./:=,+-]+", text) else "'" + text.replace("'", "'\\''") + "'"
 
 
-def run_mpi_job(np, argv, nodes_available, name="handson-run", timeout=600, workdir=None):
+def run_mpi_job(np, argv, nodes_available, name="handson-run", timeout=600, workdir=None, mpi_args=()):
     """Run `python ARGV` on `np` ranks as a job of the local cluster and wait for it (qdel after
     `timeout` s). An MPIResult like launch.run_mpi's: the job's output, its exit status read from
     the output's end marker, seconds from submission to the end."""
     placement = Placement.spread(np, nodes_available)
     folder = Path(workdir or tempfile.mkdtemp(prefix="handson-job-"))
     script = folder / f"{name}.sh"
-    script.write_text(mpi_job_script(placement, argv, name, walltime_s=timeout + 60)
+    script.write_text(mpi_job_script(placement, argv, name, walltime_s=timeout + 60, mpi_args=mpi_args)
                       + 'echo "handson-job-exit: $?"\n')
     started = time.monotonic()
     jobid = qsub(script.name, folder)
@@ -437,13 +439,14 @@ def where_ranks_run(where="auto"):
     return state
 
 
-def run_ranks(np, argv, timeout=600, where="auto", name="handson-run", echo=False, cwd=None):
+def run_ranks(np, argv, timeout=600, where="auto", name="handson-run", echo=False, cwd=None, mpi_args=()):
     """`python ARGV` on `np` ranks: as a job across the shaped cluster's nodes when `where` picks
-    it (see where_ranks_run), else on local ranks under launch.run_mpi's watchdog."""
+    it (see where_ranks_run), else on local ranks under launch.run_mpi's watchdog (`mpi_args`:
+    mpiexec's own options)."""
     state = where_ranks_run(where)
     if state is None:
-        return launch.run_mpi(np, argv, timeout=timeout, echo=echo, cwd=cwd)
-    result = run_mpi_job(np, argv, len(state["nodes"]), name=name, timeout=timeout)
+        return launch.run_mpi(np, argv, timeout=timeout, echo=echo, cwd=cwd, extra_args=tuple(mpi_args))
+    result = run_mpi_job(np, argv, len(state["nodes"]), name=name, timeout=timeout, mpi_args=mpi_args)
     if echo:
         print(result.output, end="", flush=True)
     return result

@@ -25,6 +25,17 @@ def _size_argument(nbytes=None, model=None, sizes=None):
     return ["--model", model]
 
 
+#: Open MPI's allreduce as the library picks it (by size and processes; on several nodes its
+#: hierarchical `han` component), or its ring, the algorithm of the course's cost model (NCCL's
+#: too): the MCA settings of the ranks' mpiexec (the ranks yield the core while they wait: on a
+#: machine of few cores they share it with the kernel's work of moving the bytes).
+ALGORITHMS = {
+    "default": {},
+    "ring": {"coll_han_priority": "0", "coll_tuned_use_dynamic_rules": "1",
+             "coll_tuned_allreduce_algorithm": "ring", "mpi_yield_when_idle": "1"},
+}
+
+
 def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, timeout=600,
             echo=False, in_place=False, traffic_rule=None, where="local", algorithm="default"):
     """Run the three paths on `np` ranks; returns the result dict (keys: ranks, hosts, link,
@@ -43,6 +54,8 @@ def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, 
         raise ValueError(f"np must be at least 1, got {np!r}")
     if int(iterations) < 1 or int(warmup) < 0:
         raise ValueError(f"need iterations >= 1 and warmup >= 0, got {iterations!r} and {warmup!r}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm={algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
     size_args = _size_argument(nbytes, model, sizes)
     with tempfile.TemporaryDirectory(prefix="allreduce_bench_") as tmp:
         result_file = Path(tmp, "result.json")
@@ -50,7 +63,8 @@ def measure(np=2, nbytes=None, model=None, sizes=None, iterations=10, warmup=3, 
                 "--iterations", str(int(iterations)), "--warmup", str(int(warmup)),
                 *(["--in-place"] if in_place else []), "--algorithm", algorithm,
                 "--result-file", str(result_file)]
-        run = jobs.run_ranks(int(np), argv, timeout=timeout, where=where, name="allreduce", echo=echo)
+        mca = [word for key, value in ALGORITHMS[algorithm].items() for word in ("--mca", key, value)]
+        run = jobs.run_ranks(int(np), argv, timeout=timeout, where=where, name="allreduce", echo=echo, mpi_args=mca)
         if not run.ok or not result_file.exists():
             why = "timed out" if run.timed_out else f"exit status {run.returncode}"
             raise RuntimeError(f"allreduce benchmark on {np} rank(s) failed ({why}):\n{run.tail(30)}")

@@ -175,18 +175,9 @@ def _worker_arguments(argv):
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--in-place", action="store_true")
     parser.add_argument("--result-file", default=None)
-    parser.add_argument("--algorithm", choices=sorted(ALGORITHMS), default="default")
+    parser.add_argument("--algorithm", default="default")   # as the launcher chose it (launcher.ALGORITHMS)
     return parser.parse_args(argv)
 
-
-#: Open MPI's allreduce as the library picks it (by size and processes; on several nodes its
-#: hierarchical `han` component), or its ring, the algorithm the course's cost model describes
-#: (NCCL's too): the MCA settings a rank sets before MPI starts.
-ALGORITHMS = {
-    "default": {},
-    "ring": {"OMPI_MCA_coll_han_priority": "0", "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-             "OMPI_MCA_coll_tuned_allreduce_algorithm": "ring", "OMPI_MCA_mpi_yield_when_idle": "1"},
-}
 
 
 def _measure_size(comm, link, nbytes, args, corrupt, say, pair):
@@ -220,7 +211,8 @@ def _worker_result(args, comm, hosts, sizes, load_at_start, corrupt, results):
         "bytes": None if args.sizes else sizes[0],
         "sizes": sizes if args.sizes else None,
         "iterations": args.iterations, "warmup": args.warmup,
-        "communicator": "naive", "algorithm": args.algorithm, "mpi_library": MPI.Get_library_version().strip().split("\n")[0],
+        "communicator": "naive", "algorithm": args.algorithm,
+        "mpi_library": MPI.Get_library_version().strip().split("\n")[0],
         "load_average": load_at_start, "load_average_end": list(os.getloadavg()),
         "cpu_count": os.cpu_count(),
         "link": jobs.job_link(),
@@ -236,7 +228,6 @@ def _worker_result(args, comm, hosts, sizes, load_at_start, corrupt, results):
 def run_worker(argv=None):
     """Inside `mpiexec -n P`: measure every path, rank 0 writes JSON (or prints the table)."""
     args = _worker_arguments(argv)
-    os.environ.update(ALGORITHMS[args.algorithm])   # before MPI starts (chainermn imports mpi4py)
     prepare_rank("naive", gpu=False)
     import chainermn
     comm = chainermn.create_communicator("naive")
