@@ -69,12 +69,16 @@ def test_one_process_computing_two_workers_arithmetic_earns_no_structure_point(t
     assert "one worker process per device" in failed or "uses MultiprocessParallelUpdater" in failed, report.text()
 
 
+def _task2_untimed(tmp_path, monkeypatch, mistake, reference):
+    """Task #2's report cell on the solution with `mistake` planted, its correctness checks only."""
+    with report_cell(tmp_path, monkeypatch, "train_cifar_multi_node", mistake.apply(TASK2.read_text())) as script:
+        return checks.check_multi_node(script, reference=reference, scaling=False, timed=False)
+
+
 @pytest.mark.system
 def test_ranks_that_average_only_where_the_grader_looks_earn_no_structure_point(tmp_path, monkeypatch,
                                                                                task2_reference, graders_seed):
-    source = AVERAGES_WHERE_LOOKED_AT.apply(TASK2.read_text())
-    with report_cell(tmp_path, monkeypatch, "train_cifar_multi_node", source) as script:
-        report = checks.check_multi_node(script, reference=task2_reference, scaling=False, timed=False)
+    report = _task2_untimed(tmp_path, monkeypatch, AVERAGES_WHERE_LOOKED_AT, task2_reference)
     assert "parameters identical on every rank" in _correctness_failures(report), report.text()
 
 
@@ -107,9 +111,7 @@ EVALUATOR_ALONE_MARKED_WRAPPED = Mistake(
 @pytest.mark.system
 def test_an_evaluator_alone_on_every_rank_marked_as_wrapped_earns_no_evaluator_point(tmp_path, monkeypatch,
                                                                                     task2_reference, graders_seed):
-    source = EVALUATOR_ALONE_MARKED_WRAPPED.apply(TASK2.read_text())
-    with report_cell(tmp_path, monkeypatch, "train_cifar_multi_node", source) as script:
-        report = checks.check_multi_node(script, reference=task2_reference, scaling=False, timed=False)
+    report = _task2_untimed(tmp_path, monkeypatch, EVALUATOR_ALONE_MARKED_WRAPPED, task2_reference)
     failed = _correctness_failures(report)
     assert "evaluator aggregated over ranks" in failed, report.text()
     assert "whole test set" in failed["evaluator aggregated over ranks"], report.text()
